@@ -1,0 +1,77 @@
+"""Topic names, message types and QoS from ``config/topics.yaml`` (no rclpy here).
+
+Nodes turn a :class:`QosSpec` into an ``rclpy.qos.QoSProfile``; this module only validates.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from simops_core.paths import resolve_resource
+
+TOPICS_FILE = 'config/topics.yaml'
+RELIABILITY = ('reliable', 'best_effort')
+DURABILITY = ('volatile', 'transient_local')
+HISTORY = ('keep_last', 'keep_all')
+
+
+class TopicConfigError(ValueError):
+    """The topics file is missing, unreadable or malformed."""
+
+
+@dataclass(frozen=True)
+class QosSpec:
+    """A QoS profile by policy names, as in rclpy's ``*Policy`` enums (lower case)."""
+
+    reliability: str
+    durability: str
+    history: str
+    depth: int
+
+
+@dataclass(frozen=True)
+class TopicSpec:
+    """A topic's default name, its ROS 2 message type (``pkg/msg/Name``) and its QoS."""
+
+    key: str
+    name: str
+    type: str
+    qos: QosSpec
+
+
+def load_topics(path: str | Path = TOPICS_FILE) -> dict[str, TopicSpec]:
+    """Load every topic of the topics file, keyed by its key (``joint_states``, ...)."""
+    try:
+        file = resolve_resource(path)
+        raw = yaml.safe_load(file.read_text())
+    except (FileNotFoundError, OSError, yaml.YAMLError) as exc:
+        raise TopicConfigError(f'cannot read topics file {path}: {exc}') from None
+    if not isinstance(raw, dict) or raw.get('version') != 1:
+        raise TopicConfigError(f'{file}: field "version" must be 1')
+    profiles = {key: _qos(file, key, value) for key, value in (raw.get('qos') or {}).items()}
+    topics = {}
+    for key, value in (raw.get('topics') or {}).items():
+        if not isinstance(value, dict) or not {'name', 'type', 'qos'} <= value.keys():
+            raise TopicConfigError(f'{file}: topic {key!r} needs name, type and qos')
+        if value['qos'] not in profiles:
+            raise TopicConfigError(f'{file}: topic {key!r} uses unknown qos {value["qos"]!r}')
+        if value['type'].count('/') != 2:
+            raise TopicConfigError(f'{file}: topic {key!r} type must be pkg/msg/Name')
+        topics[key] = TopicSpec(key, value['name'], value['type'], profiles[value['qos']])
+    return topics
+
+
+def _qos(file: Path, key: str, value: object) -> QosSpec:
+    if not isinstance(value, dict):
+        raise TopicConfigError(f'{file}: qos {key!r} must be a mapping')
+    choices = {'reliability': RELIABILITY, 'durability': DURABILITY, 'history': HISTORY}
+    for field, allowed in choices.items():
+        if value.get(field) not in allowed:
+            raise TopicConfigError(f'{file}: qos {key}.{field} must be one of {allowed}')
+    depth = value.get('depth')
+    if not isinstance(depth, int) or isinstance(depth, bool) or depth < 1:
+        raise TopicConfigError(f'{file}: qos {key}.depth must be a positive integer')
+    return QosSpec(value['reliability'], value['durability'], value['history'], depth)

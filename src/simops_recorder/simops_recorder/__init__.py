@@ -1,0 +1,1 @@
+"""SimOps recorder: rosbag2 (MCAP) episodes of real and simulated trajectories."""

@@ -1,0 +1,46 @@
+"""Test-session setup: every pytest process (and every xdist worker) gets its own ROS domain.
+
+The domain is claimed before any test imports rclpy, and the isolated environment (loopback
+discovery, loopback-only Fast DDS transports) goes into os.environ, so the in-test rclpy
+context and every subprocess a test starts inherit it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+import pytest
+
+from simops_core.dds_isolation import DomainClaim, claim_domain_id, isolated_env
+
+_claim: DomainClaim | None = None
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    global _claim
+    _claim = claim_domain_id()
+    os.environ.update(isolated_env(_claim.domain_id))
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if _claim is not None:
+        _claim.release()
+
+
+@pytest.fixture(scope='session')
+def ros_env() -> dict[str, str]:
+    """The isolated environment for processes a test starts."""
+    return dict(os.environ)
+
+
+@pytest.fixture
+def ros_probe() -> Iterator[object]:
+    """An rclpy node in the test process, spinning in a background thread."""
+    from ros_helpers import RosProbe
+
+    probe = RosProbe()
+    try:
+        yield probe
+    finally:
+        probe.close()

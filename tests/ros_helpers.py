@@ -1,0 +1,152 @@
+"""Helpers for tests that start real ROS 2 processes and talk to them over DDS.
+
+No ROS is mocked: nodes run as subprocesses in the session's isolated domain, and the test
+talks to them through :class:`RosProbe`, a real rclpy node in the test process.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import rclpy
+from rclpy.context import Context
+from rclpy.executors import SingleThreadedExecutor
+from rclpy.qos import QoSProfile
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def wait_until(predicate: Callable[[], bool], timeout: float, interval: float = 0.02) -> bool:
+    """Poll ``predicate`` until it is true or ``timeout`` seconds pass; return its last value."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(interval)
+    return predicate()
+
+
+class NodeProcess:
+    """A subprocess in its own process group, with output captured to a log file.
+
+    Use as a context manager: leaving the block stops the whole group (SIGINT, then SIGTERM,
+    then SIGKILL), so no test leaves an orphaned node behind.
+    """
+
+    def __init__(self, argv: Sequence[str], log_path: Path, env: dict[str, str] | None = None,
+                 cwd: Path = REPO) -> None:
+        self.argv = list(argv)
+        self.log_path = log_path
+        self._log = open(log_path, 'wb')  # noqa: SIM115 - closed in stop()
+        self.proc = subprocess.Popen(self.argv, stdout=self._log, stderr=subprocess.STDOUT,
+                                     env=env or dict(os.environ), cwd=cwd,
+                                     start_new_session=True)
+
+    @classmethod
+    def python(cls, script: str | Path, *args: str, log_path: Path,
+               env: dict[str, str] | None = None) -> NodeProcess:
+        """Start ``script`` with this interpreter."""
+        return cls([sys.executable, str(script), *args], log_path, env)
+
+    def __enter__(self) -> NodeProcess:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def output(self) -> str:
+        """Everything the process has printed so far."""
+        self._log.flush()
+        return self.log_path.read_text(errors='replace')
+
+    def wait(self, timeout: float) -> int:
+        """Wait for the process to exit by itself; return its exit code."""
+        return self.proc.wait(timeout)
+
+    def stop(self, timeout: float = 10.0) -> int:
+        """Stop the process group gracefully, escalating if needed; return the exit code."""
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGKILL):
+            if self.proc.poll() is not None:
+                break
+            try:
+                os.killpg(self.proc.pid, sig)
+            except ProcessLookupError:
+                break
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                continue
+        code = self.proc.wait()
+        with contextlib.suppress(ProcessLookupError):  # children must not outlive the node
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        self._log.close()
+        return code
+
+
+class RosProbe:
+    """A real rclpy node in the test process, with its own context and spinner thread."""
+
+    def __init__(self, name: str = 'test_probe') -> None:
+        self.context = Context()
+        rclpy.init(context=self.context)
+        self.node = rclpy.create_node(name, context=self.context)
+        self.executor = SingleThreadedExecutor(context=self.context)
+        self.executor.add_node(self.node)
+        self._lock = threading.Lock()
+        self._messages: dict[str, list[Any]] = {}
+        self._thread = threading.Thread(target=self._spin, daemon=True)
+        self._thread.start()
+
+    def _spin(self) -> None:
+        while self.context.ok():
+            try:
+                self.executor.spin_once(timeout_sec=0.05)
+            except Exception:  # context shut down while spinning
+                if self.context.ok():
+                    raise
+                return
+
+    def subscribe(self, topic: str, msg_type: type, qos: QoSProfile | int = 10) -> None:
+        """Collect every message on ``topic``; read them with :meth:`messages`."""
+        with self._lock:
+            self._messages.setdefault(topic, [])
+
+        def store(msg: Any) -> None:
+            with self._lock:
+                self._messages[topic].append(msg)
+
+        self.node.create_subscription(msg_type, topic, store, qos)
+
+    def messages(self, topic: str) -> list[Any]:
+        """A snapshot of the messages received on ``topic``."""
+        with self._lock:
+            return list(self._messages.get(topic, []))
+
+    def wait_for_messages(self, topic: str, count: int = 1, timeout: float = 10.0) -> list[Any]:
+        """Wait until ``count`` messages arrived on ``topic``; fail the test if they do not."""
+        if not wait_until(lambda: len(self.messages(topic)) >= count, timeout):
+            raise AssertionError(f'{len(self.messages(topic))} of {count} messages on {topic} '
+                                 f'after {timeout} s')
+        return self.messages(topic)
+
+    def publisher(self, topic: str, msg_type: type, qos: QoSProfile | int = 10) -> Any:
+        """Create a publisher on the probe's node."""
+        return self.node.create_publisher(msg_type, topic, qos)
+
+    def close(self) -> None:
+        """Shut the context down and join the spinner thread."""
+        if self.context.ok():
+            rclpy.shutdown(context=self.context)
+        self._thread.join(timeout=5)
+        self.executor.shutdown()
+        self.node.destroy_node()

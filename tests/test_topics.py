@@ -1,0 +1,45 @@
+"""config/topics.yaml: the single source of topic names, types and QoS."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from simops_core.paths import resolve_resource
+from simops_core.topics import TopicConfigError, load_topics
+
+
+def test_defaults_match_the_real_arm_stack() -> None:
+    topics = load_topics()
+    assert topics['joint_states'].name == '/joint_states'
+    assert topics['joint_states'].type == 'sensor_msgs/msg/JointState'
+    assert topics['joint_trajectory'].name == '/fr3_arm_controller/joint_trajectory'
+    assert topics['joint_trajectory'].type == 'trajectory_msgs/msg/JointTrajectory'
+    assert topics['clock'].qos.reliability == 'best_effort'
+    assert topics['estop'].qos.durability == 'transient_local'
+
+
+def test_every_type_is_importable() -> None:
+    import importlib
+
+    for topic in load_topics().values():
+        package, _, name = topic.type.split('/')
+        assert hasattr(importlib.import_module(f'{package}.msg'), name), topic.type
+
+
+@pytest.mark.parametrize(('mutate', 'message'), [
+    (lambda t: t['topics']['clock'].update(qos='nope'), 'unknown qos'),
+    (lambda t: t['qos']['state'].update(depth=0), 'depth'),
+    (lambda t: t['qos']['state'].update(reliability='sometimes'), 'reliability'),
+    (lambda t: t['topics']['clock'].update(type='Clock'), 'pkg/msg/Name'),
+    (lambda t: t.update(version=3), 'version'),
+])
+def test_malformed_topics_file(tmp_path: Path, mutate: object, message: str) -> None:
+    tree = yaml.safe_load(resolve_resource('config/topics.yaml').read_text())
+    mutate(tree)
+    path = tmp_path / 'topics.yaml'
+    path.write_text(yaml.safe_dump(tree))
+    with pytest.raises(TopicConfigError, match=message):
+        load_topics(path)
