@@ -35,6 +35,18 @@ def wait_until(predicate: Callable[[], bool], timeout: float, interval: float = 
     return predicate()
 
 
+def installed_executable(package: str, executable: str) -> Path:
+    """``<prefix>/lib/<package>/<executable>`` from AMENT_PREFIX_PATH or the local install."""
+    prefixes = [Path(p) for p in os.environ.get('AMENT_PREFIX_PATH', '').split(os.pathsep) if p]
+    prefixes += [REPO / 'install' / package]
+    for prefix in prefixes:
+        path = prefix / 'lib' / package / executable
+        if path.is_file():
+            return path
+    raise FileNotFoundError(f'{package}/{executable} is not installed in '
+                            f'{[str(p) for p in prefixes]}; run `make build`')
+
+
 class NodeProcess:
     """A subprocess in its own process group, with output captured to a log file.
 
@@ -50,6 +62,16 @@ class NodeProcess:
         self.proc = subprocess.Popen(self.argv, stdout=self._log, stderr=subprocess.STDOUT,
                                      env=env or dict(os.environ), cwd=cwd,
                                      start_new_session=True)
+
+    @classmethod
+    def ros2_run(cls, package: str, executable: str, *args: str, log_path: Path,
+                 env: dict[str, str] | None = None) -> NodeProcess:
+        """Start an installed executable the way ``ros2 run package executable`` does.
+
+        The executable is looked up as ``<prefix>/lib/<package>/<executable>`` in the colcon
+        install space, so tests exercise the installed entry points (``make build`` first).
+        """
+        return cls([str(installed_executable(package, executable)), *args], log_path, env)
 
     @classmethod
     def python(cls, script: str | Path, *args: str, log_path: Path,

@@ -43,3 +43,14 @@ def test_malformed_topics_file(tmp_path: Path, mutate: object, message: str) -> 
     path.write_text(yaml.safe_dump(tree))
     with pytest.raises(TopicConfigError, match=message):
         load_topics(path)
+
+
+def test_profile_kwargs_match_rclpy_enums() -> None:
+    from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
+
+    for topic in load_topics().values():
+        profile = QoSProfile(**topic.qos.as_profile_kwargs())
+        assert profile.reliability == ReliabilityPolicy.get_from_short_key(topic.qos.reliability)
+        assert profile.durability == DurabilityPolicy.get_from_short_key(topic.qos.durability)
+        assert profile.history == HistoryPolicy.get_from_short_key(topic.qos.history)
+        assert profile.depth == topic.qos.depth

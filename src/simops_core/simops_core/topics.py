@@ -16,6 +16,9 @@ TOPICS_FILE = 'config/topics.yaml'
 RELIABILITY = ('reliable', 'best_effort')
 DURABILITY = ('volatile', 'transient_local')
 HISTORY = ('keep_last', 'keep_all')
+# rmw's stable C enum values (rmw/types.h), which rclpy's QoSProfile accepts as ints.
+_RMW_CODES = {'reliable': 1, 'best_effort': 2, 'transient_local': 1, 'volatile': 2,
+              'keep_last': 1, 'keep_all': 2}
 
 
 class TopicConfigError(ValueError):
@@ -30,6 +33,12 @@ class QosSpec:
     durability: str
     history: str
     depth: int
+
+    def as_profile_kwargs(self) -> dict[str, int]:
+        """Keyword arguments for ``rclpy.qos.QoSProfile(**kwargs)``."""
+        return {'reliability': _RMW_CODES[self.reliability],
+                'durability': _RMW_CODES[self.durability],
+                'history': _RMW_CODES[self.history], 'depth': self.depth}
 
 
 @dataclass(frozen=True)
