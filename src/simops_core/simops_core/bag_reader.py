@@ -1,0 +1,287 @@
+"""Read any rosbag2 directory (MCAP or sqlite3, split or not) without trusting its QoS.
+
+The rosbags ``AnyReader`` matches the storage's connections against ``metadata.yaml`` by
+topic, type *and* serialized QoS; real rosbag2 bags whose two QoS strings differ then yield
+zero messages. This reader takes topics and messages from the storage files themselves
+(MCAP channels, sqlite3 ``topics`` table), uses ``metadata.yaml`` only to list the files,
+and checks its per-topic counts against the metadata afterwards, so it never silently
+returns nothing for a non-empty bag.
+
+No rclpy here: messages are decoded with the rosbags typestore (CDR).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections import defaultdict
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from mcap.exceptions import McapError
+from mcap.reader import make_reader
+from mcap.records import Schema
+from rosbags.typesys import Stores, get_types_from_msg, get_typestore
+from rosbags.typesys.store import Typestore
+
+METADATA_FILE = 'metadata.yaml'
+STORAGE_SUFFIXES = {'.mcap': 'mcap', '.db3': 'sqlite3'}
+
+
+class BagError(ValueError):
+    """A bag directory is missing, unreadable, inconsistent or lacks what was asked for."""
+
+
+class MissingTopicsError(BagError):
+    """The bag lacks topics the caller needs; the message names them and what it has."""
+
+    def __init__(self, bag: Path, missing: Iterable[str], found: dict[str, TopicInfo]) -> None:
+        self.missing = tuple(missing)
+        self.found = dict(found)
+        have = ', '.join(f'{t.name} ({t.type}, {t.count})' for t in found.values()) or 'none'
+        super().__init__(f'{bag}: no messages on {", ".join(self.missing)}; '
+                         f'the bag has topics: {have}')
+
+
+@dataclass(frozen=True)
+class TopicInfo:
+    """A topic stored in a bag: name, ROS 2 type (``pkg/msg/Name``) and message count."""
+
+    name: str
+    type: str
+    count: int
+
+
+@dataclass
+class RawTopic:
+    """One topic of a bag: its message count and, if loaded, every message in receive order.
+
+    ``count`` is the number of messages in the storage; ``loaded`` tells whether ``log_time``
+    (receive timestamps, ns since the epoch) and ``data`` (CDR payloads) were read.
+    ``msgdef`` is the message definition stored in the bag (``''`` when absent).
+    """
+
+    name: str
+    type: str
+    msgdef: str = ''
+    loaded: bool = True
+    count: int = 0
+    log_time: list[int] = field(default_factory=list)
+    data: list[bytes] = field(default_factory=list)
+
+
+@dataclass
+class RawBag:
+    """The raw content of a rosbag2 directory, keyed by topic name.
+
+    ``metadata`` is the parsed ``rosbag2_bagfile_information`` mapping, ``custom_data`` its
+    ``custom_data`` (empty when absent).
+    """
+
+    path: Path
+    storage: str
+    metadata: dict[str, Any]
+    topics: dict[str, RawTopic]
+
+    @property
+    def custom_data(self) -> dict[str, str]:
+        """``custom_data`` from metadata.yaml (rosbag2 metadata version >= 6), or {}."""
+        return dict(self.metadata.get('custom_data') or {})
+
+    def info(self) -> dict[str, TopicInfo]:
+        """Per-topic type and message count, as read from the storage files."""
+        return {name: TopicInfo(name, t.type, t.count) for name, t in self.topics.items()}
+
+    def require(self, *names: str) -> None:
+        """Raise :class:`MissingTopicsError` unless every topic in ``names`` has messages."""
+        missing = [n for n in names if n not in self.topics or not self.topics[n].count]
+        if missing:
+            raise MissingTopicsError(self.path, missing, self.info())
+
+    def decode(self, topic: str, typestore: Typestore | None = None) -> Iterator[Any]:
+        """Deserialize every message of ``topic`` with the rosbags typestore."""
+        raw = self.topics[topic]
+        if not raw.loaded:
+            raise BagError(f'{self.path}: topic {topic} was not loaded; pass it to read_bag')
+        store = typestore or message_typestore(self)
+        for payload in raw.data:
+            yield store.deserialize_cdr(payload, raw.type)
+
+
+def read_bag(path: str | Path, topics: Iterable[str] | None = None) -> RawBag:
+    """Read a rosbag2 directory written by ``ros2 bag record`` or by SimOps.
+
+    ``topics`` limits which messages are loaded (default: every topic); every topic is
+    still listed and counted. Raises :class:`BagError` when
+    the directory or its metadata is missing or malformed, a storage file is missing or
+    unreadable, the storage is compressed per file or per message, or the counts read
+    differ from those in metadata.yaml.
+    """
+    bag = Path(path)
+    metadata = read_metadata(bag)
+    storage = str(metadata.get('storage_identifier', ''))
+    if metadata.get('compression_mode') or metadata.get('compression_format'):
+        raise BagError(f'{bag}: {metadata.get("compression_mode")} compression with '
+                       f'{metadata.get("compression_format")} is not supported; decompress '
+                       'it with `ros2 bag convert` first')
+    wanted = None if topics is None else set(topics)
+    result: dict[str, RawTopic] = {}
+    for file in storage_files(bag, metadata):
+        kind = STORAGE_SUFFIXES.get(file.suffix)
+        if kind == 'mcap':
+            _read_mcap(file, wanted, result)
+        elif kind == 'sqlite3':
+            _read_sqlite3(file, wanted, result)
+        else:
+            raise BagError(f'{file}: unknown storage file type {file.suffix!r} '
+                           f'(storage_identifier {storage!r}); expected .mcap or .db3')
+    raw = RawBag(bag, storage, metadata, result)
+    _check_counts(raw, metadata)
+    return raw
+
+
+def read_metadata(bag: Path) -> dict[str, Any]:
+    """The ``rosbag2_bagfile_information`` mapping of ``bag/metadata.yaml``."""
+    if not bag.is_dir():
+        raise BagError(f'{bag} is not a directory; pass a rosbag2 bag directory')
+    meta_file = bag / METADATA_FILE
+    if not meta_file.is_file():
+        files = sorted(p.name for p in bag.iterdir())
+        raise BagError(f'{bag}: no {METADATA_FILE} (found {files}); if the recorder crashed, '
+                       f'run `ros2 run simops_recorder repair {bag}`')
+    try:
+        doc = yaml.safe_load(meta_file.read_text())
+    except (OSError, yaml.YAMLError) as exc:
+        raise BagError(f'{meta_file}: cannot parse: {exc}') from None
+    info = doc.get('rosbag2_bagfile_information') if isinstance(doc, dict) else None
+    if not isinstance(info, dict):
+        raise BagError(f'{meta_file}: no rosbag2_bagfile_information mapping')
+    return info
+
+
+def storage_files(bag: Path, metadata: dict[str, Any]) -> list[Path]:
+    """The bag's storage files in recording order, from ``relative_file_paths``."""
+    names = metadata.get('relative_file_paths')
+    if not isinstance(names, list) or not names:
+        raise BagError(f'{bag / METADATA_FILE}: relative_file_paths is missing or empty')
+    # Old rosbag2 versions prefixed each path with the bag's directory name.
+    files = [bag / str(name) if (bag / str(name)).is_file() else bag / Path(str(name)).name
+             for name in names]
+    absent = [f.name for f in files if not f.is_file()]
+    if absent:
+        raise BagError(f'{bag}: storage files {absent} listed in {METADATA_FILE} are missing '
+                       f'(found {sorted(p.name for p in bag.iterdir())})')
+    return files
+
+
+def message_typestore(bag: RawBag | None = None) -> Typestore:
+    """A Jazzy typestore, extended with the definitions stored in ``bag`` (ros2msg only)."""
+    store = get_typestore(Stores.ROS2_JAZZY)
+    if bag is None:
+        return store
+    extra: dict[str, Any] = {}
+    for topic in bag.topics.values():
+        if topic.type not in store.fielddefs and topic.msgdef and '\nIDL: ' not in topic.msgdef:
+            extra.update(_types_from_definition(topic.msgdef, topic.type))
+    if extra:
+        store.register(extra)
+    return store
+
+
+def _types_from_definition(msgdef: str, msgtype: str) -> dict[str, Any]:
+    """Parse a concatenated ros2msg definition (main type, then ``MSG: pkg/Name`` blocks)."""
+    types: dict[str, Any] = {}
+    name = msgtype
+    for block in msgdef.split('=' * 80 + '\n'):
+        if block.startswith('MSG: '):
+            header, _, body = block.partition('\n')
+            name = header[5:].strip()
+            if '/msg/' not in name:
+                name = name.replace('/', '/msg/', 1)
+        else:
+            body = block
+        types.update(get_types_from_msg(body, name))
+    return types
+
+
+def _read_mcap(file: Path, wanted: set[str] | None, out: dict[str, RawTopic]) -> None:
+    try:
+        with file.open('rb') as stream:
+            reader = make_reader(stream)
+            for schema, channel, message in reader.iter_messages(log_time_order=False):
+                topic = out.get(channel.topic)
+                if topic is None:
+                    topic = out[channel.topic] = _mcap_topic(channel.topic, schema, wanted)
+                topic.count += 1
+                if topic.loaded:
+                    topic.log_time.append(message.log_time)
+                    topic.data.append(message.data)
+            summary = reader.get_summary()
+    except (McapError, OSError, EOFError, ValueError) as exc:
+        raise BagError(f'{file}: cannot read MCAP ({type(exc).__name__}: {exc}); if the '
+                       'recorder crashed, run `ros2 run simops_recorder repair` on the bag '
+                       'directory') from None
+    if summary is not None:  # topics with no messages still belong to the bag
+        for channel in summary.channels.values():
+            if channel.topic not in out:
+                schema = summary.schemas.get(channel.schema_id)
+                out[channel.topic] = _mcap_topic(channel.topic, schema, wanted)
+
+
+def _mcap_topic(name: str, schema: Schema | None, wanted: set[str] | None) -> RawTopic:
+    loaded = wanted is None or name in wanted
+    if schema is None:
+        return RawTopic(name, '', '', loaded)
+    return RawTopic(name, schema.name, schema.data.decode(), loaded)
+
+
+def _read_sqlite3(file: Path, wanted: set[str] | None, out: dict[str, RawTopic]) -> None:
+    try:
+        conn = sqlite3.connect(f'file:{file}?mode=ro', uri=True)
+    except sqlite3.Error as exc:
+        raise BagError(f'{file}: cannot open sqlite3 storage: {exc}') from None
+    try:
+        tables = {row[0] for row in conn.execute('SELECT name FROM sqlite_master')}
+        definitions: dict[str, str] = {}
+        if 'message_definitions' in tables:
+            definitions = dict(conn.execute(
+                'SELECT topic_type, encoded_message_definition FROM message_definitions '
+                "WHERE encoding = 'ros2msg'"))
+        names = {}
+        for topic_id, name, msgtype in conn.execute('SELECT id, name, type FROM topics'):
+            names[topic_id] = name
+            out.setdefault(name, RawTopic(name, msgtype, definitions.get(msgtype, ''),
+                                          wanted is None or name in wanted))
+        counts = conn.execute('SELECT topic_id, COUNT(*) FROM messages GROUP BY topic_id')
+        for topic_id, count in counts:
+            out[names[topic_id]].count += count
+        rows = conn.execute('SELECT topic_id, timestamp, data FROM messages ORDER BY id')
+        for topic_id, timestamp, data in rows:
+            topic = out[names[topic_id]]
+            if topic.loaded:
+                topic.log_time.append(int(timestamp))
+                topic.data.append(bytes(data))
+    except sqlite3.Error as exc:
+        raise BagError(f'{file}: cannot read sqlite3 storage: {exc}') from None
+    finally:
+        conn.close()
+
+
+def _check_counts(raw: RawBag, metadata: dict[str, Any]) -> None:
+    """Raise BagError when the storage holds other counts than metadata.yaml lists."""
+    expected: dict[str, int] = defaultdict(int)
+    for entry in metadata.get('topics_with_message_count') or []:
+        name = entry.get('topic_metadata', {}).get('name')
+        if name is not None:
+            expected[name] += int(entry.get('message_count', 0))
+    found = {name: t.count for name, t in raw.topics.items()}
+    wrong = {name: (count, found.get(name, 0)) for name, count in expected.items()
+             if found.get(name, 0) != count}
+    if wrong:
+        detail = ', '.join(f'{name}: metadata {want}, storage {got}'
+                           for name, (want, got) in sorted(wrong.items()))
+        raise BagError(f'{raw.path}: message counts differ from {METADATA_FILE} ({detail}); '
+                       'the bag is incomplete or its metadata is stale; run '
+                       '`ros2 run simops_recorder repair` on it')
