@@ -1,0 +1,183 @@
+"""``SimParams``: the simulator's physics parameters, one YAML schema with a version field.
+
+This is the file that system identification writes and that the simulator node and the Gym
+environment load, all through :func:`load_sim_params`. Every field is optional: an unset
+field means "keep the model's nominal value". Units: damping in N*m*s/rad (N*s/m for the
+finger slides), armature in kg*m^2, frictionloss in N*m, servo ``kp`` in N*m/rad, ``kv`` in
+N*m*s/rad, ``command_delay`` in s, object mass in kg, object friction the dimensionless
+sliding coefficient. Joints are keyed by their robot-spec NAME, never by index::
+
+    version: 1
+    command_delay: 0.002
+    joints:
+      fr3_joint1: {damping: 3.0, armature: 0.1, frictionloss: 0.1, kp: 4500.0, kv: 450.0}
+    body_mass_scale: {fr3_link7: 1.05}
+    object: {mass: 0.1, friction: 1.0}
+    provenance: {fitted_by: simops_sysid, bags: [...], date: 2026-01-01}
+
+Pure Python (no rclpy, no MuJoCo): applying the parameters to a model lives in
+``simops_sim.physics.apply_sim_params``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from simops_core.paths import resolve_resource
+
+SIM_PARAMS_VERSION = 1
+JOINT_FIELDS = ('damping', 'armature', 'frictionloss', 'kp', 'kv')
+SERVO_FIELDS = ('kp', 'kv')
+OBJECT_FIELDS = ('mass', 'friction')
+TOP_LEVEL = ('version', 'command_delay', 'joints', 'body_mass_scale', 'object', 'provenance')
+# Fields that must be strictly positive; every other number must be >= 0.
+_STRICT = ('kp', 'mass', 'friction', 'body_mass_scale')
+
+
+class SimParamsError(ValueError):
+    """A SimParams file or mapping is missing or malformed; the message names the field."""
+
+
+@dataclass(frozen=True)
+class JointParams:
+    """Per-joint physics; ``None`` keeps the model's nominal value."""
+
+    damping: float | None = None
+    armature: float | None = None
+    frictionloss: float | None = None
+    kp: float | None = None
+    kv: float | None = None
+
+
+@dataclass(frozen=True)
+class ObjectParams:
+    """The manipulated object's mass (kg) and sliding friction; ``None`` keeps nominal."""
+
+    mass: float | None = None
+    friction: float | None = None
+
+
+@dataclass(frozen=True)
+class SimParams:
+    """Physics overrides for the simulator, keyed by joint and body name.
+
+    ``command_delay`` (s) delays every control target by ``round(delay / timestep)`` physics
+    steps. ``provenance`` is free-form (sysid stores bag paths and hashes, date, residuals).
+    """
+
+    joints: Mapping[str, JointParams] = field(default_factory=dict)
+    command_delay: float | None = None
+    body_mass_scale: Mapping[str, float] = field(default_factory=dict)
+    object: ObjectParams = field(default_factory=ObjectParams)
+    provenance: Mapping[str, Any] = field(default_factory=dict)
+    version: int = SIM_PARAMS_VERSION
+
+    def with_provenance(self, **entries: Any) -> SimParams:
+        """A copy with ``entries`` added to the provenance mapping."""
+        return replace(self, provenance={**self.provenance, **entries})
+
+
+def load_sim_params(path: str | Path) -> SimParams:
+    """Read and validate a SimParams YAML file; raise :class:`SimParamsError` naming the field."""
+    try:
+        file = resolve_resource(path)
+        raw = yaml.safe_load(file.read_text())
+    except FileNotFoundError as exc:
+        raise SimParamsError(f'sim params file {exc}') from None
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        message = str(exc).replace('\n', ' ')
+        raise SimParamsError(f'{path}: cannot parse sim params: {message}') from None
+    return parse_sim_params(raw, source=str(file))
+
+
+def parse_sim_params(raw: Any, source: str = '<mapping>') -> SimParams:
+    """Validate a SimParams mapping already parsed from YAML; see :func:`load_sim_params`."""
+    check = _Checker(source)
+    root = check.mapping(raw, '<root>')
+    check.known(root, TOP_LEVEL, '')
+    version = root.get('version')
+    if isinstance(version, bool) or version != SIM_PARAMS_VERSION:
+        check.fail('version', f'must be {SIM_PARAMS_VERSION}, got {version!r}')
+
+    joints = {}
+    for name, entry in check.mapping(root.get('joints') or {}, 'joints').items():
+        where = f'joints.{name}'
+        table = check.mapping(entry, where)
+        check.known(table, JOINT_FIELDS, where)
+        joints[str(name)] = JointParams(**{k: check.number(table.get(k), f'{where}.{k}')
+                                           for k in JOINT_FIELDS})
+    scales = {str(body): check.number(value, f'body_mass_scale.{body}', required=True)
+              for body, value in check.mapping(root.get('body_mass_scale') or {},
+                                               'body_mass_scale').items()}
+    obj = check.mapping(root.get('object') or {}, 'object')
+    check.known(obj, OBJECT_FIELDS, 'object')
+    return SimParams(
+        joints=joints,
+        command_delay=check.number(root.get('command_delay'), 'command_delay'),
+        body_mass_scale=scales,
+        object=ObjectParams(**{k: check.number(obj.get(k), f'object.{k}')
+                               for k in OBJECT_FIELDS}),
+        provenance=dict(check.mapping(root.get('provenance') or {}, 'provenance')),
+    )
+
+
+def sim_params_to_dict(params: SimParams) -> dict[str, Any]:
+    """The YAML mapping of ``params``; unset fields are left out."""
+    def present(obj: JointParams | ObjectParams) -> dict[str, float]:
+        return {f.name: getattr(obj, f.name) for f in fields(obj)
+                if getattr(obj, f.name) is not None}
+
+    out: dict[str, Any] = {'version': params.version}
+    if params.command_delay is not None:
+        out['command_delay'] = params.command_delay
+    if params.joints:
+        out['joints'] = {name: present(joint) for name, joint in params.joints.items()}
+    if params.body_mass_scale:
+        out['body_mass_scale'] = dict(params.body_mass_scale)
+    if present(params.object):
+        out['object'] = present(params.object)
+    if params.provenance:
+        out['provenance'] = dict(params.provenance)
+    return out
+
+
+def save_sim_params(params: SimParams, path: str | Path) -> None:
+    """Write ``params`` as YAML; :func:`load_sim_params` reads back an equal object."""
+    Path(path).write_text(yaml.safe_dump(sim_params_to_dict(params), sort_keys=False))
+
+
+class _Checker:
+    """Validators that raise :class:`SimParamsError` with the source and the dotted field."""
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+
+    def fail(self, field_name: str, problem: str) -> None:
+        raise SimParamsError(f'{self.source}: field {field_name!r} {problem}')
+
+    def mapping(self, value: Any, where: str) -> dict[Any, Any]:
+        if not isinstance(value, dict):
+            self.fail(where, f'must be a mapping, got {value!r}')
+        return value
+
+    def known(self, table: dict[Any, Any], allowed: tuple[str, ...], where: str) -> None:
+        for key in table:
+            if key not in allowed:
+                self.fail(f'{where}.{key}' if where else str(key),
+                          f'is not a SimParams field (expected one of {", ".join(allowed)})')
+
+    def number(self, value: Any, where: str, required: bool = False) -> float | None:
+        if value is None and not required:
+            return None
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            self.fail(where, f'must be a number, got {value!r}')
+        strict = where.split('.')[-1] in _STRICT or where.startswith('body_mass_scale.')
+        if not math.isfinite(value) or value < 0 or (strict and value == 0):
+            self.fail(where, f'must be a finite number {">" if strict else ">="} 0, got {value!r}')
+        return float(value)

@@ -1,0 +1,426 @@
+"""The MuJoCo physics wrapper shared by the simulator node, the Gym env and sysid (no rclpy).
+
+Conventions, for every array this module takes or returns:
+
+- joint arrays have shape (9,) in ``spec.joint_names`` order: the 7 arm joints (rad, rad/s,
+  N*m) then the 2 finger joints (m, m/s, N);
+- an arm target has shape (7,) in ``spec.arm_joints`` order (rad); the gripper target is the
+  finger opening width (m), the length of the model's ``gripper_width`` tendon;
+- poses are in the robot base frame (body ``spec.base_frame``): position (3,) in m and
+  quaternion (4,) as MuJoCo orders it, (w, x, y, z);
+- effort is the joint actuator torque ``qfrc_actuator`` at the joint's dof (N*m, N for the
+  fingers). The model compensates gravity through the actuators (``actuatorgravcomp``), so
+  the effort includes the gravity-holding torque: at rest it equals g(q). That is the
+  convention of Franka's measured link-side torque ``tau_J``, which franka_ros2 publishes as
+  ``effort`` on ``joint_states``; passive damping and friction torques are not included.
+
+Physics parameters come from a :class:`~simops_core.sim_params.SimParams` through
+:func:`apply_sim_params`, the one code path that the node, the env and sysid share.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+
+import mujoco
+import numpy as np
+
+from simops_core.robot_spec import RobotSpec
+from simops_core.sim_params import (
+    SERVO_FIELDS,
+    JointParams,
+    ObjectParams,
+    SimParams,
+    SimParamsError,
+)
+from simops_sim.delay import CommandDelay, delay_steps
+
+GRIPPER_TENDON = 'gripper_width'
+OBJECT_BODY = 'object'
+GOAL_BODY = 'goal'
+ARM_DOF = 7
+
+
+class ModelError(ValueError):
+    """The MJCF does not fit the robot spec (missing joint, actuator, body or keyframe)."""
+
+
+def parse_joint_map(pairs: Sequence[str]) -> dict[str, str]:
+    """``['spec_joint=model_joint', ...]`` as a dict; raise :class:`ModelError` if malformed."""
+    mapping: dict[str, str] = {}
+    for pair in pairs:
+        spec_name, sep, model_name = pair.partition('=')
+        if not sep or not spec_name.strip() or not model_name.strip():
+            raise ModelError(f'joint_map entry {pair!r} is not of the form '
+                             'spec_joint=model_joint')
+        mapping[spec_name.strip()] = model_name.strip()
+    return mapping
+
+
+@dataclass(frozen=True)
+class ModelIndex:
+    """Where the spec's joints, actuators and bodies live in one model, plus nominal values.
+
+    Built once by :func:`index_model`; the hot path uses these ids, never names. The
+    ``nominal_*`` arrays are copies taken at indexing time, so :func:`apply_sim_params`
+    always starts from them and applying twice equals applying once.
+    """
+
+    joint_names: tuple[str, ...]     # spec names, (9,) arm then fingers
+    joint_ids: np.ndarray            # (9,) MuJoCo joint ids
+    qpos_adr: np.ndarray             # (9,)
+    dof_adr: np.ndarray              # (9,)
+    ctrl_ids: np.ndarray             # (8,) 7 arm servos then the gripper servo
+    base_body: int
+    flange_body: int
+    object_body: int                 # -1 without an object
+    object_geoms: np.ndarray         # geoms of the object body
+    goal_mocap: int                  # -1 without a goal marker
+    mass_bodies: tuple[str, ...]     # robot bodies with mass (keys of body_mass_scale)
+    nominal_dof: np.ndarray          # (3, nv) damping, armature, frictionloss
+    nominal_gain: np.ndarray         # (nu, 10) actuator_gainprm
+    nominal_bias: np.ndarray         # (nu, 10) actuator_biasprm
+    nominal_mass: np.ndarray         # (nbody,)
+    nominal_inertia: np.ndarray      # (nbody, 3)
+    nominal_friction: np.ndarray     # (ngeom, 3)
+
+
+def index_model(model: mujoco.MjModel, spec: RobotSpec,
+                joint_map: Mapping[str, str] | None = None) -> ModelIndex:
+    """Map the spec's joints (renamed through ``joint_map``) and actuators onto ``model``.
+
+    The actuator of arm joint J is the position servo whose transmission is J; the gripper
+    actuator is the one on tendon ``gripper_width``. Raises :class:`ModelError`.
+    """
+    joint_map = dict(joint_map or {})
+    unknown = sorted(set(joint_map) - set(spec.joint_names))
+    if unknown:
+        raise ModelError(f'joint_map names {unknown[0]!r}, which is not a joint of robot '
+                         f'{spec.name} ({", ".join(spec.joint_names)})')
+    joint_ids = []
+    for name in spec.joint_names:
+        model_name = joint_map.get(name, name)
+        jid = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_JOINT, model_name)
+        if jid < 0:
+            raise ModelError(f'the model has no joint {model_name!r} for spec joint {name!r}; '
+                             'rename it or pass joint_map spec_joint=model_joint')
+        joint_ids.append(jid)
+    joint_ids_arr = np.array(joint_ids)
+
+    servos = []
+    for name, jid in zip(spec.arm_joints, joint_ids, strict=False):
+        hits = np.flatnonzero((model.actuator_trntype == mujoco.mjtTrn.mjTRN_JOINT)
+                              & (model.actuator_trnid[:, 0] == jid)
+                              & (model.actuator_biastype == mujoco.mjtBias.mjBIAS_AFFINE))
+        if hits.size != 1:
+            raise ModelError(f'expected one position actuator on joint {name!r}, found '
+                             f'{hits.size}; add a <position joint=...> actuator')
+        servos.append(int(hits[0]))
+    tendon = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_TENDON, GRIPPER_TENDON)
+    gripper = np.flatnonzero((model.actuator_trntype == mujoco.mjtTrn.mjTRN_TENDON)
+                             & (model.actuator_trnid[:, 0] == tendon)) if tendon >= 0 else []
+    if len(gripper) != 1:
+        raise ModelError(f'expected one actuator on tendon {GRIPPER_TENDON!r}; add the '
+                         'gripper width tendon and its position actuator')
+
+    def body(name: str, required: bool) -> int:
+        bid = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_BODY, name)
+        if bid < 0 and required:
+            raise ModelError(f'the model has no body {name!r} (robot spec frame)')
+        return bid
+
+    base = body(spec.base_frame, True)
+    obj = body(OBJECT_BODY, False)
+    goal = body(GOAL_BODY, False)
+    robot = [b for b in range(model.nbody) if _descends(model, b, base) and model.body_mass[b] > 0]
+    return ModelIndex(
+        joint_names=spec.joint_names,
+        joint_ids=joint_ids_arr,
+        qpos_adr=model.jnt_qposadr[joint_ids_arr].copy(),
+        dof_adr=model.jnt_dofadr[joint_ids_arr].copy(),
+        ctrl_ids=np.array([*servos, int(gripper[0])]),
+        base_body=base,
+        flange_body=body(spec.flange_frame, True),
+        object_body=obj,
+        object_geoms=np.flatnonzero(model.geom_bodyid == obj) if obj >= 0 else np.zeros(0, int),
+        goal_mocap=int(model.body_mocapid[goal]) if goal >= 0 else -1,
+        mass_bodies=tuple(model.body(b).name for b in robot),
+        nominal_dof=np.array([model.dof_damping, model.dof_armature, model.dof_frictionloss]),
+        nominal_gain=model.actuator_gainprm.copy(),
+        nominal_bias=model.actuator_biasprm.copy(),
+        nominal_mass=model.body_mass.copy(),
+        nominal_inertia=model.body_inertia.copy(),
+        nominal_friction=model.geom_friction.copy(),
+    )
+
+
+def _descends(model: mujoco.MjModel, body: int, root: int) -> bool:
+    while body > 0 and body != root:
+        body = int(model.body_parentid[body])
+    return body == root
+
+
+def apply_sim_params(model: mujoco.MjModel, params: SimParams, index: ModelIndex) -> None:
+    """Write ``params`` into ``model`` in place; unset fields get the index's nominal values.
+
+    Touches only MjModel fields (dof damping/armature/frictionloss, servo gain and bias,
+    body mass and inertia, object geom friction) and then recomputes the model's derived
+    constants, so it works on any copy of the indexed model (e.g. the models handed to
+    ``mujoco.rollout``). The command delay is not a model field: see
+    :func:`simops_sim.delay.delay_steps`. Raises :class:`SimParamsError` for names the
+    model does not have.
+    """
+    model.dof_damping[:], model.dof_armature[:], model.dof_frictionloss[:] = index.nominal_dof
+    model.actuator_gainprm[:] = index.nominal_gain
+    model.actuator_biasprm[:] = index.nominal_bias
+    model.body_mass[:] = index.nominal_mass
+    model.body_inertia[:] = index.nominal_inertia
+    model.geom_friction[:] = index.nominal_friction
+
+    slots = {name: i for i, name in enumerate(index.joint_names)}
+    for name, joint in params.joints.items():
+        if name not in slots:
+            raise SimParamsError(f'field joints.{name}: no such joint in robot '
+                                 f'({", ".join(index.joint_names)})')
+        i = slots[name]
+        dof = index.dof_adr[i]
+        for column, value in enumerate((joint.damping, joint.armature, joint.frictionloss)):
+            if value is not None:
+                (model.dof_damping, model.dof_armature, model.dof_frictionloss)[column][dof] = value
+        if i >= ARM_DOF and (joint.kp is not None or joint.kv is not None):
+            raise SimParamsError(f'field joints.{name}.{SERVO_FIELDS[0]}: finger joints have '
+                                 'no servo of their own; remove kp/kv')
+        if i < ARM_DOF:
+            act = index.ctrl_ids[i]
+            if joint.kp is not None:
+                model.actuator_gainprm[act, 0] = joint.kp
+                model.actuator_biasprm[act, 1] = -joint.kp
+            if joint.kv is not None:
+                model.actuator_biasprm[act, 2] = -joint.kv
+
+    for name, scale in params.body_mass_scale.items():
+        if name not in index.mass_bodies:
+            raise SimParamsError(f'field body_mass_scale.{name}: not a robot body with mass '
+                                 f'({", ".join(index.mass_bodies)})')
+        bid = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_BODY, name)
+        model.body_mass[bid] = index.nominal_mass[bid] * scale
+        model.body_inertia[bid] = index.nominal_inertia[bid] * scale
+
+    obj = params.object
+    if (obj.mass is not None or obj.friction is not None) and index.object_body < 0:
+        raise SimParamsError(f'field object: the model has no body {OBJECT_BODY!r}')
+    if obj.mass is not None:
+        ratio = obj.mass / index.nominal_mass[index.object_body]
+        model.body_mass[index.object_body] = obj.mass
+        model.body_inertia[index.object_body] = index.nominal_inertia[index.object_body] * ratio
+    if obj.friction is not None:
+        model.geom_friction[index.object_geoms, 0] = obj.friction
+    mujoco.mj_setConst(model, mujoco.MjData(model))
+
+
+def nominal_sim_params(model: mujoco.MjModel, index: ModelIndex) -> SimParams:
+    """Every SimParams field read back from ``model`` (fully set; sysid's starting point).
+
+    Body mass scales are relative to the index's nominal masses; the command delay is 0.
+    """
+    joints = {}
+    for i, name in enumerate(index.joint_names):
+        dof = index.dof_adr[i]
+        servo = {}
+        if i < ARM_DOF:
+            act = index.ctrl_ids[i]
+            servo = {'kp': float(model.actuator_gainprm[act, 0]),
+                     'kv': float(-model.actuator_biasprm[act, 2])}
+        joints[name] = JointParams(damping=float(model.dof_damping[dof]),
+                                   armature=float(model.dof_armature[dof]),
+                                   frictionloss=float(model.dof_frictionloss[dof]), **servo)
+    scales = {}
+    for name in index.mass_bodies:
+        bid = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_BODY, name)
+        scales[name] = float(model.body_mass[bid] / index.nominal_mass[bid])
+    obj = ObjectParams()
+    if index.object_body >= 0:
+        obj = ObjectParams(mass=float(model.body_mass[index.object_body]),
+                           friction=float(model.geom_friction[index.object_geoms[0], 0]))
+    return SimParams(joints=joints, command_delay=0.0, body_mass_scale=scales, object=obj,
+                     provenance={'source': 'model nominal'})
+
+
+def merge_sim_params(base: SimParams, override: SimParams) -> SimParams:
+    """``base`` with every field that ``override`` sets replaced (joint by joint)."""
+    joints = dict(base.joints)
+    for name, joint in override.joints.items():
+        current = joints.get(name, JointParams())
+        joints[name] = replace(current, **{k: v for k, v in vars(joint).items() if v is not None})
+    obj = replace(base.object, **{k: v for k, v in vars(override.object).items() if v is not None})
+    return SimParams(
+        joints=joints,
+        command_delay=(override.command_delay if override.command_delay is not None
+                       else base.command_delay),
+        body_mass_scale={**base.body_mass_scale, **override.body_mass_scale},
+        object=obj,
+        provenance={**base.provenance, **override.provenance},
+    )
+
+
+@dataclass(frozen=True)
+class SimState:
+    """A snapshot of the simulation (copies; safe to keep). See the module docstring."""
+
+    time: float                      # s of sim time
+    position: np.ndarray             # (9,)
+    velocity: np.ndarray             # (9,)
+    effort: np.ndarray               # (9,)
+    flange_pos: np.ndarray           # (3,) m, base frame
+    flange_quat: np.ndarray          # (4,) w, x, y, z
+    object_pos: np.ndarray | None    # (3,) or None without an object
+    object_quat: np.ndarray | None   # (4,)
+
+
+class Physics:
+    """One MuJoCo model and data, driven by arm position targets and a gripper width.
+
+    ``step`` is allocation-free and name-free; a command delay (from ``SimParams``) sits
+    between the targets and the actuators. Same model, params, reset and target sequence
+    give bit-identical states.
+    """
+
+    def __init__(self, model: mujoco.MjModel, spec: RobotSpec,
+                 joint_map: Mapping[str, str] | None = None,
+                 params: SimParams | None = None) -> None:
+        self.model = model
+        self.spec = spec
+        self.index = index_model(model, spec, joint_map)
+        self.nominal = nominal_sim_params(model, self.index)
+        self.data = mujoco.MjData(model)
+        self.params = SimParams()
+        self._target = np.zeros(len(self.index.ctrl_ids))   # (8,) arm rad, gripper m
+        self._delay = CommandDelay(0, len(self._target))
+        self._joints = np.zeros((3, len(self.index.joint_names)))
+        self._dof_rows = (self.index.qpos_adr, self.index.dof_adr, self.index.dof_adr)
+        self.apply_params(params or SimParams())
+        self.reset_keyframe(None)
+
+    @property
+    def time(self) -> float:
+        """Sim time (s)."""
+        return float(self.data.time)
+
+    @property
+    def timestep(self) -> float:
+        """Physics step (s)."""
+        return float(self.model.opt.timestep)
+
+    @property
+    def arm_target(self) -> np.ndarray:
+        """The current arm target (7,) in rad (a copy)."""
+        return self._target[:ARM_DOF].copy()
+
+    @property
+    def delay_steps(self) -> int:
+        """Physics steps between setting a target and the actuators seeing it."""
+        return self._delay.steps
+
+    def apply_params(self, params: SimParams) -> None:
+        """Apply ``params`` (see :func:`apply_sim_params`) and resize the command delay."""
+        apply_sim_params(self.model, params, self.index)
+        steps = delay_steps(params.command_delay or 0.0, self.timestep)
+        if steps != self._delay.steps:
+            self._delay = CommandDelay(steps, len(self._target))
+            self._delay.fill(self._target)
+        self.params = params
+
+    def set_arm_target(self, q: np.ndarray) -> None:
+        """Arm position targets (7,) in rad; the servos clamp them to their ctrlrange."""
+        self._target[:ARM_DOF] = q
+
+    def set_gripper_width(self, width: float) -> None:
+        """Gripper opening target (m); the servo clamps it to its ctrlrange."""
+        self._target[ARM_DOF] = width
+
+    def hold(self) -> None:
+        """Target the arm's current position (a stop), keeping the gripper target."""
+        self._target[:ARM_DOF] = self.data.qpos[self.index.qpos_adr[:ARM_DOF]]
+
+    def step(self, n: int = 1) -> None:
+        """Advance ``n`` physics steps with the current targets."""
+        ctrl, ids, model, data = self.data.ctrl, self.index.ctrl_ids, self.model, self.data
+        for _ in range(n):
+            np.put(ctrl, ids, self._delay.push(self._target))
+            mujoco.mj_step(model, data)
+
+    def reset_keyframe(self, name: str | None) -> None:
+        """Reset to keyframe ``name`` with the keyframe's ctrl as targets.
+
+        ``None`` resets to the model's qpos0, holding that position.
+
+        Sim time restarts at 0 and queued delayed commands are dropped.
+        """
+        if name is None:
+            self.reset_joints(self.model.qpos0[self.index.qpos_adr])
+            return
+        key = mujoco.mj_name2id(self.model, mujoco.mjtObj.mjOBJ_KEY, name)
+        if key < 0:
+            raise ModelError(f'the model has no keyframe {name!r}; set initial_keyframe to '
+                             'one of its <key> names')
+        mujoco.mj_resetDataKeyframe(self.model, self.data, key)
+        self._settle()
+
+    def reset_joints(self, position: np.ndarray, velocity: np.ndarray | None = None) -> None:
+        """Reset to joint ``position`` / ``velocity`` (9,) with targets holding that position.
+
+        Everything else (object, goal) returns to the model's qpos0; sim time restarts at 0.
+        """
+        mujoco.mj_resetData(self.model, self.data)
+        self.data.qpos[self.index.qpos_adr] = position
+        if velocity is not None:
+            self.data.qvel[self.index.dof_adr] = velocity
+        mujoco.mj_forward(self.model, self.data)
+        self.data.ctrl[self.index.ctrl_ids] = self.data.actuator_length[self.index.ctrl_ids]
+        self._settle()
+
+    def _settle(self) -> None:
+        mujoco.mj_forward(self.model, self.data)
+        self._target[:] = self.data.ctrl[self.index.ctrl_ids]
+        self._delay.fill(self._target)
+
+    def read_joints(self, out: np.ndarray) -> np.ndarray:
+        """Fill ``out`` (3, 9) with position, velocity and effort rows; return it."""
+        data = self.data
+        np.take(data.qpos, self.index.qpos_adr, out=out[0])
+        np.take(data.qvel, self.index.dof_adr, out=out[1])
+        np.take(data.qfrc_actuator, self.index.dof_adr, out=out[2])
+        return out
+
+    def state(self) -> SimState:
+        """A copy of the current state (joints, flange and object poses in the base frame)."""
+        joints = self.read_joints(np.empty((3, len(self.index.joint_names))))
+        flange_pos, flange_quat = self.body_pose(self.index.flange_body)
+        object_pos = object_quat = None
+        if self.index.object_body >= 0:
+            object_pos, object_quat = self.body_pose(self.index.object_body)
+        return SimState(self.time, joints[0], joints[1], joints[2], flange_pos, flange_quat,
+                        object_pos, object_quat)
+
+    def body_pose(self, body: int) -> tuple[np.ndarray, np.ndarray]:
+        """Pose of body id ``body`` in the base frame: position (3,) m, quat (4,) wxyz."""
+        data, base = self.data, self.index.base_body
+        base_inv = np.empty(4)
+        mujoco.mju_negQuat(base_inv, data.xquat[base])
+        pos, quat = np.empty(3), np.empty(4)
+        mujoco.mju_rotVecQuat(pos, data.xpos[body] - data.xpos[base], base_inv)
+        mujoco.mju_mulQuat(quat, base_inv, data.xquat[body])
+        return pos, quat
+
+    def set_goal_pose(self, pos: np.ndarray, quat: np.ndarray) -> bool:
+        """Move the goal marker to a base-frame pose (m, wxyz); False if the model has none."""
+        mocap = self.index.goal_mocap
+        if mocap < 0:
+            return False
+        data, base = self.data, self.index.base_body
+        world = np.empty(3)
+        mujoco.mju_rotVecQuat(world, np.asarray(pos, float), data.xquat[base])
+        data.mocap_pos[mocap] = world + data.xpos[base]
+        mujoco.mju_mulQuat(data.mocap_quat[mocap], data.xquat[base], np.asarray(quat, float))
+        return True

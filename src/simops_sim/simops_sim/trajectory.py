@@ -1,0 +1,108 @@
+"""Joint trajectories sampled at physics rate, as ros2_control's JointTrajectoryController does.
+
+A trajectory starts from the current arm target at its start time. Between points it is
+interpolated linearly when the points carry only positions, and with cubic Hermite splines
+when every point carries velocities (accelerations are not used). Joints are matched by
+name; joints the trajectory does not name keep their current target. After the last point
+the arm holds its position.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+
+class TrajectoryError(ValueError):
+    """A trajectory that must be rejected; the message names the problem."""
+
+
+@dataclass(frozen=True)
+class TrajectoryGoal:
+    """A validated trajectory in arm-joint order, not yet anchored in time.
+
+    ``times`` (K,) s from the start, strictly increasing; ``positions`` (K, 7) rad, columns
+    not in ``joints`` unused; ``velocities`` (K, 7) rad/s or None; ``joints`` are the
+    arm-joint indices the trajectory names; ``start`` is the requested sim start time
+    (s), or None for "now".
+    """
+
+    times: np.ndarray
+    positions: np.ndarray
+    velocities: np.ndarray | None
+    joints: np.ndarray
+    start: float | None
+
+
+def parse_trajectory(names: Sequence[str], times: Sequence[float],
+                     positions: Sequence[Sequence[float]],
+                     velocities: Sequence[Sequence[float]], arm_joints: Sequence[str],
+                     start: float | None) -> TrajectoryGoal:
+    """Validate a JointTrajectory's content; raise :class:`TrajectoryError`."""
+    slots = {name: i for i, name in enumerate(arm_joints)}
+    unknown = [n for n in names if n not in slots]
+    if unknown:
+        raise TrajectoryError(f'unknown joint {unknown[0]!r} (expected {", ".join(arm_joints)})')
+    if not names or len(set(names)) != len(names):
+        raise TrajectoryError('joint_names must be non-empty and without duplicates')
+    if not times:
+        raise TrajectoryError('has no points')
+    stamps = np.asarray(times, dtype=float)
+    if stamps[0] < 0 or np.any(np.diff(stamps) <= 0) or not np.all(np.isfinite(stamps)):
+        raise TrajectoryError('time_from_start must be >= 0 and strictly increasing')
+    joints = np.array([slots[n] for n in names])
+    pos = np.zeros((len(stamps), len(arm_joints)))
+    vel = np.zeros_like(pos) if all(len(v) for v in velocities) else None
+    for k, point in enumerate(positions):
+        if len(point) != len(names):
+            raise TrajectoryError(f'point {k} has {len(point)} positions for {len(names)} joints')
+        pos[k, joints] = point
+        if vel is not None:
+            if len(velocities[k]) != len(names):
+                raise TrajectoryError(f'point {k} has {len(velocities[k])} velocities for '
+                                      f'{len(names)} joints')
+            vel[k, joints] = velocities[k]
+    if not np.all(np.isfinite(pos)) or (vel is not None and not np.all(np.isfinite(vel))):
+        raise TrajectoryError('has a NaN or Inf position or velocity')
+    return TrajectoryGoal(stamps, pos, vel, joints, start)
+
+
+class TrajectoryPlan:
+    """A goal anchored at sim time ``start`` from the arm target ``current`` (7,)."""
+
+    def __init__(self, goal: TrajectoryGoal, start: float, current: np.ndarray) -> None:
+        times, pos, vel = goal.times, goal.positions.copy(), goal.velocities
+        keep = np.setdiff1d(np.arange(len(current)), goal.joints)
+        pos[:, keep] = current[keep]
+        if times[0] > 0:  # the first segment runs from the current target, at rest
+            times = np.concatenate(([0.0], times))
+            pos = np.vstack((current, pos))
+            vel = None if vel is None else np.vstack((np.zeros_like(current), vel))
+        self.start = start
+        self.times, self.positions, self.velocities = times, pos, vel
+        self.end = start + float(times[-1])
+
+    def sample(self, now: float, out: np.ndarray) -> bool:
+        """Write the target (7,) at sim time ``now`` into ``out``; True once finished."""
+        t = now - self.start
+        if t >= self.times[-1]:
+            out[:] = self.positions[-1]
+            return True
+        if t <= self.times[0]:
+            out[:] = self.positions[0]
+            return False
+        k = int(np.searchsorted(self.times, t, side='right')) - 1
+        t0, t1 = self.times[k], self.times[k + 1]
+        h = t1 - t0
+        s = (t - t0) / h
+        p0, p1 = self.positions[k], self.positions[k + 1]
+        if self.velocities is None:
+            out[:] = p0 + s * (p1 - p0)
+            return False
+        v0, v1 = self.velocities[k] * h, self.velocities[k + 1] * h
+        s2, s3 = s * s, s * s * s
+        out[:] = ((2 * s3 - 3 * s2 + 1) * p0 + (s3 - 2 * s2 + s) * v0
+                  + (-2 * s3 + 3 * s2) * p1 + (s3 - s2) * v1)
+        return False
