@@ -1,0 +1,520 @@
+"""``ros2 run simops_sim sim``: the MuJoCo simulation behind the real arm's topics.
+
+A thin node over :class:`simops_sim.physics.Physics`. A dedicated physics thread steps the
+model with absolute-deadline pacing (``realtime``) or one control period per command
+(``lockstep``) and publishes directly; the executor only serves subscriptions, services and
+the 1 Hz diagnostics. Parameters, topics and services follow docs/interfaces.md.
+"""
+
+from __future__ import annotations
+
+import array
+import os
+import sys
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+
+import mujoco
+import numpy as np
+import rclpy
+from builtin_interfaces.msg import Time
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+from geometry_msgs.msg import PoseStamped
+from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor
+from rclpy.exceptions import InvalidParameterTypeException, InvalidParameterValueException
+from rclpy.executors import ExternalShutdownException
+from rclpy.node import Node
+from rclpy.parameter import Parameter
+from rclpy.qos import QoSProfile
+from rosgraph_msgs.msg import Clock
+from sensor_msgs.msg import JointState
+from std_msgs.msg import Float64MultiArray
+from std_srvs.srv import SetBool, Trigger
+from trajectory_msgs.msg import JointTrajectory
+
+from simops_core.paths import resolve_resource
+from simops_core.robot_spec import SpecError, load_robot_spec
+from simops_core.sim_params import SimParams, SimParamsError, load_sim_params
+from simops_core.topics import TopicConfigError, load_topics
+from simops_sim.commands import ArmCommand, CommandError, parse_joint_command
+from simops_sim.physics import ModelError, Physics, merge_sim_params, parse_joint_map
+from simops_sim.randomization import randomize_sim_params
+from simops_sim.trajectory import TrajectoryError, TrajectoryGoal, TrajectoryPlan, parse_trajectory
+
+NODE_NAME = 'sim'
+POSE_RATE = 100.0          # Hz, /ee_pose and /object_pose
+VIEWER_RATE = 60.0         # Hz
+MAX_LAG = 0.1              # s behind the wall-clock schedule before re-anchoring it
+WARN_PERIOD = 1.0          # s between repeated warnings about bad commands
+
+
+class ConfigError(Exception):
+    """A bad parameter or configuration file; the message says what and how to fix it."""
+
+
+@dataclass
+class Counters:
+    """Physics-thread statistics, read by the diagnostics timer."""
+
+    steps: int = 0
+    step_wall: float = 0.0           # s of wall time spent stepping and publishing
+    step_wall_max: float = 0.0
+    joint_states: int = 0
+    rejected_commands: int = 0
+    command_timeouts: int = 0
+    overruns: int = 0
+    window_wall: float = field(default_factory=time.monotonic)
+    window_sim: float = 0.0
+
+
+class SimNode(Node):
+    """Publishes the simulated arm like franka_ros2 and accepts the real stack's commands."""
+
+    def __init__(self) -> None:
+        super().__init__(NODE_NAME)
+        self._declare_parameters()
+        self._configure()
+        self._lock = threading.Lock()          # physics, plan, inbox and counters
+        self._inbox: deque[ArmCommand | TrajectoryGoal] = deque()
+        self._command_ready = threading.Event()
+        self._running = threading.Event()
+        self._paused = False
+        self._plan: TrajectoryPlan | None = None
+        self._streaming = False                # a /joint_commands target is active
+        self._last_command = 0.0               # sim time of the last accepted command
+        self._target = np.zeros(len(self.spec.arm_joints))
+        self._joints = np.zeros((3, len(self.spec.joint_names)))
+        self.counters = Counters()
+        self._last_warning: dict[str, float] = {}
+        self._step_index = 0
+        self._anchor: tuple[float, int] | None = None   # (wall time, step index) of pacing
+        self._reset_physics(randomize=self.randomize)
+        self._create_interfaces()
+        self._thread = threading.Thread(target=self._run, name='physics', daemon=True)
+        self._running.set()
+        self._thread.start()
+        mode = self.sync_mode if self.sync_mode == 'lockstep' else (
+            f'realtime x{self.realtime_factor:g}' if self.realtime_factor else 'free-running')
+        self.get_logger().info(
+            f'{self.model_path.name}: {len(self.spec.joint_names)} joints, '
+            f'{1 / self.physics.timestep:.0f} Hz physics, {mode}, joint_states at '
+            f'{1 / (self._state_every * self.physics.timestep):.0f} Hz, command delay '
+            f'{self.physics.delay_steps} steps')
+
+    # --- configuration -------------------------------------------------------------------
+
+    def _declare_parameters(self) -> None:
+        def describe(text: str, low: float | None = None, high: float | None = None,
+                     integer: bool = False) -> ParameterDescriptor:
+            descriptor = ParameterDescriptor(description=text)
+            if integer and low is not None:
+                descriptor.integer_range = [IntegerRange(from_value=int(low),
+                                                         to_value=int(high), step=1)]
+            elif low is not None:
+                descriptor.floating_point_range = [FloatingPointRange(
+                    from_value=low, to_value=high, step=0.0)]
+            return descriptor
+
+        declarations = [
+            ('model', 'models/fr3/scene.xml', describe('MJCF scene (path or resource)')),
+            ('robot', 'config/robot/fr3.yaml', describe('robot spec YAML or name')),
+            ('joint_map', Parameter.Type.STRING_ARRAY,
+             describe('spec_joint=model_joint pairs for models named differently')),
+            ('sim_params_file', '', describe('SimParams YAML (fitted physics); empty = model '
+                                             'nominal')),
+            ('joint_state_rate', 1000.0, describe('joint_states rate in sim time (Hz)',
+                                                  1.0, 10000.0)),
+            ('realtime_factor', 1.0, describe('sim s per wall s; 0 = as fast as possible',
+                                              0.0, 1000.0)),
+            ('publish_clock', True, describe('publish sim time on /clock')),
+            ('sync_mode', 'realtime', describe('realtime (wall-clock paced) or lockstep (one '
+                                               'control period per command)')),
+            ('control_period', 0.05, describe('sim time advanced per command in lockstep (s)',
+                                              0.001, 10.0)),
+            ('lockstep_timeout', 0.5, describe('wall time a lockstep period waits for a '
+                                               'command (s)', 0.001, 3600.0)),
+            ('randomize', False, describe('sample domain randomisation at start and on reset')),
+            ('seed', 0, describe('randomisation seed', 0, 2**31 - 1, integer=True)),
+            ('command_timeout', 0.5, describe('sim time without a command before the arm '
+                                              'holds position (s)', 0.001, 3600.0)),
+            ('viewer', False, describe('MuJoCo passive viewer when a display exists')),
+            ('initial_keyframe', 'home', describe('keyframe at start and on reset')),
+        ]
+        try:
+            for name, default, descriptor in declarations:
+                self.declare_parameter(name, default, descriptor)
+        except (InvalidParameterValueException, InvalidParameterTypeException) as exc:
+            raise ConfigError(f'{exc}; see the parameter table in docs/interfaces.md') from None
+
+    def _configure(self) -> None:
+        value = self.get_parameter
+        self.sync_mode = value('sync_mode').value
+        if self.sync_mode not in ('realtime', 'lockstep'):
+            raise ConfigError(f'sync_mode {self.sync_mode!r} is unknown; use realtime or '
+                              'lockstep')
+        self.realtime_factor = float(value('realtime_factor').value)
+        self.control_period = float(value('control_period').value)
+        self.lockstep_timeout = float(value('lockstep_timeout').value)
+        self.command_timeout = float(value('command_timeout').value)
+        self.randomize = bool(value('randomize').value)
+        self.keyframe = value('initial_keyframe').value
+        self.publish_clock = bool(value('publish_clock').value)
+        self.rng = np.random.default_rng(int(value('seed').value))
+        try:
+            self.spec = load_robot_spec(value('robot').value)
+            self.topics = load_topics()
+            self.model_path = resolve_resource(value('model').value)
+            params_file = value('sim_params_file').value
+            params = load_sim_params(params_file) if params_file else SimParams()
+            model = mujoco.MjModel.from_xml_path(str(self.model_path))
+            pairs = self.get_parameter_or('joint_map', Parameter('joint_map', value=[])).value
+            joint_map = parse_joint_map(pairs)
+            self.physics = Physics(model, self.spec, joint_map, params)
+            self.physics.reset_keyframe(self.keyframe)
+        except SpecError as exc:
+            raise ConfigError(f'{exc}; fix the robot spec or the robot parameter') from None
+        except TopicConfigError as exc:
+            raise ConfigError(f'{exc}; fix config/topics.yaml') from None
+        except FileNotFoundError as exc:
+            raise ConfigError(f'model {exc}; fix the model parameter') from None
+        except SimParamsError as exc:
+            raise ConfigError(f'{exc}; fix the sim_params_file') from None
+        except ModelError as exc:
+            raise ConfigError(f'{exc}') from None
+        except ValueError as exc:  # MuJoCo's XML parser and compiler
+            message = ' '.join(str(exc).split())
+            raise ConfigError(f'cannot load model {self.model_path}: {message}; fix the '
+                              'MJCF or the model parameter') from None
+        self.base_params = params
+        self._full_params = merge_sim_params(self.physics.nominal, params)
+        dt = self.physics.timestep
+        rate = float(value('joint_state_rate').value)
+        if rate * dt > 1.0 + 1e-9:
+            raise ConfigError(f'joint_state_rate {rate:g} Hz exceeds the physics rate '
+                              f'{1 / dt:g} Hz; lower it')
+        self._state_every = max(1, round(1.0 / (rate * dt)))
+        self._pose_every = max(1, round(1.0 / (POSE_RATE * dt)))
+        self._period_steps = max(1, round(self.control_period / dt))
+        self._viewer = None
+        if value('viewer').value:
+            if os.environ.get('DISPLAY') or os.environ.get('WAYLAND_DISPLAY'):
+                from mujoco import viewer
+
+                self._viewer = viewer.launch_passive(self.physics.model,
+                                                            self.physics.data)
+            else:
+                self.get_logger().warning('viewer requested but no display is set; headless')
+
+    def _create_interfaces(self) -> None:
+        def qos(key: str) -> QoSProfile:
+            return QoSProfile(**self.topics[key].qos.as_profile_kwargs())
+
+        def name(key: str) -> str:
+            return self.topics[key].name
+
+        self._state_pub = self.create_publisher(JointState, name('joint_states'),
+                                                qos('joint_states'))
+        self._ee_pub = self.create_publisher(PoseStamped, name('ee_pose'), qos('ee_pose'))
+        self._object_pub = self.create_publisher(PoseStamped, name('object_pose'),
+                                                 qos('object_pose'))
+        self._clock_pub = self.create_publisher(Clock, name('clock'), qos('clock'))
+        self._diag_pub = self.create_publisher(DiagnosticArray, name('diagnostics'),
+                                               qos('diagnostics'))
+        self.create_subscription(Float64MultiArray, name('joint_commands'), self._on_command,
+                                 qos('joint_commands'))
+        self.create_subscription(JointTrajectory, name('joint_trajectory'),
+                                 self._on_trajectory, qos('joint_trajectory'))
+        self.create_subscription(PoseStamped, name('goal_pose'), self._on_goal,
+                                 qos('goal_pose'))
+        self.create_service(Trigger, '~/reset', self._on_reset)
+        self.create_service(SetBool, '~/pause', self._on_pause)
+        self.create_timer(1.0, self._publish_diagnostics)
+        self._state_msg = JointState(name=list(self.spec.joint_names))
+        self._state_msg.header.frame_id = self.spec.base_frame
+
+    # --- ROS callbacks (executor thread) -------------------------------------------------
+
+    def _warn(self, key: str, text: str) -> None:
+        now = time.monotonic()
+        if now - self._last_warning.get(key, -WARN_PERIOD) >= WARN_PERIOD:
+            self._last_warning[key] = now
+            self.get_logger().warning(text)
+
+    def _reject(self, topic: str, problem: str) -> None:
+        with self._lock:
+            self.counters.rejected_commands += 1
+            count = self.counters.rejected_commands
+        self._warn(topic, f'rejected {topic} command: {problem}; holding the last valid '
+                          f'target ({count} rejected so far)')
+
+    def _on_command(self, msg: Float64MultiArray) -> None:
+        try:
+            command = parse_joint_command(msg.data, self.spec.arm_joints)
+        except CommandError as exc:
+            self._reject(self.topics['joint_commands'].name, str(exc))
+            return
+        self._enqueue(command)
+
+    def _on_trajectory(self, msg: JointTrajectory) -> None:
+        stamp = msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec
+        try:
+            goal = parse_trajectory(
+                list(msg.joint_names),
+                [p.time_from_start.sec + 1e-9 * p.time_from_start.nanosec for p in msg.points],
+                [list(p.positions) for p in msg.points],
+                [list(p.velocities) for p in msg.points],
+                self.spec.arm_joints, stamp if stamp > 0 else None)
+        except TrajectoryError as exc:
+            self._reject(self.topics['joint_trajectory'].name, str(exc))
+            return
+        self._enqueue(goal)
+
+    def _enqueue(self, command: ArmCommand | TrajectoryGoal) -> None:
+        with self._lock:
+            self._inbox.append(command)
+        self._command_ready.set()
+
+    def _on_goal(self, msg: PoseStamped) -> None:
+        p, o = msg.pose.position, msg.pose.orientation
+        pos = np.array([p.x, p.y, p.z])
+        quat = np.array([o.w, o.x, o.y, o.z])
+        norm = float(np.linalg.norm(quat))
+        if not (np.all(np.isfinite(pos)) and np.isfinite(norm) and norm > 1e-9):
+            self._reject(self.topics['goal_pose'].name, 'non-finite position or zero quaternion')
+            return
+        with self._lock:
+            self.physics.set_goal_pose(pos, quat / norm)
+
+    def _on_reset(self, request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
+        with self._lock:
+            self._reset_physics(randomize=self.randomize)
+            self._publish_state(force_all=True)
+        response.success = True
+        response.message = (f'reset to keyframe {self.keyframe!r}, sim time 0'
+                            + (' with re-randomised physics' if self.randomize else ''))
+        return response
+
+    def _on_pause(self, request: SetBool.Request, response: SetBool.Response) -> SetBool.Response:
+        with self._lock:
+            self._paused = bool(request.data)
+            self._anchor = None
+        response.success = True
+        response.message = 'paused' if request.data else 'running'
+        self._command_ready.set()
+        return response
+
+    # --- physics thread --------------------------------------------------------------------
+
+    def _reset_physics(self, randomize: bool) -> None:
+        """Back to the keyframe (sim time 0), optionally with freshly sampled physics."""
+        if randomize:
+            self.physics.apply_params(randomize_sim_params(self._full_params, self.rng))
+        self.physics.reset_keyframe(self.keyframe)
+        self._target[:] = self.physics.arm_target
+        self._plan = None
+        self._streaming = False
+        self._inbox.clear()
+        self._command_ready.clear()
+        self._step_index = 0
+        self._anchor = None
+
+    def _apply(self, command: ArmCommand | TrajectoryGoal) -> None:
+        now = self.physics.time
+        self._last_command = now
+        if isinstance(command, ArmCommand):
+            self._plan = None
+            self._streaming = True
+            self.physics.set_arm_target(command.arm)
+            self._target[:] = command.arm
+            if command.gripper_width is not None:
+                self.physics.set_gripper_width(command.gripper_width)
+        else:
+            self._streaming = False
+            start = now if command.start is None else command.start
+            self._plan = TrajectoryPlan(command, start, self.physics.arm_target)
+
+    def _control_and_step(self) -> None:
+        """One physics step: trajectory sampling / timeout hold, step, publish when due."""
+        physics = self.physics
+        if self._plan is not None:
+            if self._plan.sample(physics.time, self._target):
+                self._plan = None
+            physics.set_arm_target(self._target)
+        elif self._streaming and physics.time - self._last_command > self.command_timeout:
+            physics.hold()
+            self._streaming = False
+            self.counters.command_timeouts += 1
+        physics.step()
+        self._step_index += 1
+        self._publish_state()
+
+    def _publish_state(self, force_all: bool = False) -> None:
+        index = self._step_index
+        if force_all or index % self._state_every == 0:
+            stamp = self._stamp()
+            msg = self._state_msg
+            joints = self.physics.read_joints(self._joints)
+            msg.header.stamp = stamp
+            msg.position = array.array('d', joints[0].tobytes())
+            msg.velocity = array.array('d', joints[1].tobytes())
+            msg.effort = array.array('d', joints[2].tobytes())
+            self._state_pub.publish(msg)
+            self.counters.joint_states += 1
+            if self.publish_clock:
+                self._clock_pub.publish(Clock(clock=stamp))
+        if force_all or index % self._pose_every == 0:
+            stamp = self._stamp()
+            state = self.physics.state()
+            self._ee_pub.publish(self._pose(stamp, state.flange_pos, state.flange_quat))
+            if state.object_pos is not None:
+                self._object_pub.publish(self._pose(stamp, state.object_pos, state.object_quat))
+
+    def _stamp(self) -> Time:
+        nanoseconds = round(self.physics.time * 1e9)
+        return Time(sec=nanoseconds // 1_000_000_000, nanosec=nanoseconds % 1_000_000_000)
+
+    def _pose(self, stamp: Time, pos: np.ndarray, quat: np.ndarray) -> PoseStamped:
+        msg = PoseStamped()
+        msg.header.stamp = stamp
+        msg.header.frame_id = self.spec.base_frame
+        p, o = msg.pose.position, msg.pose.orientation
+        p.x, p.y, p.z = (float(v) for v in pos)
+        o.w, o.x, o.y, o.z = (float(v) for v in quat)  # MuJoCo wxyz -> ROS xyzw fields
+        return msg
+
+    def _run(self) -> None:
+        with self._lock:
+            self._publish_state(force_all=True)
+        try:
+            if self.sync_mode == 'lockstep':
+                self._run_lockstep()
+            else:
+                self._run_realtime()
+        except Exception:
+            if self.context.ok() and self._running.is_set():
+                raise
+
+    def _timed_step(self) -> None:
+        start = time.perf_counter()
+        self._control_and_step()
+        spent = time.perf_counter() - start
+        counters = self.counters
+        counters.steps += 1
+        counters.step_wall += spent
+        counters.step_wall_max = max(counters.step_wall_max, spent)
+
+    def _run_realtime(self) -> None:
+        dt = self.physics.timestep
+        factor = self.realtime_factor
+        next_viewer = 0.0
+        while self._running.is_set():
+            if self._paused:
+                self._command_ready.wait(0.05)
+                self._command_ready.clear()
+                continue
+            if factor > 0:
+                with self._lock:
+                    if self._anchor is None:
+                        self._anchor = (time.monotonic(), self._step_index)
+                    wall0, step0 = self._anchor
+                due = wall0 + (self._step_index + 1 - step0) * dt / factor
+                delay = due - time.monotonic()
+                if delay > 0:
+                    time.sleep(delay)
+                elif delay < -MAX_LAG:
+                    self.counters.overruns += 1
+                    self._anchor = None
+            with self._lock:
+                while self._inbox:
+                    self._apply(self._inbox.popleft())
+                self._timed_step()
+            if self._viewer is not None and time.monotonic() >= next_viewer:
+                next_viewer = time.monotonic() + 1.0 / VIEWER_RATE
+                with self._lock:
+                    self._viewer.sync()
+
+    def _run_lockstep(self) -> None:
+        while self._running.is_set():
+            self._command_ready.wait(self.lockstep_timeout)
+            with self._lock:
+                if self._paused or not self._running.is_set():
+                    self._command_ready.clear()
+                    continue
+                if self._inbox:
+                    self._apply(self._inbox.popleft())
+                if not self._inbox:
+                    self._command_ready.clear()
+                for _ in range(self._period_steps):
+                    self._timed_step()
+            if self._viewer is not None:
+                with self._lock:
+                    self._viewer.sync()
+
+    # --- diagnostics ---------------------------------------------------------------------------
+
+    def _publish_diagnostics(self) -> None:
+        with self._lock:
+            c = self.counters
+            now, sim = time.monotonic(), self.physics.time
+            wall = max(now - c.window_wall, 1e-9)
+            rtf = (sim - c.window_sim) / wall if sim >= c.window_sim else 0.0
+            values = {
+                'realtime_factor': rtf,
+                'target_realtime_factor': self.realtime_factor,
+                'step_time_mean_us': 1e6 * c.step_wall / max(c.steps, 1),
+                'step_time_max_us': 1e6 * c.step_wall_max,
+                'joint_state_rate_hz': c.joint_states / wall,
+                'sim_time_s': sim,
+                'rejected_commands': c.rejected_commands,
+                'command_timeouts': c.command_timeouts,
+                'overruns': c.overruns,
+                'paused': self._paused,
+            }
+            self.counters = Counters(rejected_commands=c.rejected_commands,
+                                     command_timeouts=c.command_timeouts, overruns=c.overruns,
+                                     window_wall=now, window_sim=sim)
+        slow = (self.sync_mode == 'realtime' and self.realtime_factor > 0 and not self._paused
+                and rtf < 0.95 * self.realtime_factor)
+        status = DiagnosticStatus(
+            level=DiagnosticStatus.WARN if slow else DiagnosticStatus.OK,
+            name=f'{self.get_name()}: physics', hardware_id=self.spec.name,
+            message='behind real time' if slow else 'ok',
+            values=[KeyValue(key=k, value=f'{v:.6g}' if isinstance(v, float) else str(v))
+                    for k, v in values.items()])
+        array_msg = DiagnosticArray(status=[status])
+        array_msg.header.stamp = self._stamp()
+        self._diag_pub.publish(array_msg)
+
+    def stop(self) -> None:
+        """Stop and join the physics thread, and close the viewer."""
+        self._running.clear()
+        self._command_ready.set()
+        self._thread.join(timeout=5.0)
+        if self._viewer is not None:
+            self._viewer.close()
+
+
+def main(args: list[str] | None = None) -> int:
+    """Run the simulator node; return 0 on a clean shutdown and 2 on a configuration error."""
+    rclpy.init(args=args)
+    node = None
+    try:
+        node = SimNode()
+        rclpy.spin(node)
+    except ConfigError as exc:
+        print(f'{NODE_NAME}: error: {exc}', file=sys.stderr)
+        return 2
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    finally:
+        if node is not None:
+            node.stop()
+            node.destroy_node()
+        rclpy.try_shutdown()
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
