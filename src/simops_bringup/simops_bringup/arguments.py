@@ -1,0 +1,124 @@
+"""Launch arguments of the bringup profiles: names, defaults, descriptions and allowed values.
+
+Values are strings, as ``ros2 launch`` passes them; :func:`resolve_arguments` checks them and
+fills in defaults. Pure Python: no rclpy, no launch.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from simops_core.paths import resolve_resource
+
+PROFILES = ('sim', 'real_robot')
+BOOL = ('true', 'false')
+DEFAULT_MODEL = 'models/fr3/scene.xml'
+DEFAULT_POLICY = 'models/policy/fr3_reach.pt'
+COMMAND_INTERFACES = ('float64_array', 'joint_trajectory')
+_NAMESPACE = re.compile(r'/?[A-Za-z_][A-Za-z0-9_]*(/[A-Za-z_][A-Za-z0-9_]*)*')
+
+
+class GraphError(ValueError):
+    """The launch arguments or the configuration files do not describe a valid node graph."""
+
+
+@dataclass(frozen=True)
+class Argument:
+    """A launch argument: ``DeclareLaunchArgument`` in the launch files, ``name:=value`` in both."""
+
+    name: str
+    default: str
+    description: str
+    choices: tuple[str, ...] = ()
+
+
+def robot_names() -> tuple[str, ...]:
+    """Robots with a spec in ``config/robot``: the allowed values of ``robot``."""
+    return tuple(sorted(p.stem for p in resolve_resource('config/robot').glob('*.yaml')))
+
+
+def declare_arguments(profile: str, command_interface: str) -> tuple[Argument, ...]:
+    """The arguments ``profile`` declares, in declaration order.
+
+    ``command_interface`` is the real arm's (config/real_robot.yaml); ``real_robot`` allows
+    only that one.
+    """
+    check_profile(profile)
+    real = profile == 'real_robot'
+    args = [Argument('robot', 'fr3', 'robot spec, config/robot/<robot>.yaml', robot_names())]
+    if not real:
+        args.append(Argument('model', DEFAULT_MODEL, 'MJCF scene the simulator loads'))
+    args.append(Argument('policy', DEFAULT_POLICY, 'TorchScript (.pt) or torch.export (.pt2) '
+                         'policy the policy node runs'))
+    if not real:
+        args += [
+            Argument('sim_params', '', "SimParams YAML with fitted physics; empty = the "
+                     "model's nominal physics"),
+        ]
+    args.append(Argument(
+        'use_sim_time', 'false' if real else 'true',
+        'policy, recorder and excite follow /clock, which the simulator (or the stand-in) '
+        'publishes exactly when this is true', BOOL))
+    if not real:
+        args.append(Argument('sync_mode', 'realtime', 'realtime: wall-clock paced; lockstep: '
+                             'the simulator advances once per command (needs use_sim_time)',
+                             ('realtime', 'lockstep')))
+    args += [
+        Argument('record', 'true' if real else 'false', 'start the rosbag2 recorder', BOOL),
+        Argument('record_dir', 'episodes', 'directory that receives one bag per episode'),
+    ]
+    if not real:
+        args.append(Argument('viewer', 'false', 'open the MuJoCo viewer when a display exists',
+                             BOOL))
+    args += [
+        Argument('namespace', '', 'ROS namespace for every node and topic (/clock and '
+                 '/diagnostics stay global)'),
+        Argument('start_enabled', 'false' if real else 'true',
+                 'true: the policy runs at once; false: DISABLED until ~/enable'
+                 + (' (true only with standin:=true)' if real else ''), BOOL),
+        Argument('command_interface', command_interface if real else 'float64_array',
+                 'command message: float64_array (joint_commands) or joint_trajectory',
+                 (command_interface,) if real else COMMAND_INTERFACES),
+    ]
+    if real:
+        args += [
+            Argument('excite', 'false', 'also start excite, the system-identification '
+                     'excitation (keep the policy disabled meanwhile)', BOOL),
+            Argument('standin', 'false', 'also start a simulated stand-in for the arm with '
+                     'hidden physics (config/standin_robot.yaml)', BOOL),
+        ]
+    return tuple(args)
+
+
+def check_profile(profile: str) -> None:
+    """Raise :class:`GraphError` unless ``profile`` is one of :data:`PROFILES`."""
+    if profile not in PROFILES:
+        raise GraphError(f'unknown profile {profile!r}; choose one of {", ".join(PROFILES)}')
+
+
+def resolve_arguments(declared: tuple[Argument, ...], profile: str,
+                      values: Mapping[str, str]) -> dict[str, str]:
+    """Return every declared argument's value, checked, with defaults for those not given."""
+    known = {arg.name: arg for arg in declared}
+    for name in values:
+        if name not in known:
+            raise GraphError(f'unknown launch argument {name!r} for {profile}; known: '
+                             f'{", ".join(known)}')
+    resolved = {}
+    for arg in declared:
+        value = values.get(arg.name, arg.default)
+        if not isinstance(value, str):
+            raise GraphError(f'launch argument {arg.name} must be a string, got {value!r}')
+        if arg.choices and value not in arg.choices:
+            raise GraphError(f'bad value {value!r} for {arg.name}; choose one of '
+                             f'{", ".join(arg.choices)}')
+        resolved[arg.name] = value
+    for name in ('policy', 'record_dir', 'model'):
+        if name in resolved and not resolved[name]:
+            raise GraphError(f'launch argument {name} must not be empty')
+    if resolved['namespace'] and not _NAMESPACE.fullmatch(resolved['namespace']):
+        raise GraphError(f'bad value {resolved["namespace"]!r} for namespace; use names of '
+                         'letters, digits and _ separated by /, e.g. robot1 or /lab/robot1')
+    return resolved

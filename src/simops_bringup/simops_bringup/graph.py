@@ -1,0 +1,203 @@
+"""The SimOps node graph: which nodes a profile starts, and how each one is configured.
+
+One description serves ``sim.launch.py`` and ``real_robot.launch.py`` (which translate it
+into ``launch_ros.actions.Node``) and the ``simops-launch`` runner (which executes it). Pure
+Python: no rclpy, no launch. Executables, node names and parameters follow
+docs/interfaces.md; topic names come from config/topics.yaml and, for the real arm, from
+config/real_robot.yaml.
+
+Profiles:
+
+- ``sim``: the simulator, the policy and, with ``record:=true``, the recorder. The simulator
+  publishes /clock exactly when ``use_sim_time`` is true, and then every other node follows
+  it; the simulator itself always runs on wall time.
+- ``real_robot``: the policy (DISABLED until ``~/enable``), the recorder and, with
+  ``excite:=true``, excite, all remapped onto franka_ros2's topics. The arm's driver runs
+  beside it (franka_bringup). ``standin:=true`` adds a simulated stand-in for the arm.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from simops_bringup.arguments import (
+    BOOL,
+    DEFAULT_MODEL,
+    PROFILES,
+    Argument,
+    GraphError,
+    check_profile,
+    declare_arguments,
+    resolve_arguments,
+)
+from simops_bringup.arm_interfaces import ArmInterfaces, load_arm_interfaces
+from simops_bringup.joint_map import joint_map
+from simops_core.paths import resolve_resource
+from simops_core.robot_spec import SpecError
+from simops_core.topics import TopicConfigError, TopicSpec, load_topics
+
+__all__ = ['PROFILES', 'Argument', 'GraphError', 'NodeSpec', 'build_graph', 'launch_arguments']
+
+ParamValue = bool | int | float | str | tuple[str, ...]
+STANDIN_PARAMS = 'config/standin_robot.yaml'
+# Topics every namespace shares: one clock, one diagnostics aggregator.
+GLOBAL_TOPICS = ('clock', 'diagnostics')
+
+
+@dataclass(frozen=True)
+class NodeSpec:
+    """One node to start: what ``launch_ros.actions.Node`` takes, plus whether it is required.
+
+    ``param_files`` are absolute paths, applied in order; ``parameters`` override them.
+    A required node's exit ends the whole launch.
+    """
+
+    package: str
+    executable: str
+    name: str
+    namespace: str
+    param_files: tuple[str, ...]
+    parameters: tuple[tuple[str, ParamValue], ...]
+    remappings: tuple[tuple[str, str], ...]
+    required: bool
+
+    def parameter_dict(self) -> dict[str, bool | int | float | str | list[str]]:
+        """The parameter overrides as a dict, lists for arrays (launch_ros's form)."""
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in self.parameters}
+
+
+def launch_arguments(profile: str) -> tuple[Argument, ...]:
+    """The launch arguments of ``profile``, as the launch files declare them."""
+    check_profile(profile)
+    arm = load_arm_interfaces(_topics()) if profile == 'real_robot' else None
+    return declare_arguments(profile, arm.command_interface if arm else '')
+
+
+def build_graph(profile: str, values: Mapping[str, str] | None = None) -> tuple[NodeSpec, ...]:
+    """The nodes ``profile`` starts for the launch argument ``values`` (strings, as given).
+
+    Raises :class:`GraphError` with one line for an unknown profile or argument, a bad
+    value, an inconsistent combination or an unreadable configuration file.
+    """
+    check_profile(profile)
+    topics = _topics()
+    arm = load_arm_interfaces(topics) if profile == 'real_robot' else None
+    declared = declare_arguments(profile, arm.command_interface if arm else '')
+    args = resolve_arguments(declared, profile, values or {})
+    flags = {a.name: args[a.name] == 'true' for a in declared if a.choices == BOOL}
+    namespace = '/' + args['namespace'].strip('/') if args['namespace'] else ''
+    nodes = _Nodes(namespace, topic_remappings(topics, arm.remap if arm else {}, namespace))
+    try:
+        if arm is None:
+            return _sim_graph(nodes, args, flags)
+        return _real_robot_graph(nodes, args, flags, arm)
+    except SpecError as exc:
+        raise GraphError(str(exc)) from None
+
+
+def _topics() -> dict[str, TopicSpec]:
+    try:
+        return load_topics()
+    except TopicConfigError as exc:
+        raise GraphError(str(exc)) from None
+
+
+@dataclass(frozen=True)
+class _Nodes:
+    """Builds the NodeSpecs of one graph: same namespace and remappings for every node."""
+
+    namespace: str
+    remappings: tuple[tuple[str, str], ...]
+
+    def __call__(self, package: str, executable: str, name: str,
+                 params: dict[str, ParamValue], files: Sequence[str] = (),
+                 required: bool = True) -> NodeSpec:
+        return NodeSpec(package, executable, name, self.namespace, tuple(files),
+                        tuple(params.items()), self.remappings, required)
+
+    def policy(self, args: dict[str, str], flags: dict[str, bool]) -> NodeSpec:
+        return self('simops_policy', 'policy', 'policy', {
+            'model_path': args['policy'], 'robot': _spec(args),
+            'command_interface': args['command_interface'],
+            'start_enabled': flags['start_enabled'], 'use_sim_time': flags['use_sim_time']})
+
+    def recorder(self, args: dict[str, str], flags: dict[str, bool], mode: str) -> NodeSpec:
+        sim_params = args.get('sim_params', '')
+        return self('simops_recorder', 'record', 'recorder', {
+            'root': args['record_dir'], 'robot': args['robot'], 'robot_mode': mode,
+            **({'sim_params_file': sim_params} if sim_params else {}),
+            'use_sim_time': flags['use_sim_time']})
+
+
+def _sim_graph(nodes: _Nodes, args: dict[str, str],
+               flags: dict[str, bool]) -> tuple[NodeSpec, ...]:
+    sim_time = flags['use_sim_time']
+    if args['sync_mode'] == 'lockstep' and not sim_time:
+        raise GraphError('sync_mode:=lockstep needs use_sim_time:=true: in lockstep, time '
+                         'advances only with the simulation')
+    sim = nodes('simops_sim', 'sim', 'sim', {
+        'model': args['model'], 'robot': _spec(args), **_joint_map(args['robot'], args['model']),
+        **({'sim_params_file': args['sim_params']} if args['sim_params'] else {}),
+        'sync_mode': args['sync_mode'], 'viewer': flags['viewer'],
+        'publish_clock': sim_time, 'use_sim_time': False})
+    recorder = [nodes.recorder(args, flags, 'sim')] if flags['record'] else []
+    return (sim, nodes.policy(args, flags), *recorder)
+
+
+def _real_robot_graph(nodes: _Nodes, args: dict[str, str], flags: dict[str, bool],
+                      arm: ArmInterfaces) -> tuple[NodeSpec, ...]:
+    if flags['start_enabled'] and not flags['standin']:
+        raise GraphError('start_enabled:=true is refused on a real arm; start disabled and '
+                         'call ~/enable once the arm is ready')
+    if flags['excite'] and flags['start_enabled']:
+        raise GraphError('excite:=true with start_enabled:=true would command the arm from two '
+                         'nodes; keep the policy disabled while exciting')
+    graph = []
+    if flags['standin']:
+        graph.append(nodes('simops_sim', 'sim', 'standin', {
+            'robot': _spec(args), **_joint_map(args['robot'], DEFAULT_MODEL),
+            'joint_state_rate': arm.joint_state_rate,
+            'publish_clock': flags['use_sim_time'], 'use_sim_time': False},
+            files=[_resource(STANDIN_PARAMS)]))
+    graph.append(nodes.policy(args, flags))
+    if flags['record']:
+        graph.append(nodes.recorder(args, flags, 'real'))
+    if flags['excite']:
+        graph.append(nodes('simops_sysid', 'excite', 'excite', {
+            'robot': _spec(args), 'command_interface': arm.command_interface,
+            'use_sim_time': flags['use_sim_time']}, required=False))
+    return tuple(graph)
+
+
+def topic_remappings(topics: Mapping[str, TopicSpec], targets: Mapping[str, str],
+                     namespace: str) -> tuple[tuple[str, str], ...]:
+    """Remapping rules from each topic's default name to its name in this deployment.
+
+    ``targets`` renames topics by key (the real arm's names). In a namespace, every target
+    but the :data:`GLOBAL_TOPICS` is made relative, so it resolves inside the namespace.
+    """
+    rules = []
+    for key, topic in topics.items():
+        target = targets.get(key, topic.name)
+        if namespace and key not in GLOBAL_TOPICS:
+            target = target.lstrip('/')
+        if target != topic.name:
+            rules.append((topic.name, target))
+    return tuple(rules)
+
+
+def _joint_map(robot: str, model: str) -> dict[str, ParamValue]:
+    pairs = joint_map(robot, model)
+    return {'joint_map': pairs} if pairs else {}
+
+
+def _spec(args: dict[str, str]) -> str:
+    return f'config/robot/{args["robot"]}.yaml'
+
+
+def _resource(path: str) -> str:
+    try:
+        return str(resolve_resource(path))
+    except FileNotFoundError as exc:
+        raise GraphError(str(exc)) from None

@@ -1,0 +1,204 @@
+"""The node graph: which nodes each profile starts and how every one of them is configured."""
+
+from __future__ import annotations
+
+import ast
+
+import pytest
+import yaml
+from ros_helpers import REPO
+
+from simops_bringup.graph import GraphError, NodeSpec, build_graph, launch_arguments
+from simops_core.paths import resolve_resource
+from simops_core.robot_spec import load_robot_spec
+from simops_core.topics import load_topics
+
+TOPICS = load_topics()
+FRANKA_JOINT_STATES = '/franka/joint_states'
+FRANKA_TRAJECTORY = '/fr3_arm_controller/joint_trajectory'
+
+
+def by_name(nodes: tuple[NodeSpec, ...]) -> dict[str, NodeSpec]:
+    return {node.name: node for node in nodes}
+
+
+def params(node: NodeSpec) -> dict[str, object]:
+    return dict(node.parameters)
+
+
+def test_sim_defaults_start_simulator_and_policy_with_sim_time_wired() -> None:
+    nodes = build_graph('sim')
+    assert [(n.package, n.executable, n.name) for n in nodes] == [
+        ('simops_sim', 'sim', 'sim'), ('simops_policy', 'policy', 'policy')]
+    sim, policy = nodes
+    assert params(sim) == {
+        'model': 'models/fr3/scene.xml', 'robot': 'config/robot/fr3.yaml',
+        'sync_mode': 'realtime', 'viewer': False, 'publish_clock': True, 'use_sim_time': False}
+    assert params(policy) == {
+        'model_path': 'models/policy/fr3_reach.pt', 'robot': 'config/robot/fr3.yaml',
+        'command_interface': 'float64_array', 'start_enabled': True, 'use_sim_time': True}
+    for node in nodes:
+        assert node.namespace == ''
+        assert node.remappings == ()
+        assert node.param_files == ()
+        assert node.required
+
+
+def test_sim_record_adds_recorder_with_episode_metadata() -> None:
+    nodes = by_name(build_graph('sim', {'record': 'true', 'record_dir': '/data/ep',
+                                        'sim_params': 'fitted.yaml'}))
+    assert list(nodes) == ['sim', 'policy', 'recorder']
+    recorder = nodes['recorder']
+    assert (recorder.package, recorder.executable) == ('simops_recorder', 'record')
+    assert params(recorder) == {'root': '/data/ep', 'robot': 'fr3', 'robot_mode': 'sim',
+                                'sim_params_file': 'fitted.yaml', 'use_sim_time': True}
+    assert params(nodes['sim'])['sim_params_file'] == 'fitted.yaml'
+
+
+def test_use_sim_time_false_stops_the_clock_and_every_consumer_follows_wall_time() -> None:
+    nodes = by_name(build_graph('sim', {'use_sim_time': 'false', 'record': 'true'}))
+    assert params(nodes['sim'])['publish_clock'] is False
+    assert params(nodes['sim'])['use_sim_time'] is False
+    assert params(nodes['policy'])['use_sim_time'] is False
+    assert params(nodes['recorder'])['use_sim_time'] is False
+
+
+def test_sim_arguments_reach_their_parameters() -> None:
+    nodes = by_name(build_graph('sim', {
+        'model': 'models/fr3/fr3.xml', 'policy': 'p.pt2',
+        'sync_mode': 'lockstep', 'viewer': 'true', 'start_enabled': 'false',
+        'command_interface': 'joint_trajectory'}))
+    assert params(nodes['sim'])['model'] == 'models/fr3/fr3.xml'
+    assert params(nodes['sim'])['sync_mode'] == 'lockstep'
+    assert params(nodes['sim'])['viewer'] is True
+    assert params(nodes['policy'])['model_path'] == 'p.pt2'
+    assert params(nodes['policy'])['start_enabled'] is False
+    assert params(nodes['policy'])['command_interface'] == 'joint_trajectory'
+
+
+def test_panda_maps_its_joints_onto_the_fr3_model_in_spec_order() -> None:
+    sim = build_graph('sim', {'robot': 'panda'})[0]
+    panda, fr3 = load_robot_spec('panda'), load_robot_spec('fr3')
+    assert params(sim)['robot'] == 'config/robot/panda.yaml'
+    assert params(sim)['joint_map'] == tuple(
+        f'{a}={b}' for a, b in zip(panda.joint_names, fr3.joint_names, strict=True))
+    assert 'joint_map' not in params(build_graph('sim')[0])
+
+
+def test_namespace_moves_nodes_and_topics_but_not_clock_or_diagnostics() -> None:
+    nodes = build_graph('sim', {'namespace': 'lab/arm1'})
+    expected = tuple((t.name, t.name.lstrip('/')) for key, t in TOPICS.items()
+                     if key not in ('clock', 'diagnostics'))
+    for node in nodes:
+        assert node.namespace == '/lab/arm1'
+        assert node.remappings == expected
+    assert '/clock' not in dict(expected)
+
+
+@pytest.mark.parametrize(('profile', 'values', 'message'), [
+    ('simulation', {}, "unknown profile 'simulation'"),
+    ('sim', {'robots': 'fr3'}, "unknown launch argument 'robots' for sim"),
+    ('sim', {'excite': 'true'}, "unknown launch argument 'excite' for sim"),
+    ('real_robot', {'viewer': 'true'}, "unknown launch argument 'viewer' for real_robot"),
+    ('sim', {'robot': 'ur5'}, "bad value 'ur5' for robot; choose one of fr3, panda"),
+    ('sim', {'record': 'yes'}, "bad value 'yes' for record; choose one of true, false"),
+    ('sim', {'sync_mode': 'fast'}, "bad value 'fast' for sync_mode"),
+    ('sim', {'namespace': 'arm 1'}, "bad value 'arm 1' for namespace"),
+    ('sim', {'policy': ''}, 'launch argument policy must not be empty'),
+    ('sim', {'sync_mode': 'lockstep', 'use_sim_time': 'false'},
+     'sync_mode:=lockstep needs use_sim_time:=true'),
+    ('sim', {'model': 'models/none.xml'}, 'cannot read model models/none.xml'),
+    ('real_robot', {'command_interface': 'float64_array'},
+     "bad value 'float64_array' for command_interface; choose one of joint_trajectory"),
+    ('real_robot', {'start_enabled': 'true'}, 'start_enabled:=true is refused on a real arm'),
+    ('real_robot', {'standin': 'true', 'start_enabled': 'true', 'excite': 'true'},
+     'would command the arm from two nodes'),
+])
+def test_bad_arguments_raise_one_line_errors(profile: str, values: dict[str, str],
+                                             message: str) -> None:
+    with pytest.raises(GraphError) as info:
+        build_graph(profile, values)
+    assert message in str(info.value)
+    assert '\n' not in str(info.value)
+
+
+def test_real_robot_defaults_policy_disabled_and_recorder_on_franka_topics() -> None:
+    nodes = build_graph('real_robot')
+    assert [n.name for n in nodes] == ['policy', 'recorder']
+    policy, recorder = nodes
+    assert params(policy) == {
+        'model_path': 'models/policy/fr3_reach.pt', 'robot': 'config/robot/fr3.yaml',
+        'command_interface': 'joint_trajectory', 'start_enabled': False, 'use_sim_time': False}
+    assert params(recorder) == {'root': 'episodes', 'robot': 'fr3', 'robot_mode': 'real',
+                                'use_sim_time': False}
+    for node in nodes:
+        remaps = dict(node.remappings)
+        assert remaps[TOPICS['joint_states'].name] == FRANKA_JOINT_STATES
+        # The trajectory topic's default already is franka_ros2's name: no rule needed.
+        assert TOPICS['joint_trajectory'].name == FRANKA_TRAJECTORY
+        assert TOPICS['joint_trajectory'].name not in remaps
+
+
+def test_real_robot_in_a_namespace_follows_franka_bringup_namespaces() -> None:
+    policy = build_graph('real_robot', {'namespace': 'NS1'})[0]
+    remaps = dict(policy.remappings)
+    assert policy.namespace == '/NS1'
+    # Relative targets resolve to /NS1/franka/joint_states, like franka.launch.py namespace:=NS1.
+    assert remaps[TOPICS['joint_states'].name] == FRANKA_JOINT_STATES.lstrip('/')
+    assert remaps[FRANKA_TRAJECTORY] == FRANKA_TRAJECTORY.lstrip('/')
+
+
+def test_real_robot_excite_and_standin() -> None:
+    nodes = by_name(build_graph('real_robot', {'excite': 'true', 'standin': 'true',
+                                               'record': 'false'}))
+    assert list(nodes) == ['standin', 'policy', 'excite']
+    standin, excite = nodes['standin'], nodes['excite']
+    assert (standin.package, standin.executable) == ('simops_sim', 'sim')
+    assert standin.param_files == (str(resolve_resource('config/standin_robot.yaml')),)
+    assert params(standin) == {'robot': 'config/robot/fr3.yaml', 'joint_state_rate': 1000.0,
+                               'publish_clock': False, 'use_sim_time': False}
+    assert dict(standin.remappings)[TOPICS['joint_states'].name] == FRANKA_JOINT_STATES
+    assert standin.required
+    assert (excite.package, excite.executable) == ('simops_sysid', 'excite')
+    assert params(excite) == {'robot': 'config/robot/fr3.yaml',
+                              'command_interface': 'joint_trajectory', 'use_sim_time': False}
+    assert not excite.required  # excite ends after its run; the rest keeps going
+
+
+def test_standin_may_start_enabled_and_publishes_clock_for_sim_time() -> None:
+    nodes = by_name(build_graph('real_robot', {'standin': 'true', 'start_enabled': 'true',
+                                               'use_sim_time': 'true'}))
+    assert params(nodes['policy'])['start_enabled'] is True
+    assert params(nodes['standin'])['publish_clock'] is True
+    assert params(nodes['recorder'])['use_sim_time'] is True
+
+
+def test_every_argument_is_described_and_defaults_are_allowed() -> None:
+    for profile in ('sim', 'real_robot'):
+        arguments = launch_arguments(profile)
+        assert len({a.name for a in arguments}) == len(arguments)
+        for arg in arguments:
+            assert arg.description
+            assert not arg.choices or arg.default in arg.choices
+        build_graph(profile, {a.name: a.default for a in arguments})
+
+
+def test_config_files_hold_what_the_graph_relies_on() -> None:
+    standin = yaml.safe_load((REPO / 'config/standin_robot.yaml').read_text())
+    ros_params = standin['/**']['ros__parameters']
+    assert ros_params['sync_mode'] == 'realtime'
+    assert ros_params['sim_params_file'] == 'config/sim_params/standin_hidden.yaml'
+    assert isinstance(ros_params['realtime_factor'], float)
+    # Topic names and rates come from config/real_robot.yaml, robot from the arguments.
+    assert not {'robot', 'joint_state_rate', 'publish_clock'} & ros_params.keys()
+    real = yaml.safe_load((REPO / 'config/real_robot.yaml').read_text())
+    assert set(real['remap']) <= set(TOPICS)
+
+
+def test_bringup_modules_import_neither_rclpy_nor_launch() -> None:
+    for path in (REPO / 'src/simops_bringup/simops_bringup').glob('*.py'):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
+                     [node.module or ''] if isinstance(node, ast.ImportFrom) else [])
+            for name in names:
+                assert name.split('.')[0] not in ('rclpy', 'launch', 'launch_ros'), path.name
