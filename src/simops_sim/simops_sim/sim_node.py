@@ -8,7 +8,6 @@ the 1 Hz diagnostics. Parameters, topics and services follow docs/interfaces.md.
 
 from __future__ import annotations
 
-import array
 import os
 import sys
 import threading
@@ -42,6 +41,7 @@ from simops_sim.commands import ArmCommand, CommandError, parse_joint_command
 from simops_sim.physics import ModelError, Physics, merge_sim_params, parse_joint_map
 from simops_sim.randomization import randomize_sim_params
 from simops_sim.trajectory import TrajectoryError, TrajectoryGoal, TrajectoryPlan, parse_trajectory
+from simops_sim.wire import ClockEncoder, JointStateEncoder
 
 NODE_NAME = 'sim'
 POSE_RATE = 100.0          # Hz, /ee_pose and /object_pose
@@ -231,8 +231,8 @@ class SimNode(Node):
         self.create_service(Trigger, '~/reset', self._on_reset)
         self.create_service(SetBool, '~/pause', self._on_pause)
         self.create_timer(1.0, self._publish_diagnostics)
-        self._state_msg = JointState(name=list(self.spec.joint_names))
-        self._state_msg.header.frame_id = self.spec.base_frame
+        self._state_wire = JointStateEncoder(self.spec.joint_names, self.spec.base_frame)
+        self._clock_wire = ClockEncoder()
 
     # --- ROS callbacks (executor thread) -------------------------------------------------
 
@@ -353,17 +353,12 @@ class SimNode(Node):
     def _publish_state(self, force_all: bool = False) -> None:
         index = self._step_index
         if force_all or index % self._state_every == 0:
-            stamp = self._stamp()
-            msg = self._state_msg
+            nanoseconds = round(self.physics.time * 1e9)
             joints = self.physics.read_joints(self._joints)
-            msg.header.stamp = stamp
-            msg.position = array.array('d', joints[0].tobytes())
-            msg.velocity = array.array('d', joints[1].tobytes())
-            msg.effort = array.array('d', joints[2].tobytes())
-            self._state_pub.publish(msg)
+            self._state_pub.publish(self._state_wire.encode(nanoseconds, joints))
             self.counters.joint_states += 1
             if self.publish_clock:
-                self._clock_pub.publish(Clock(clock=stamp))
+                self._clock_pub.publish(self._clock_wire.encode(nanoseconds))
         if force_all or index % self._pose_every == 0:
             stamp = self._stamp()
             state = self.physics.state()

@@ -1,0 +1,83 @@
+"""Pre-serialized ``/joint_states`` and ``/clock`` messages for the 1 kHz publishing path.
+
+rclpy converts a Python message field by field on every ``publish``; at 1 kHz that costs as
+much CPU as the physics. These encoders serialize a template once (CDR, through
+``rclpy.serialization``), locate the stamp and the number arrays in it, and afterwards only
+overwrite those bytes; ``Publisher.publish`` accepts the resulting serialized bytes. Joint
+names and frame id are fixed at construction, so every field's byte offset is fixed too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+from rclpy.serialization import serialize_message
+from rosgraph_msgs.msg import Clock
+from sensor_msgs.msg import JointState
+
+_STAMP_SEC, _STAMP_NANOSEC = 0x5EC0FFEE & 0x7FFFFFFF, 0x0DDBA11
+_NANOS_PER_SECOND = 1_000_000_000
+
+
+def _locate(buffer: bytes, values: np.ndarray) -> int:
+    """Byte offset of ``values`` (as little-endian bytes) in ``buffer``; it must occur once."""
+    pattern = values.astype('<f8').tobytes() if values.dtype.kind == 'f' else (
+        values.astype('<u4').tobytes())
+    offset = buffer.find(pattern)
+    if offset < 0 or buffer.find(pattern, offset + 1) >= 0:
+        raise RuntimeError('cannot locate a field in the serialized template message')
+    return offset
+
+
+class _Template:
+    """A serialized message whose stamp (sec, nanosec) sits at a known offset."""
+
+    def __init__(self, serialized: bytes) -> None:
+        self.buffer = bytearray(serialized)
+        stamp = np.array([_STAMP_SEC, _STAMP_NANOSEC], dtype=np.uint32)
+        self._stamp = np.ndarray(2, dtype='<u4', buffer=self.buffer,
+                                 offset=_locate(serialized, stamp))
+
+    def set_stamp(self, nanoseconds: int) -> None:
+        self._stamp[0], self._stamp[1] = divmod(nanoseconds, _NANOS_PER_SECOND)
+
+
+class JointStateEncoder(_Template):
+    """Serialized ``sensor_msgs/JointState`` with fixed names and frame id."""
+
+    def __init__(self, names: Sequence[str], frame_id: str) -> None:
+        count = len(names)
+        sentinels = np.pi * (1.0 + np.arange(3 * count).reshape(3, count))
+        msg = JointState(name=list(names), position=sentinels[0].tolist(),
+                         velocity=sentinels[1].tolist(), effort=sentinels[2].tolist())
+        msg.header.frame_id = frame_id
+        msg.header.stamp.sec, msg.header.stamp.nanosec = _STAMP_SEC, _STAMP_NANOSEC
+        serialized = serialize_message(msg)
+        super().__init__(serialized)
+        self._rows = [np.ndarray(count, dtype='<f8', buffer=self.buffer,
+                                 offset=_locate(serialized, row)) for row in sentinels]
+
+    def encode(self, nanoseconds: int, joints: np.ndarray) -> bytes:
+        """Serialized message at sim time ``nanoseconds`` with ``joints`` (3, n) rows.
+
+        The rows are position, velocity and effort in the order of the names.
+        """
+        self.set_stamp(nanoseconds)
+        for row, values in zip(self._rows, joints, strict=True):
+            row[:] = values
+        return bytes(self.buffer)
+
+
+class ClockEncoder(_Template):
+    """Serialized ``rosgraph_msgs/Clock``."""
+
+    def __init__(self) -> None:
+        msg = Clock()
+        msg.clock.sec, msg.clock.nanosec = _STAMP_SEC, _STAMP_NANOSEC
+        super().__init__(serialize_message(msg))
+
+    def encode(self, nanoseconds: int) -> bytes:
+        """Serialized clock message at sim time ``nanoseconds``."""
+        self.set_stamp(nanoseconds)
+        return bytes(self.buffer)
