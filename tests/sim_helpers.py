@@ -1,0 +1,94 @@
+"""Shared helpers for the simulator tests: generated models, node start-up, lockstep driving."""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from rclpy.qos import QoSProfile
+from ros_helpers import NodeProcess, RosProbe, wait_until
+from sensor_msgs.msg import JointState
+from std_msgs.msg import Float64MultiArray
+
+from simops_core.paths import resolve_resource
+from simops_core.topics import TopicSpec, load_topics
+
+SCENE_XML = resolve_resource('models/fr3/scene.xml')
+TOPICS = load_topics()
+
+
+def qos(key: str) -> QoSProfile:
+    """The QoS profile of topic ``key`` from config/topics.yaml."""
+    return QoSProfile(**TOPICS[key].qos.as_profile_kwargs())
+
+
+def topic(key: str) -> TopicSpec:
+    """Topic ``key`` from config/topics.yaml."""
+    return TOPICS[key]
+
+
+def renamed_scene(directory: Path) -> Path:
+    """The FR3 scene with arm joints renamed ``arm_0`` .. ``arm_6``, written to ``directory``.
+
+    Generated from the real MJCF by text substitution, so it never drifts from it.
+    """
+    robot = (SCENE_XML.parent / 'fr3.xml').read_text()
+    robot = re.sub(r'"fr3_joint(\d)"', lambda m: f'"arm_{int(m.group(1)) - 1}"', robot)
+    (directory / 'fr3.xml').write_text(robot)
+    (directory / 'scene.xml').write_text(SCENE_XML.read_text())
+    return directory / 'scene.xml'
+
+
+def start_sim(tmp_path: Path, *params: str, name: str = 'sim') -> NodeProcess:
+    """Start ``ros2 run simops_sim sim`` with ``name:=value`` parameters."""
+    args = ['--ros-args']
+    for param in params:
+        args += ['-p', param]
+    return NodeProcess.ros2_run('simops_sim', 'sim', *args, log_path=tmp_path / f'{name}.log')
+
+
+def subscribe_states(probe: RosProbe) -> str:
+    """Subscribe the probe to /joint_states with the contract's QoS; return the topic name."""
+    probe.subscribe(topic('joint_states').name, JointState, qos('joint_states'))
+    return topic('joint_states').name
+
+
+def stamp(msg: Any) -> float:
+    """A message header's stamp in s."""
+    return msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec
+
+
+def command_publisher(probe: RosProbe) -> Any:
+    """A /joint_commands publisher, returned once the node's subscription has matched it."""
+    pub = probe.publisher(topic('joint_commands').name, Float64MultiArray, qos('joint_commands'))
+    assert wait_until(lambda: pub.get_subscription_count() > 0, timeout=20)
+    time.sleep(0.3)  # let the node's side of discovery settle too
+    return pub
+
+
+def drive_lockstep(probe: RosProbe, node: NodeProcess, commands: Sequence[np.ndarray],
+                   period: float) -> list[JointState]:
+    """Send ``commands`` one control period at a time; return the state after each period.
+
+    Expects the node to run with ``sync_mode:=lockstep`` and ``joint_state_rate`` equal to
+    1 / ``period``, so every period ends with exactly one /joint_states message, and the
+    probe to be subscribed already (:func:`subscribe_states`).
+    """
+    states = topic('joint_states').name
+    pub = command_publisher(probe)
+    seen = len(probe.messages(states))
+    out = []
+    for k, command in enumerate(commands):
+        pub.publish(Float64MultiArray(data=[float(v) for v in command]))
+        due = round((k + 1) * period, 9)
+
+        def arrived(due: float = due) -> bool:
+            return any(abs(stamp(m) - due) < 1e-9 for m in probe.messages(states)[seen:])
+
+        assert wait_until(arrived, timeout=10), f'no state at t={due}:\n{node.output}'
+        out.append(next(m for m in probe.messages(states)[seen:] if abs(stamp(m) - due) < 1e-9))
+    return out

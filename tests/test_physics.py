@@ -1,0 +1,244 @@
+"""The physics wrapper offline: mapping, SimParams, delay, determinism, effort, frames."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import mujoco
+import numpy as np
+import pytest
+from sim_helpers import SCENE_XML, renamed_scene
+
+from simops_core.robot_spec import RobotSpec, load_robot_spec
+from simops_core.sim_params import JointParams, ObjectParams, SimParams, SimParamsError
+from simops_sim.commands import CommandError, parse_joint_command
+from simops_sim.delay import CommandDelay, shift_commands
+from simops_sim.physics import (
+    ModelError,
+    Physics,
+    apply_sim_params,
+    index_model,
+    merge_sim_params,
+    nominal_sim_params,
+    parse_joint_map,
+)
+from simops_sim.randomization import randomize_sim_params
+from simops_sim.trajectory import TrajectoryError, TrajectoryPlan, parse_trajectory
+
+
+@pytest.fixture(scope='module')
+def spec() -> RobotSpec:
+    return load_robot_spec('fr3')
+
+
+def scene() -> mujoco.MjModel:
+    return mujoco.MjModel.from_xml_path(str(SCENE_XML))
+
+
+def step_response(physics: Physics, spec: RobotSpec, steps: int = 300,
+                  offset: float = 0.2) -> np.ndarray:
+    """Arm positions (steps, 7) after a step of ``offset`` rad on every joint from home."""
+    physics.reset_keyframe('home')
+    physics.set_arm_target(spec.home + offset)
+    out = np.empty((steps, 7))
+    for k in range(steps):
+        physics.step()
+        out[k] = physics.state().position[:7]
+    return out
+
+
+def test_maps_joints_and_actuators_by_name(spec: RobotSpec) -> None:
+    model = scene()
+    index = index_model(model, spec)
+    assert [model.joint(j).name for j in index.joint_ids] == list(spec.joint_names)
+    assert [model.actuator(a).name for a in index.ctrl_ids] == [
+        f'{j}_servo' for j in spec.arm_joints] + ['gripper_servo']
+    assert index.object_body == model.body('object').id
+
+
+def test_joint_map_runs_a_renamed_model(spec: RobotSpec, tmp_path: Path) -> None:
+    renamed = mujoco.MjModel.from_xml_path(str(renamed_scene(tmp_path)))
+    with pytest.raises(ModelError, match=r"no joint 'fr3_joint1'.*joint_map"):
+        Physics(renamed, spec)
+    joint_map = parse_joint_map([f'{j}=arm_{i}' for i, j in enumerate(spec.arm_joints)])
+    mapped = step_response(Physics(renamed, spec, joint_map), spec, steps=50)
+    reference = step_response(Physics(scene(), spec), spec, steps=50)
+    assert np.array_equal(mapped, reference)
+
+
+@pytest.mark.parametrize('pairs', [['fr3_joint1'], ['=x'], ['nope=x']])
+def test_bad_joint_map(spec: RobotSpec, pairs: list[str]) -> None:
+    with pytest.raises(ModelError):
+        index_model(scene(), spec, parse_joint_map(pairs))
+
+
+def test_apply_is_idempotent_and_unset_means_nominal(spec: RobotSpec) -> None:
+    model = scene()
+    index = index_model(model, spec)
+    pristine = scene()
+    params = SimParams(joints={'fr3_joint2': JointParams(damping=3.0, kp=5000.0, kv=100.0)},
+                       body_mass_scale={'fr3_link3': 1.5},
+                       object=ObjectParams(mass=0.3, friction=0.5))
+    apply_sim_params(model, params, index)
+    once = (model.dof_damping.copy(), model.body_mass.copy(), model.actuator_biasprm.copy())
+    apply_sim_params(model, params, index)
+    assert np.array_equal(once[0], model.dof_damping)
+    assert np.array_equal(once[1], model.body_mass)
+    assert np.array_equal(once[2], model.actuator_biasprm)
+    dof, act = model.joint('fr3_joint2').dofadr[0], model.actuator('fr3_joint2_servo').id
+    assert model.dof_damping[dof] == 3.0
+    assert tuple(model.actuator_biasprm[act, :3]) == (0.0, -5000.0, -100.0)
+    assert model.actuator_gainprm[act, 0] == 5000.0
+    assert model.body_mass[model.body('fr3_link3').id] == pytest.approx(
+        1.5 * pristine.body_mass[model.body('fr3_link3').id])
+    assert model.body_mass[model.body('object').id] == 0.3
+    assert model.geom_friction[model.geom('object_geom').id, 0] == 0.5
+    read = nominal_sim_params(model, index)
+    assert read.joints['fr3_joint2'].kv == 100.0
+    assert read.body_mass_scale['fr3_link3'] == pytest.approx(1.5)
+    apply_sim_params(model, SimParams(), index)  # back to nominal
+    for name in ('dof_damping', 'actuator_biasprm', 'body_mass', 'body_inertia',
+                 'geom_friction', 'body_subtreemass'):
+        assert np.array_equal(getattr(model, name), getattr(pristine, name)), name
+
+
+@pytest.mark.parametrize(('params', 'field'), [
+    (SimParams(joints={'fr3_joint9': JointParams(damping=1.0)}), 'joints.fr3_joint9'),
+    (SimParams(joints={'fr3_finger_joint1': JointParams(kp=1.0)}), 'fr3_finger_joint1'),
+    (SimParams(body_mass_scale={'table': 2.0}), 'body_mass_scale.table'),
+])
+def test_params_naming_unknown_things_are_rejected(spec: RobotSpec, params: SimParams,
+                                                   field: str) -> None:
+    model = scene()
+    with pytest.raises(SimParamsError, match=field):
+        apply_sim_params(model, params, index_model(model, spec))
+
+
+def test_triple_damping_changes_the_step_response(spec: RobotSpec) -> None:
+    nominal = step_response(Physics(scene(), spec), spec)
+    triple = SimParams(joints={j: JointParams(damping=3.0) for j in spec.arm_joints})
+    damped = step_response(Physics(scene(), spec, params=triple), spec)
+    assert np.abs(damped - nominal).max() > 1e-3
+    # More damping, slower rise: after 50 ms joint 1 is further from the target.
+    assert abs(damped[49, 0] - spec.home[0] - 0.2) > abs(nominal[49, 0] - spec.home[0] - 0.2)
+
+
+def test_delay_fifo_matches_shift_commands() -> None:
+    rng = np.random.default_rng(3)
+    commands, initial = rng.normal(size=(40, 8)), rng.normal(size=8)
+    for steps in (0, 1, 5, 60):
+        fifo = CommandDelay(steps, 8)
+        fifo.fill(initial)
+        online = np.array([fifo.push(c).copy() for c in commands])
+        assert np.array_equal(online, shift_commands(commands, steps, initial))
+
+
+def test_command_delay_shifts_the_response_by_whole_steps(spec: RobotSpec) -> None:
+    delayed = Physics(scene(), spec, params=SimParams(command_delay=0.0052))
+    assert delayed.delay_steps == 5
+    late = step_response(delayed, spec, steps=100)
+    prompt = Physics(scene(), spec)
+    prompt.reset_keyframe('home')
+    prompt.step(5)
+    prompt.set_arm_target(spec.home + 0.2)
+    shifted = np.array([(prompt.step(), prompt.state().position[:7])[1] for _ in range(95)])
+    assert np.array_equal(late[5:], shifted)
+
+
+def test_randomised_rollouts_are_bit_identical_per_seed(spec: RobotSpec) -> None:
+    def rollout(seed: int) -> np.ndarray:
+        physics = Physics(scene(), spec)
+        base = merge_sim_params(physics.nominal, SimParams())
+        physics.apply_params(randomize_sim_params(base, np.random.default_rng(seed)))
+        return step_response(physics, spec, steps=200)
+
+    assert np.array_equal(rollout(11), rollout(11))
+    assert not np.array_equal(rollout(11), rollout(12))
+
+
+def test_effort_at_rest_is_the_gravity_torque(spec: RobotSpec) -> None:
+    physics = Physics(scene(), spec)
+    physics.reset_keyframe('home')
+    physics.step(500)
+    state = physics.state()
+    data, dofs = physics.data, physics.index.dof_adr[:7]
+    mujoco.mj_forward(physics.model, data)
+    assert np.abs(state.velocity[:7]).max() < 1e-6
+    assert np.allclose(state.effort[:7], data.qfrc_bias[dofs], atol=1e-3)
+    assert np.abs(state.effort[:7]).max() > 1.0  # not trivially zero
+
+
+def test_poses_are_in_the_base_frame(spec: RobotSpec) -> None:
+    here = Physics(scene(), spec)
+    here.reset_keyframe('home')
+    moved_spec = mujoco.MjSpec.from_file(str(SCENE_XML))
+    base = moved_spec.body(spec.base_frame)
+    base.pos = [0.3, -0.2, 0.1]
+    base.quat = [np.cos(0.4), 0.0, 0.0, np.sin(0.4)]
+    moved = Physics(moved_spec.compile(), spec)
+    moved.reset_keyframe('home')
+    a, b = here.state(), moved.state()
+    assert np.allclose(a.flange_pos, b.flange_pos, atol=1e-9)
+    assert np.allclose(a.flange_quat, b.flange_quat, atol=1e-9)
+    assert np.allclose(a.flange_pos, here.data.site('flange').xpos, atol=1e-12)  # world = base
+    assert not np.allclose(moved.data.body(spec.flange_frame).xpos, b.flange_pos)
+    goal = np.array([0.4, 0.1, 0.3])
+    moved.set_goal_pose(goal, np.array([1.0, 0.0, 0.0, 0.0]))
+    mujoco.mj_forward(moved.model, moved.data)
+    assert np.allclose(moved.body_pose(moved.model.body('goal').id)[0], goal)
+
+
+def test_reset_joints_holds_the_given_state(spec: RobotSpec) -> None:
+    physics = Physics(scene(), spec)
+    q = np.concatenate([spec.home + 0.1, [0.01, 0.01]])
+    physics.reset_joints(q)
+    assert physics.time == 0.0
+    assert np.allclose(physics.arm_target, q[:7])
+    physics.step(200)
+    assert np.abs(physics.state().position - q).max() < 2e-3
+
+
+def test_joint_commands_are_validated(spec: RobotSpec) -> None:
+    ok = parse_joint_command([0.0] * 8, spec.arm_joints)
+    assert ok.gripper_width == 0.0 and ok.arm.shape == (7,)
+    assert parse_joint_command([0.0] * 7, spec.arm_joints).gripper_width is None
+    for bad, message in (([0.0] * 6, 'got 6'), ([0.0] * 9, 'got 9'),
+                         ([0.0, float('nan')] + [0.0] * 5, 'fr3_joint2 target is nan'),
+                         ([0.0] * 7 + [float('inf')], 'gripper width target is inf')):
+        with pytest.raises(CommandError, match=message):
+            parse_joint_command(bad, spec.arm_joints)
+
+
+def test_trajectory_interpolation(spec: RobotSpec) -> None:
+    names = ['fr3_joint3', 'fr3_joint1']  # any order, a subset
+    goal = parse_trajectory(names, [1.0, 2.0], [[0.2, 0.4], [0.6, 0.8]], [[], []],
+                            spec.arm_joints, None)
+    current = spec.home.copy()
+    plan = TrajectoryPlan(goal, start=10.0, current=current)
+    out = np.empty(7)
+    assert not plan.sample(10.5, out)  # linear from the current target
+    assert out[0] == pytest.approx(0.2) and out[2] == pytest.approx(0.1)
+    assert np.array_equal(out[[1, 3, 4, 5, 6]], current[[1, 3, 4, 5, 6]])
+    plan.sample(11.5, out)
+    assert out[0] == pytest.approx(0.6) and out[2] == pytest.approx(0.4)
+    assert plan.sample(12.5, out) and out[0] == pytest.approx(0.8)
+    cubic = TrajectoryPlan(parse_trajectory(['fr3_joint1'], [1.0], [[1.0]], [[0.0]],
+                                            spec.arm_joints, None), 0.0, np.zeros(7))
+    cubic.sample(0.5, out)
+    assert out[0] == pytest.approx(0.5)  # symmetric smoothstep midpoint
+    cubic.sample(0.25, out)
+    assert out[0] == pytest.approx(3 * 0.25**2 - 2 * 0.25**3)
+
+
+@pytest.mark.parametrize(('names', 'times', 'points', 'message'), [
+    (['fr3_joint9'], [1.0], [[0.0]], 'unknown joint'),
+    (['fr3_joint1', 'fr3_joint1'], [1.0], [[0.0, 0.0]], 'duplicates'),
+    (['fr3_joint1'], [1.0, 1.0], [[0.0], [0.1]], 'strictly increasing'),
+    (['fr3_joint1'], [1.0], [[0.0, 1.0]], '2 positions for 1 joints'),
+    (['fr3_joint1'], [1.0], [[float('nan')]], 'NaN'),
+    (['fr3_joint1'], [], [], 'no points'),
+])
+def test_bad_trajectories(spec: RobotSpec, names: list[str], times: list[float],
+                          points: list[list[float]], message: str) -> None:
+    with pytest.raises(TrajectoryError, match=message):
+        parse_trajectory(names, times, points, [[] for _ in points], spec.arm_joints, None)

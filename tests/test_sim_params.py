@@ -1,0 +1,92 @@
+"""SimParams YAML: round trip, example files, and errors that name the field."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import mujoco
+import pytest
+import yaml
+
+from simops_core.paths import resolve_resource
+from simops_core.robot_spec import load_robot_spec
+from simops_core.sim_params import (
+    JointParams,
+    ObjectParams,
+    SimParams,
+    SimParamsError,
+    load_sim_params,
+    parse_sim_params,
+    save_sim_params,
+)
+from simops_sim.physics import Physics
+
+
+def test_round_trip(tmp_path: Path) -> None:
+    params = SimParams(
+        joints={'fr3_joint1': JointParams(damping=3.0, kp=4000.0),
+                'fr3_finger_joint1': JointParams(frictionloss=0.2)},
+        command_delay=0.002, body_mass_scale={'fr3_link7': 1.1},
+        object=ObjectParams(mass=0.2), provenance={'bags': ['a.mcap'], 'rms': 0.01})
+    save_sim_params(params, tmp_path / 'p.yaml')
+    assert load_sim_params(tmp_path / 'p.yaml') == params
+    assert 'armature' not in (tmp_path / 'p.yaml').read_text()  # unset stays unset
+
+
+def test_nominal_read_back_round_trips(tmp_path: Path) -> None:
+    model = mujoco.MjModel.from_xml_path(str(resolve_resource('models/fr3/scene.xml')))
+    nominal = Physics(model, load_robot_spec('fr3')).nominal
+    assert nominal.joints['fr3_joint1'] == JointParams(1.0, 0.1, 0.1, 4500.0, 450.0)
+    assert nominal.object == ObjectParams(mass=0.1, friction=1.0)
+    save_sim_params(nominal, tmp_path / 'nominal.yaml')
+    assert load_sim_params(tmp_path / 'nominal.yaml') == nominal
+
+
+@pytest.mark.parametrize('path', sorted(Path(resolve_resource('config/sim_params')).glob('*.yaml')),
+                         ids=lambda p: p.name)
+def test_shipped_params_files_load(path: Path) -> None:
+    params = load_sim_params(path)
+    model = mujoco.MjModel.from_xml_path(str(resolve_resource('models/fr3/scene.xml')))
+    Physics(model, load_robot_spec('fr3'), params=params)  # names exist in the model
+
+
+@pytest.mark.parametrize(('raw', 'field'), [
+    ({'version': 2}, "'version'"),
+    ({'joints': {}}, "'version'"),
+    ({'version': 1, 'damping': 1.0}, "'damping'"),
+    ({'version': 1, 'joints': {'fr3_joint1': {'damping': -1.0}}}, "'joints.fr3_joint1.damping'"),
+    ({'version': 1, 'joints': {'fr3_joint1': {'kp': 0.0}}}, "'joints.fr3_joint1.kp'"),
+    ({'version': 1, 'joints': {'fr3_joint1': {'stiffness': 1.0}}},
+     "'joints.fr3_joint1.stiffness'"),
+    ({'version': 1, 'joints': {'fr3_joint1': {'damping': 'high'}}}, "'joints.fr3_joint1.damping'"),
+    ({'version': 1, 'joints': {'fr3_joint1': {'damping': float('nan')}}},
+     "'joints.fr3_joint1.damping'"),
+    ({'version': 1, 'joints': ['fr3_joint1']}, "'joints'"),
+    ({'version': 1, 'command_delay': True}, "'command_delay'"),
+    ({'version': 1, 'body_mass_scale': {'fr3_link1': 0}}, "'body_mass_scale.fr3_link1'"),
+    ({'version': 1, 'object': {'mass': -0.1}}, "'object.mass'"),
+    ({'version': 1, 'object': {'colour': 'red'}}, "'object.colour'"),
+    ({'version': 1, 'provenance': 'sysid'}, "'provenance'"),
+    ([1, 2], "'<root>'"),
+])
+def test_errors_name_the_field(raw: object, field: str) -> None:
+    with pytest.raises(SimParamsError, match=field):
+        parse_sim_params(raw, source='p.yaml')
+
+
+def test_file_errors_are_one_line(tmp_path: Path) -> None:
+    with pytest.raises(SimParamsError, match='does not exist'):
+        load_sim_params(tmp_path / 'missing.yaml')
+    broken = tmp_path / 'broken.yaml'
+    broken.write_text('version: 1\njoints: {fr3_joint1: [\n')
+    with pytest.raises(SimParamsError, match='cannot parse') as info:
+        load_sim_params(broken)
+    assert '\n' not in str(info.value)
+
+
+def test_yaml_from_sysid_style_dict_parses() -> None:
+    text = yaml.safe_dump({'version': 1, 'joints': {'fr3_joint4': {'damping': 2}},
+                           'provenance': {'date': '2026-01-01', 'residual_rms': 0.003}})
+    params = parse_sim_params(yaml.safe_load(text))
+    assert params.joints['fr3_joint4'].damping == 2.0
+    assert params.provenance['residual_rms'] == 0.003
