@@ -47,6 +47,7 @@ setup(
     entry_points={
         'console_scripts': [
             'simops-demo = simops_bringup.demo:main',
+            'simops-launch = simops_bringup.runner:main',
         ],
     },
 )
