@@ -37,7 +37,8 @@ from simops_core.paths import resolve_resource
 from simops_core.robot_spec import SpecError
 from simops_core.topics import TopicConfigError, TopicSpec, load_topics
 
-__all__ = ['PROFILES', 'Argument', 'GraphError', 'NodeSpec', 'build_graph', 'launch_arguments']
+__all__ = ['PROFILES', 'Argument', 'GraphError', 'NodeSpec', 'ParamValue', 'build_graph',
+           'launch_arguments']
 
 ParamValue = bool | int | float | str | tuple[str, ...]
 STANDIN_PARAMS = 'config/standin_robot.yaml'

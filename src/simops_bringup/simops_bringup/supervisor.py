@@ -165,7 +165,9 @@ class Supervisor:
         self._write(f'[{RUNNER}] {message}\n'.encode())
 
     def _write(self, data: bytes) -> None:
-        with self._lock:
+        # A closed output (``simops-launch ... | head``) must not stop the draining of the
+        # children's pipes, or they would block on a full pipe.
+        with self._lock, contextlib.suppress(BrokenPipeError):
             self.out.write(data)
             self.out.flush()
 
