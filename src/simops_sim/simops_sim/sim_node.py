@@ -171,7 +171,10 @@ class SimNode(Node):
             model = mujoco.MjModel.from_xml_path(str(self.model_path))
             pairs = self.get_parameter_or('joint_map', Parameter('joint_map', value=[])).value
             joint_map = parse_joint_map(pairs)
-            self.physics = Physics(model, self.spec, joint_map, params)
+            try:
+                self.physics = Physics(model, self.spec, joint_map, params)
+            except SimParamsError as exc:
+                raise SimParamsError(f'{params_file}: {exc}') from None
             self.physics.reset_keyframe(self.keyframe)
         except SpecError as exc:
             raise ConfigError(f'{exc}; fix the robot spec or the robot parameter') from None
@@ -237,6 +240,7 @@ class SimNode(Node):
     # --- ROS callbacks (executor thread) -------------------------------------------------
 
     def _warn(self, key: str, text: str) -> None:
+        """Log ``text`` unless a warning with the same ``key`` was logged < 1 s ago."""
         now = time.monotonic()
         if now - self._last_warning.get(key, -WARN_PERIOD) >= WARN_PERIOD:
             self._last_warning[key] = now
@@ -246,8 +250,9 @@ class SimNode(Node):
         with self._lock:
             self.counters.rejected_commands += 1
             count = self.counters.rejected_commands
-        self._warn(topic, f'rejected {topic} command: {problem}; holding the last valid '
-                          f'target ({count} rejected so far)')
+        # Throttled per distinct problem, so one kind of fault cannot hide another.
+        self._warn(f'{topic}: {problem}', f'rejected {topic} command: {problem}; holding the '
+                                          f'last valid target ({count} rejected so far)')
 
     def _on_command(self, msg: Float64MultiArray) -> None:
         try:

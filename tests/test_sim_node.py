@@ -1,0 +1,245 @@
+"""The sim node in realtime mode, as a real process over DDS (no mocked ROS)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import mujoco
+import numpy as np
+from diagnostic_msgs.msg import DiagnosticArray
+from geometry_msgs.msg import PoseStamped
+from ros_helpers import RosProbe, wait_until
+from rosgraph_msgs.msg import Clock
+from sensor_msgs.msg import JointState
+from sim_helpers import (
+    SCENE_XML,
+    command_publisher,
+    qos,
+    renamed_scene,
+    stamp,
+    start_sim,
+    subscribe_states,
+    topic,
+)
+from std_msgs.msg import Float64MultiArray
+from std_srvs.srv import SetBool, Trigger
+from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
+
+from simops_core.robot_spec import load_robot_spec
+from simops_sim.physics import Physics
+from simops_sim.trajectory import TrajectoryPlan, parse_trajectory
+
+SPEC = load_robot_spec('fr3')
+
+
+def call(probe: RosProbe, service_type: type, name: str, request: object) -> object:
+    client = probe.node.create_client(service_type, name)
+    assert client.wait_for_service(timeout_sec=20), f'{name} not available'
+    future = client.call_async(request)
+    assert wait_until(future.done, timeout=10), f'{name} did not answer'
+    return future.result()
+
+
+def diagnostics(probe: RosProbe) -> dict[str, str]:
+    msgs = probe.wait_for_messages(topic('diagnostics').name)
+    return {kv.key: kv.value for kv in msgs[-1].status[0].values}
+
+
+def latest(probe: RosProbe, topic_name: str) -> object:
+    return probe.wait_for_messages(topic_name)[-1]
+
+
+def test_joint_states_rate_effort_poses_and_clock(ros_probe: RosProbe, tmp_path: Path) -> None:
+    states = topic('joint_states').name
+    ros_probe.subscribe(topic('ee_pose').name, PoseStamped, qos('ee_pose'))
+    ros_probe.subscribe(topic('object_pose').name, PoseStamped, qos('object_pose'))
+    ros_probe.subscribe(topic('diagnostics').name, DiagnosticArray, qos('diagnostics'))
+    arrivals: list[float] = []  # counted on serialized messages: the probe must keep up
+    ros_probe.node.create_subscription(JointState, states, lambda _: arrivals.append(
+        time.monotonic()), qos('joint_states'), raw=True)
+    with start_sim(tmp_path) as node:
+        assert wait_until(lambda: bool(arrivals), timeout=30), node.output
+        time.sleep(1.0)
+        first, start = len(arrivals), time.monotonic()
+        time.sleep(3.0)
+        rate = (len(arrivals) - first) / (time.monotonic() - start)
+        assert abs(rate - 1000.0) < 20.0, f'{rate:.1f} Hz; node: {diagnostics(ros_probe)}'
+        subscribe_states(ros_probe)
+        received = ros_probe.wait_for_messages(states, count=500)
+        gaps = np.diff([stamp(m) for m in received])
+        assert abs(np.median(gaps) - 1e-3) < 1e-9  # one message per 1 ms of sim time
+        ros_probe.subscribe(topic('clock').name, Clock, qos('clock'))
+
+        msg = received[-1]
+        assert tuple(msg.name) == SPEC.joint_names
+        assert msg.header.frame_id == SPEC.base_frame
+        assert len(msg.position) == len(msg.velocity) == len(msg.effort) == 9
+        assert np.allclose(msg.position[:7], SPEC.home, atol=1e-3)
+        assert abs(msg.effort[3]) > 5.0  # joint 4 holds the forearm against gravity
+
+        offline = Physics(mujoco.MjModel.from_xml_path(str(SCENE_XML)), SPEC)
+        offline.reset_keyframe('home')
+        expected = offline.state()
+        ee = latest(ros_probe, topic('ee_pose').name)
+        assert ee.header.frame_id == SPEC.base_frame
+        p, o = ee.pose.position, ee.pose.orientation
+        assert np.allclose([p.x, p.y, p.z], expected.flange_pos, atol=1e-3)
+        assert abs(np.dot([o.w, o.x, o.y, o.z], expected.flange_quat)) > 0.9999
+        cube = latest(ros_probe, topic('object_pose').name).pose.position
+        assert np.allclose([cube.x, cube.y, cube.z], expected.object_pos, atol=2e-3)
+        clock = latest(ros_probe, topic('clock').name).clock
+        assert abs(clock.sec + 1e-9 * clock.nanosec - stamp(msg)) < 0.5
+
+        values = diagnostics(ros_probe)
+        assert abs(float(values['realtime_factor']) - 1.0) < 0.05, values
+        assert float(values['step_time_mean_us']) > 0
+        assert node.stop() == 0, node.output
+
+
+def test_step_is_tracked_reset_returns_home_and_pause_stops_time(ros_probe: RosProbe,
+                                                                 tmp_path: Path) -> None:
+    states = subscribe_states(ros_probe)
+    target = np.clip(SPEC.home + 0.2, SPEC.position_lower, SPEC.position_upper)
+    with start_sim(tmp_path) as node:
+        ros_probe.wait_for_messages(states, timeout=30)
+        pub = command_publisher(ros_probe)
+        t0 = stamp(ros_probe.messages(states)[-1])
+        before = np.abs(np.array(ros_probe.messages(states)[-1].position[:7]) - target).max()
+        assert before > 0.1
+        command = Float64MultiArray(data=[*target.tolist(), 0.04])
+        while stamp(ros_probe.messages(states)[-1]) < t0 + 1.2:  # a 20 Hz command stream
+            pub.publish(command)
+            time.sleep(0.05)
+        after = next(m for m in ros_probe.messages(states) if stamp(m) >= t0 + 1.0)
+        assert np.abs(np.array(after.position[:7]) - target).max() < 0.01, after.position
+        assert abs(after.position[7] + after.position[8] - 0.04) < 2e-3  # gripper width
+
+        response = call(ros_probe, Trigger, '/sim/reset', Trigger.Request())
+        assert response.success, response.message
+        assert wait_until(lambda: stamp(ros_probe.messages(states)[-1]) < 0.5, timeout=5)
+        home = ros_probe.messages(states)[-1]
+        assert np.allclose(home.position[:7], SPEC.home, atol=1e-4)
+        assert np.allclose(home.position[7:], [0.04, 0.04], atol=1e-4)
+
+        assert call(ros_probe, SetBool, '/sim/pause', SetBool.Request(data=True)).success
+        time.sleep(0.2)
+        frozen = len(ros_probe.messages(states))
+        time.sleep(0.5)
+        assert len(ros_probe.messages(states)) == frozen
+        assert call(ros_probe, SetBool, '/sim/pause', SetBool.Request(data=False)).success
+        ros_probe.wait_for_messages(states, count=frozen + 100, timeout=5)
+        assert node.stop() == 0, node.output
+
+
+def test_joint_trajectory_moves_along_the_interpolated_path(ros_probe: RosProbe,
+                                                            tmp_path: Path) -> None:
+    states = subscribe_states(ros_probe)
+    names = ['fr3_joint4', 'fr3_joint1']  # a subset, not in spec order
+    points = [(1.0, [SPEC.home[3] + 0.3, 0.3]), (2.0, [SPEC.home[3], 0.6])]
+    with start_sim(tmp_path) as node:
+        ros_probe.wait_for_messages(states, timeout=30)
+        pub = ros_probe.publisher(topic('joint_trajectory').name, JointTrajectory,
+                                  qos('joint_trajectory'))
+        assert wait_until(lambda: pub.get_subscription_count() > 0, timeout=20)
+        time.sleep(0.3)
+        msg = JointTrajectory(joint_names=names)
+        start_ns = int((stamp(ros_probe.messages(states)[-1]) + 1.0) * 1e3) * 1_000_000
+        msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(start_ns, 1_000_000_000)
+        for t, positions in points:
+            point = JointTrajectoryPoint(positions=positions)
+            point.time_from_start.sec = int(t)
+            msg.points.append(point)
+        pub.publish(msg)
+        start = msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec
+        assert wait_until(lambda: stamp(ros_probe.messages(states)[-1]) > start + 2.5, 15)
+        received = {round(stamp(m), 3): np.array(m.position[:7])
+                    for m in ros_probe.messages(states) if start - 0.1 < stamp(m) < start + 2.5}
+        assert node.stop() == 0, node.output
+
+    # Offline: the same wrapper with the same plan, stepped as the node steps it.
+    physics = Physics(mujoco.MjModel.from_xml_path(str(SCENE_XML)), SPEC)
+    physics.reset_keyframe('home')
+    goal = parse_trajectory(names, [t for t, _ in points], [p for _, p in points],
+                            [[], []], SPEC.arm_joints, start)
+    plan = TrajectoryPlan(goal, start, physics.arm_target)
+    target, path, predicted = np.empty(7), np.empty(7), {}
+    while physics.time < start + 2.5:
+        plan.sample(physics.time, target)
+        physics.set_arm_target(target)
+        physics.step()
+        predicted[round(physics.time, 3)] = physics.state().position[:7]
+    checked = 0
+    for t, q in received.items():
+        assert np.allclose(q, predicted[t], atol=1e-9), t
+        plan.sample(t, path)
+        assert np.abs(q - path).max() < 0.05, (t, q - path)  # servo lag on the ramp
+        checked += 1
+    assert checked > 1000
+    final = received[max(received)]
+    assert abs(final[0] - 0.6) < 5e-3 and abs(final[3] - SPEC.home[3]) < 5e-3
+    mid = received[round(start + 1.0, 3)]
+    assert abs(mid[3] - (SPEC.home[3] + 0.3)) < 0.05 and abs(mid[0] - 0.3) < 0.05
+
+
+def test_bad_commands_never_crash_and_hold_the_last_valid_target(ros_probe: RosProbe,
+                                                                 tmp_path: Path) -> None:
+    states = subscribe_states(ros_probe)
+    ros_probe.subscribe(topic('diagnostics').name, DiagnosticArray, qos('diagnostics'))
+    valid = SPEC.home + np.array([0.1, 0.0, 0.0, 0.1, 0.0, 0.0, 0.0])
+    with start_sim(tmp_path) as node:
+        ros_probe.wait_for_messages(states, timeout=30)
+        pub = command_publisher(ros_probe)
+        pub.publish(Float64MultiArray(data=valid.tolist()))
+        time.sleep(0.3)
+        bad = [[float('nan')] * 7, [0.1] * 3, [0.1] * 12, [], [*valid.tolist(), float('inf')]]
+        for data in bad:
+            pub.publish(Float64MultiArray(data=data))
+            time.sleep(0.05)
+        trajectories = ros_probe.publisher(topic('joint_trajectory').name, JointTrajectory,
+                                           qos('joint_trajectory'))
+        assert wait_until(lambda: trajectories.get_subscription_count() > 0, timeout=20)
+        time.sleep(0.3)
+        trajectories.publish(JointTrajectory(
+            joint_names=['not_a_joint'], points=[JointTrajectoryPoint(positions=[1.0])]))
+        time.sleep(1.2)
+        assert node.proc.poll() is None, node.output
+        held = np.array(ros_probe.messages(states)[-1].position[:7])
+        assert np.abs(held - valid).max() < 2e-3
+        assert wait_until(lambda: int(diagnostics(ros_probe)['rejected_commands']) >= 6, 5)
+        log = node.output
+        assert 'expected 7 arm targets' in log and 'fr3_joint1 target is nan' in log
+        assert "unknown joint 'not_a_joint'" in log
+        assert node.stop() == 0, log
+
+
+def test_command_timeout_holds_position(ros_probe: RosProbe, tmp_path: Path) -> None:
+    states = subscribe_states(ros_probe)
+    target = SPEC.home.copy()
+    target[0] += 1.0  # far: the servo needs well over 20 ms to get there
+    with start_sim(tmp_path, 'command_timeout:=0.02') as node:
+        ros_probe.wait_for_messages(states, timeout=30)
+        pub = command_publisher(ros_probe)
+        pub.publish(Float64MultiArray(data=target.tolist()))
+        time.sleep(1.5)
+        last = ros_probe.messages(states)[-1]
+        assert 0.005 < last.position[0] - SPEC.home[0] < 0.9, last.position  # moved, stopped
+        assert abs(last.velocity[0]) < 1e-3
+        assert node.stop() == 0, node.output
+
+
+def test_renamed_model_runs_through_joint_map(ros_probe: RosProbe, tmp_path: Path) -> None:
+    states = subscribe_states(ros_probe)
+    scene = renamed_scene(tmp_path)
+    pairs = ','.join(f'{j}=arm_{i}' for i, j in enumerate(SPEC.arm_joints))
+    with start_sim(tmp_path, f'model:={scene}', f'joint_map:=[{pairs}]') as node:
+        msg = ros_probe.wait_for_messages(states, timeout=30)[-1]
+        assert tuple(msg.name) == SPEC.joint_names  # published under the spec's names
+        target = SPEC.home + 0.1
+        pub = command_publisher(ros_probe)
+        t0 = stamp(ros_probe.messages(states)[-1])
+        while stamp(ros_probe.messages(states)[-1]) < t0 + 0.6:
+            pub.publish(Float64MultiArray(data=target.tolist()))
+            time.sleep(0.05)
+        assert np.abs(np.array(ros_probe.messages(states)[-1].position[:7]) - target).max() < 0.01
+        assert node.stop() == 0, node.output
