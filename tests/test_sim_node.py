@@ -206,7 +206,7 @@ def test_bad_commands_never_crash_and_hold_the_last_valid_target(ros_probe: RosP
         assert node.proc.poll() is None, node.output
         held = np.array(ros_probe.messages(states)[-1].position[:7])
         assert np.abs(held - valid).max() < 2e-3
-        assert wait_until(lambda: int(diagnostics(ros_probe)['rejected_commands']) >= 6, 5)
+        assert wait_until(lambda: int(diagnostics(ros_probe)['dropped_commands']) >= 6, 5)
         log = node.output
         assert 'expected 7 arm targets' in log and 'fr3_joint1 target is nan' in log
         assert "unknown joint 'not_a_joint'" in log

@@ -297,8 +297,6 @@ class Physics:
         self.params = SimParams()
         self._target = np.zeros(len(self.index.ctrl_ids))   # (8,) arm rad, gripper m
         self._delay = CommandDelay(0, len(self._target))
-        self._joints = np.zeros((3, len(self.index.joint_names)))
-        self._dof_rows = (self.index.qpos_adr, self.index.dof_adr, self.index.dof_adr)
         self.apply_params(params or SimParams())
         self.reset_keyframe(None)
 
@@ -347,7 +345,7 @@ class Physics:
         """Advance ``n`` physics steps with the current targets."""
         ctrl, ids, model, data = self.data.ctrl, self.index.ctrl_ids, self.model, self.data
         for _ in range(n):
-            np.put(ctrl, ids, self._delay.push(self._target))
+            ctrl.put(ids, self._delay.push(self._target))
             mujoco.mj_step(model, data)
 
     def reset_keyframe(self, name: str | None) -> None:
@@ -387,10 +385,10 @@ class Physics:
 
     def read_joints(self, out: np.ndarray) -> np.ndarray:
         """Fill ``out`` (3, 9) with position, velocity and effort rows; return it."""
-        data = self.data
-        np.take(data.qpos, self.index.qpos_adr, out=out[0])
-        np.take(data.qvel, self.index.dof_adr, out=out[1])
-        np.take(data.qfrc_actuator, self.index.dof_adr, out=out[2])
+        data, index = self.data, self.index
+        data.qpos.take(index.qpos_adr, out=out[0])
+        data.qvel.take(index.dof_adr, out=out[1])
+        data.qfrc_actuator.take(index.dof_adr, out=out[2])
         return out
 
     def state(self) -> SimState:

@@ -62,7 +62,7 @@ class Counters:
     step_wall: float = 0.0           # s of wall time spent stepping and publishing
     step_wall_max: float = 0.0
     joint_states: int = 0
-    rejected_commands: int = 0
+    dropped_commands: int = 0
     command_timeouts: int = 0
     overruns: int = 0
     window_wall: float = field(default_factory=time.monotonic)
@@ -77,9 +77,10 @@ class SimNode(Node):
         self._declare_parameters()
         self._configure()
         self._lock = threading.Lock()          # physics, plan, inbox and counters
+        self._wakeup = threading.Condition(self._lock)   # a command, un-pause or stop
         self._inbox: deque[ArmCommand | TrajectoryGoal] = deque()
-        self._command_ready = threading.Event()
         self._running = threading.Event()
+        self.failure: BaseException | None = None  # an unexpected error in the physics thread
         self._paused = False
         self._plan: TrajectoryPlan | None = None
         self._streaming = False                # a /joint_commands target is active
@@ -248,8 +249,8 @@ class SimNode(Node):
 
     def _reject(self, topic: str, problem: str) -> None:
         with self._lock:
-            self.counters.rejected_commands += 1
-            count = self.counters.rejected_commands
+            self.counters.dropped_commands += 1
+            count = self.counters.dropped_commands
         # Throttled per distinct problem, so one kind of fault cannot hide another.
         self._warn(f'{topic}: {problem}', f'rejected {topic} command: {problem}; holding the '
                                           f'last valid target ({count} rejected so far)')
@@ -279,7 +280,7 @@ class SimNode(Node):
     def _enqueue(self, command: ArmCommand | TrajectoryGoal) -> None:
         with self._lock:
             self._inbox.append(command)
-        self._command_ready.set()
+            self._wakeup.notify()
 
     def _on_goal(self, msg: PoseStamped) -> None:
         p, o = msg.pose.position, msg.pose.orientation
@@ -305,9 +306,9 @@ class SimNode(Node):
         with self._lock:
             self._paused = bool(request.data)
             self._anchor = None
+            self._wakeup.notify()
         response.success = True
         response.message = 'paused' if request.data else 'running'
-        self._command_ready.set()
         return response
 
     # --- physics thread --------------------------------------------------------------------
@@ -321,7 +322,6 @@ class SimNode(Node):
         self._plan = None
         self._streaming = False
         self._inbox.clear()
-        self._command_ready.clear()
         self._step_index = 0
         self._anchor = None
 
@@ -332,7 +332,6 @@ class SimNode(Node):
             self._plan = None
             self._streaming = True
             self.physics.set_arm_target(command.arm)
-            self._target[:] = command.arm
             if command.gripper_width is not None:
                 self.physics.set_gripper_width(command.gripper_width)
         else:
@@ -392,9 +391,11 @@ class SimNode(Node):
                 self._run_lockstep()
             else:
                 self._run_realtime()
-        except Exception:
+        except Exception as exc:  # stop the node rather than run on without physics
             if self.context.ok() and self._running.is_set():
-                raise
+                self.failure = exc
+                self.get_logger().fatal(f'physics thread failed: {exc!r}')
+                rclpy.try_shutdown(context=self.context)
 
     def _timed_step(self) -> None:
         start = time.perf_counter()
@@ -411,8 +412,8 @@ class SimNode(Node):
         next_viewer = 0.0
         while self._running.is_set():
             if self._paused:
-                self._command_ready.wait(0.05)
-                self._command_ready.clear()
+                with self._lock:
+                    self._wakeup.wait(0.05)
                 continue
             if factor > 0:
                 with self._lock:
@@ -436,16 +437,16 @@ class SimNode(Node):
                     self._viewer.sync()
 
     def _run_lockstep(self) -> None:
+        """One control period per command, or per ``lockstep_timeout`` without one."""
         while self._running.is_set():
-            self._command_ready.wait(self.lockstep_timeout)
             with self._lock:
+                self._wakeup.wait_for(
+                    lambda: (self._inbox and not self._paused) or not self._running.is_set(),
+                    self.lockstep_timeout)
                 if self._paused or not self._running.is_set():
-                    self._command_ready.clear()
                     continue
                 if self._inbox:
                     self._apply(self._inbox.popleft())
-                if not self._inbox:
-                    self._command_ready.clear()
                 for _ in range(self._period_steps):
                     self._timed_step()
             if self._viewer is not None:
@@ -467,12 +468,12 @@ class SimNode(Node):
                 'step_time_max_us': 1e6 * c.step_wall_max,
                 'joint_state_rate_hz': c.joint_states / wall,
                 'sim_time_s': sim,
-                'rejected_commands': c.rejected_commands,
+                'dropped_commands': c.dropped_commands,
                 'command_timeouts': c.command_timeouts,
                 'overruns': c.overruns,
                 'paused': self._paused,
             }
-            self.counters = Counters(rejected_commands=c.rejected_commands,
+            self.counters = Counters(dropped_commands=c.dropped_commands,
                                      command_timeouts=c.command_timeouts, overruns=c.overruns,
                                      window_wall=now, window_sim=sim)
         slow = (self.sync_mode == 'realtime' and self.realtime_factor > 0 and not self._paused
@@ -490,7 +491,8 @@ class SimNode(Node):
     def stop(self) -> None:
         """Stop and join the physics thread, and close the viewer."""
         self._running.clear()
-        self._command_ready.set()
+        with self._lock:
+            self._wakeup.notify()
         self._thread.join(timeout=5.0)
         if self._viewer is not None:
             self._viewer.close()
@@ -513,7 +515,7 @@ def main(args: list[str] | None = None) -> int:
             node.stop()
             node.destroy_node()
         rclpy.try_shutdown()
-    return 0
+    return 1 if node is not None and node.failure is not None else 0
 
 
 if __name__ == '__main__':
