@@ -7,6 +7,7 @@ still enforced, so a card that disagrees with the model fails the node's dry inf
 from __future__ import annotations
 
 import copy
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -64,7 +65,9 @@ def write_policy(directory: Path, action: list[float], fmt: str = 'pt',
         layer.bias.copy_(torch.tensor(action))
     model = directory / f'policy.{fmt}'
     if fmt == 'pt':
-        torch.jit.script(layer).save(str(model))
+        with warnings.catch_warnings():  # TorchScript is deprecated; the node still loads it
+            warnings.simplefilter('ignore', DeprecationWarning)
+            torch.jit.script(layer).save(str(model))
     else:
         program = torch.export.export(layer, (torch.zeros(1, size),))
         torch.export.save(program, str(model))

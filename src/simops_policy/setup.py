@@ -22,6 +22,8 @@ setup(
     ),
     license='Apache-2.0',
     entry_points={
-        'console_scripts': [],
+        'console_scripts': [
+            'policy = simops_policy.policy_node:main',
+        ],
     },
 )

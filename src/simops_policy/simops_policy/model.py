@@ -1,0 +1,103 @@
+"""Load a policy model (TorchScript ``.pt`` or ``torch.export`` ``.pt2``) and check it.
+
+Checks, in order: the file exists, its sha256 equals the card's, it deserialises, and one
+dry inference on a zero observation of the card's size returns the card's action size.
+Inference runs on one thread in ``torch.inference_mode``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from simops_core.policy_card import PolicyCard, file_sha256
+
+FORMATS = {'.pt': 'TorchScript', '.pt2': 'torch.export'}
+
+
+class ModelError(ValueError):
+    """The model file is missing, corrupt, or disagrees with its policy card."""
+
+
+class PolicyModel:
+    """A loaded, checked policy: :meth:`infer` maps an observation to a raw action.
+
+    The observation has shape (card.observation_size,), float32; the action has shape
+    (card.action.size,), float64, exactly as the model returned it (possibly non-finite).
+    """
+
+    def __init__(self, module: Callable[[torch.Tensor], torch.Tensor], card: PolicyCard,
+                 path: Path) -> None:
+        self.card = card
+        self.path = path
+        self._module = module
+        self._input = torch.zeros(1, card.observation_size)
+        self._input_np = self._input.numpy()  # shares memory with the tensor
+
+    def infer(self, observation: np.ndarray) -> np.ndarray:
+        """One forward pass; raises ModelError if the output has the wrong size."""
+        self._input_np[0] = observation
+        with torch.inference_mode():
+            output = self._module(self._input)
+        if not isinstance(output, torch.Tensor) or output.numel() != self.card.action.size:
+            shape = tuple(output.shape) if isinstance(output, torch.Tensor) else type(output)
+            raise ModelError(f'{self.path.name} returned {shape}, the card describes '
+                             f'{self.card.action.size} action values {self.card.action.fields}')
+        return output.detach().reshape(-1).numpy().astype(np.float64)
+
+
+def load_model(path: Path, card: PolicyCard) -> PolicyModel:
+    """Load ``path``, verify it against ``card`` and dry-run it; raise :class:`ModelError`."""
+    if path.suffix not in FORMATS:
+        raise ModelError(f'model {path} must be a TorchScript .pt or a torch.export .pt2 file')
+    if not path.is_file():
+        raise ModelError(f'model {path} does not exist')
+    digest = file_sha256(path)
+    if digest != card.sha256:
+        raise ModelError(f'model {path.name} has sha256 {digest}, its card {card.source.name} '
+                         f'says {card.sha256}')
+    torch.set_num_threads(1)
+    try:
+        with _quiet_torch():
+            if path.suffix == '.pt':
+                module = torch.jit.load(str(path), map_location='cpu')
+                module.eval()
+            else:
+                module = torch.export.load(str(path)).module()
+    except Exception as exc:  # torch raises many types for a corrupt archive
+        raise ModelError(f'cannot load {FORMATS[path.suffix]} model {path}: '
+                         f'{_first_line(exc)}') from None
+    model = PolicyModel(module, card, path)
+    try:
+        model.infer(np.zeros(card.observation_size, dtype=np.float32))
+    except ModelError:
+        raise
+    except Exception as exc:  # any failure of the dry run is a mismatch
+        raise ModelError(f'dry inference of {path.name} on a ({card.observation_size},) '
+                         f'observation (the card\'s {card.history} x {card.frame_size} values) '
+                         f'failed: {_first_line(exc)}') from None
+    return model
+
+
+def _first_line(exc: BaseException) -> str:
+    """The line that says what went wrong (TorchScript puts it last, after its traceback)."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    errors = [line for line in lines if 'Error: ' in line]
+    return errors[-1] if errors else lines[0] if lines else type(exc).__name__
+
+
+@contextlib.contextmanager
+def _quiet_torch() -> Iterator[None]:
+    """torch.export logs tracebacks at WARNING while loading a bad file; we report one line."""
+    logger = logging.getLogger('torch')
+    level = logger.level
+    logger.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)

@@ -1,0 +1,306 @@
+"""The policy node as a real process against a stand-in arm (tests/procs/policy_fake_arm.py).
+
+Each test makes a small constant policy and its card, starts the fake arm and the installed
+`policy` executable, and watches the node's topics from a real rclpy probe.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import numpy as np
+import pytest
+from diagnostic_msgs.msg import DiagnosticArray
+from geometry_msgs.msg import PoseStamped
+from policy_helpers import SPEC, write_policy
+from rclpy.qos import QoSProfile
+from ros_helpers import REPO, NodeProcess, RosProbe, wait_until
+from std_msgs.msg import Bool, Float64MultiArray, String
+from std_srvs.srv import SetBool
+
+from simops_core.safety import SafetyLimits
+from simops_core.topics import load_topics
+
+TOPICS = load_topics()
+RATE = 20.0
+LIMITS = SafetyLimits.from_spec(SPEC, 1 / RATE, velocity_scale=0.5, margin=0.05)
+COMMANDS = TOPICS['joint_commands'].name
+STATE = TOPICS['policy_state'].name
+
+
+def qos(key: str) -> QoSProfile:
+    return QoSProfile(**TOPICS[key].qos.as_profile_kwargs())
+
+
+def watch(probe: RosProbe) -> None:
+    """Subscribe to everything the node publishes and publish a goal (latched)."""
+    probe.subscribe(COMMANDS, Float64MultiArray, 200)   # deep queue: count every command
+    probe.subscribe(STATE, String, qos('policy_state'))
+    probe.subscribe(TOPICS['policy_action'].name, Float64MultiArray, 200)
+    probe.subscribe(TOPICS['diagnostics'].name, DiagnosticArray, 50)
+    goal = PoseStamped()
+    goal.header.frame_id = SPEC.base_frame
+    goal.pose.position.x, goal.pose.position.z = 0.4, 0.3
+    goal.pose.orientation.w = 1.0
+    publisher = probe.publisher(TOPICS['goal_pose'].name, PoseStamped, qos('goal_pose'))
+    publisher.publish(goal)
+    probe.goal_publisher = publisher  # keep it alive: the goal is latched
+
+
+@contextmanager
+def running(tmp_path: Path, model: Path, *params: str, arm: bool = True
+            ) -> Iterator[NodeProcess]:
+    """The fake arm (if ``arm``) and the policy node with ``params`` (name:=value)."""
+    args = ['--ros-args', '-p', f'model_path:={model}', '-p', 'ramp_time:=0.5']
+    for param in params:
+        args += ['-p', param]
+    fake = (NodeProcess.python(REPO / 'tests/procs/policy_fake_arm.py',
+                               log_path=tmp_path / 'arm.log') if arm else None)
+    try:
+        with NodeProcess.ros2_run('simops_policy', 'policy', *args,
+                                  log_path=tmp_path / 'policy.log') as node:
+            yield node
+            assert node.stop() == 0, node.output
+    finally:
+        if fake is not None:
+            fake.stop()
+
+
+def states(probe: RosProbe) -> list[str]:
+    return [m.data for m in probe.messages(STATE)]
+
+
+def wait_state(probe: RosProbe, node: NodeProcess, state: str, timeout: float = 20.0) -> None:
+    assert wait_until(lambda: states(probe)[-1:] == [state], timeout), (states(probe),
+                                                                         node.output)
+
+
+def targets(probe: RosProbe) -> np.ndarray:
+    return np.array([list(m.data) for m in probe.messages(COMMANDS)])
+
+
+def diagnostics(probe: RosProbe) -> dict[str, str]:
+    for array in reversed(probe.messages(TOPICS['diagnostics'].name)):
+        for status in array.status:
+            if status.name.startswith('policy'):
+                return {kv.key: kv.value for kv in status.values}
+    return {}
+
+
+def call_enable(probe: RosProbe, on: bool) -> SetBool.Response:
+    client = probe.node.create_client(SetBool, '/policy/enable')
+    assert client.wait_for_service(timeout_sec=10)
+    future = client.call_async(SetBool.Request(data=on))
+    assert wait_until(future.done, 10)
+    return future.result()
+
+
+def assert_safe(commands: np.ndarray) -> None:
+    """Both safety invariants on a published command sequence (7 arm targets each)."""
+    arm = commands[:, :7]
+    assert np.all(arm >= LIMITS.lower) and np.all(arm <= LIMITS.upper)
+    assert np.all(np.abs(np.diff(arm, axis=0)) <= LIMITS.max_step + 1e-9)
+
+
+def test_commands_at_20_hz_inside_the_limits(ros_probe: RosProbe, tmp_path: Path) -> None:
+    model, _ = write_policy(tmp_path, [1.0] * 7 + [-1.0])   # saturated: full speed up
+    watch(ros_probe)
+    with running(tmp_path, model) as node:
+        wait_state(ros_probe, node, 'RUNNING')
+        first = len(ros_probe.messages(COMMANDS))
+        time.sleep(4.0)
+        stamps = ros_probe.messages(COMMANDS)[first:]
+        commands = targets(ros_probe)
+        diag = diagnostics(ros_probe)
+    assert states(ros_probe)[-2:] == ['RAMPING', 'RUNNING'], states(ros_probe)
+    # The ramp starts at the measured position: joints were matched by name even though
+    # the fake arm publishes them reversed, with an extra joint.
+    np.testing.assert_allclose(commands[0, :7], SPEC.home, atol=1e-9)
+    assert commands.shape[1] == 8 and commands[-1, 7] < SPEC.gripper.home_width
+    assert_safe(commands)
+    assert np.any(commands[:, :7] >= LIMITS.upper - 1e-12), 'never reached a limit'
+    # 20 Hz within 2 % on average, counted at the receiver.
+    count = len(stamps)
+    assert count >= 75, count
+    actions = ros_probe.messages(TOPICS['policy_action'].name)
+    assert list(actions[-1].data) == [1.0] * 7 + [-1.0]
+    assert diag['state'] == 'RUNNING' and float(diag['period_p50_ms']) == pytest.approx(50, 0.02)
+    assert 'latency_p99_ms' in diag and 'inference_p99_ms' in diag
+
+
+def test_mean_command_rate_within_2_percent(ros_probe: RosProbe, tmp_path: Path) -> None:
+    model, _ = write_policy(tmp_path, [0.0] * 8)
+    arrivals: list[float] = []
+    ros_probe.node.create_subscription(Float64MultiArray, COMMANDS,
+                                       lambda _msg: arrivals.append(time.monotonic()), 200)
+    watch(ros_probe)
+    with running(tmp_path, model) as node:
+        wait_state(ros_probe, node, 'RUNNING')
+        start = len(arrivals)
+        time.sleep(5.0)
+        window = arrivals[start:]
+    mean_period = (window[-1] - window[0]) / (len(window) - 1)
+    assert mean_period == pytest.approx(1 / RATE, rel=0.02), (mean_period, len(window))
+
+
+def test_estop_latches_hold_until_enable(ros_probe: RosProbe, tmp_path: Path) -> None:
+    model, _ = write_policy(tmp_path, [0.3] * 7 + [0.0])
+    watch(ros_probe)
+    estop = ros_probe.publisher(TOPICS['estop'].name, Bool, qos('estop'))
+    with running(tmp_path, model) as node:
+        wait_state(ros_probe, node, 'RUNNING')
+        estop.publish(Bool(data=True))
+        wait_state(ros_probe, node, 'ESTOP')
+        refused = call_enable(ros_probe, True)
+        held_from = len(ros_probe.messages(COMMANDS))
+        time.sleep(0.5)
+        estop.publish(Bool(data=False))
+        wait_state(ros_probe, node, 'HOLD')
+        time.sleep(0.5)                      # released, but still latched
+        held = targets(ros_probe)[held_from:]
+        accepted = call_enable(ros_probe, True)
+        wait_state(ros_probe, node, 'RUNNING')
+        time.sleep(0.3)
+        moving = targets(ros_probe)
+    assert not refused.success and 'e-stop' in refused.message
+    assert accepted.success
+    assert len(held) >= 15, len(held)             # the hold target keeps coming at 20 Hz
+    assert np.all(held == held[0]), 'the arm moved during e-stop / latched hold'
+    assert states(ros_probe)[-4:] == ['ESTOP', 'HOLD', 'RAMPING', 'RUNNING']
+    assert np.any(moving[-1, :7] != held[0, :7])
+    assert_safe(moving)
+
+
+def test_stale_state_holds_then_resumes(ros_probe: RosProbe, tmp_path: Path) -> None:
+    model, _ = write_policy(tmp_path, [0.3] * 7 + [0.0])
+    watch(ros_probe)
+    mute = ros_probe.publisher('/fake_arm/mute', Bool, 10)
+    with running(tmp_path, model) as node:
+        wait_state(ros_probe, node, 'RUNNING')
+        mute.publish(Bool(data=True))
+        wait_state(ros_probe, node, 'HOLD', timeout=2.0)
+        held_from = len(ros_probe.messages(COMMANDS))
+        time.sleep(1.0)
+        held = targets(ros_probe)[held_from:]
+        diag_wait = wait_until(lambda: int(diagnostics(ros_probe).get(
+            'faults_stale_state', 0)) >= 1, 3.0)
+        mute.publish(Bool(data=False))
+        wait_state(ros_probe, node, 'RUNNING')
+        commands = targets(ros_probe)
+    assert len(held) >= 15 and np.all(held == held[0]), held
+    assert diag_wait, diagnostics(ros_probe)
+    assert_safe(commands)
+
+
+def test_nonfinite_policy_never_reaches_the_arm(ros_probe: RosProbe, tmp_path: Path) -> None:
+    model, _ = write_policy(tmp_path, [float('nan')] + [1.0] * 6 + [float('inf')])
+    watch(ros_probe)
+    with running(tmp_path, model) as node:
+        assert wait_until(lambda: int(diagnostics(ros_probe).get(
+            'faults_nonfinite_action', 0)) >= 5, 20), node.output
+        commands = targets(ros_probe)
+        assert node.proc.poll() is None
+    assert len(commands) >= 5
+    assert np.all(np.isfinite(commands))
+    np.testing.assert_allclose(commands[:, :7], np.tile(SPEC.home, (len(commands), 1)),
+                               atol=1e-9)
+    assert 'HOLD' in states(ros_probe)
+
+
+def test_start_disabled_until_enable(ros_probe: RosProbe, tmp_path: Path) -> None:
+    model, _ = write_policy(tmp_path, [0.0] * 8)
+    watch(ros_probe)
+    with running(tmp_path, model, 'start_enabled:=false') as node:
+        wait_state(ros_probe, node, 'DISABLED')
+        time.sleep(1.0)
+        assert ros_probe.messages(COMMANDS) == []
+        assert call_enable(ros_probe, True).success
+        wait_state(ros_probe, node, 'RUNNING')
+        assert call_enable(ros_probe, False).success
+        wait_state(ros_probe, node, 'DISABLED')
+        count = len(ros_probe.messages(COMMANDS))
+        time.sleep(0.5)
+        assert len(ros_probe.messages(COMMANDS)) <= count + 1
+
+
+def test_pt2_program_on_joint_trajectory(ros_probe: RosProbe, tmp_path: Path) -> None:
+    from trajectory_msgs.msg import JointTrajectory
+
+    model, _ = write_policy(tmp_path, [0.5] * 7 + [0.0], fmt='pt2')
+    topic = TOPICS['joint_trajectory'].name
+    ros_probe.subscribe(topic, JointTrajectory, 200)
+    watch(ros_probe)
+    with running(tmp_path, model, 'command_interface:=joint_trajectory') as node:
+        wait_state(ros_probe, node, 'RUNNING')
+        time.sleep(0.5)
+        trajectories = ros_probe.messages(topic)
+    assert ros_probe.messages(COMMANDS) == []
+    last = trajectories[-1]
+    assert list(last.joint_names) == list(SPEC.arm_joints) and len(last.points) == 1
+    point = last.points[0]
+    assert point.time_from_start.sec == 0 and point.time_from_start.nanosec == 50_000_000
+    assert_safe(np.array([list(t.points[0].positions) for t in trajectories]))
+    assert np.all(np.array(point.positions) > SPEC.home)
+
+
+def bad_input_size(tmp_path: Path) -> Path:
+    return write_policy(tmp_path, [0.0] * 8, model_inputs=10)[0]
+
+
+def bad_sha(tmp_path: Path) -> Path:
+    model, card = write_policy(tmp_path, [0.0] * 8)
+    card.write_text(card.read_text().replace(card.read_text().split('sha256: ')[1][:64],
+                                             'f' * 64))
+    return model
+
+
+def missing_model(tmp_path: Path) -> Path:
+    return tmp_path / 'nowhere.pt'
+
+
+def corrupt_model(tmp_path: Path) -> Path:
+    import yaml
+
+    from simops_core.policy_card import file_sha256
+
+    model, card = write_policy(tmp_path, [0.0] * 8)
+    model.write_bytes(b'not a zip archive')
+    content = yaml.safe_load(card.read_text())
+    content['sha256'] = file_sha256(model)
+    card.write_text(yaml.safe_dump(content))
+    return model
+
+
+def wrong_output_size(tmp_path: Path) -> Path:
+    return write_policy(tmp_path, [0.0] * 5)[0]
+
+
+@pytest.mark.parametrize(('make', 'params', 'expected'), [
+    (bad_input_size, [], 'dry inference'),
+    (bad_sha, [], 'sha256'),
+    (missing_model, [], 'model_path'),
+    (corrupt_model, [], 'cannot load TorchScript'),
+    (wrong_output_size, [], 'action values'),
+    (lambda p: write_policy(p, [0.0] * 8)[0], ['control_rate:=30.0'], 'control_rate'),
+    (lambda p: write_policy(p, [0.0] * 8)[0], ['command_interface:=udp'], 'command_interface'),
+    (lambda p: write_policy(p, [0.0] * 8)[0], ['velocity_scale:=3.0'], 'velocity_scale'),
+], ids=['input-size', 'sha256', 'missing', 'corrupt', 'output-size', 'rate', 'interface',
+        'range'])
+def test_bad_model_or_parameter_exits_2(tmp_path: Path, make: object, params: list[str],
+                                        expected: str) -> None:
+    model = make(tmp_path)  # type: ignore[operator]
+    args = ['--ros-args', '-p', f'model_path:={model}']
+    for param in params:
+        args += ['-p', param]
+    with NodeProcess.ros2_run('simops_policy', 'policy', *args,
+                              log_path=tmp_path / 'policy.log') as node:
+        code = node.wait(60)
+        output = node.output
+    lines = output.strip().splitlines()
+    assert code == 2, output
+    assert len(lines) == 1 and lines[0].startswith('policy: error: '), output
+    assert expected in lines[0] and '; ' in lines[0], output
+    assert 'Traceback' not in output
