@@ -16,6 +16,7 @@ from simops_core.sim_params import (
     SimParams,
     SimParamsError,
     load_sim_params,
+    merge_sim_params,
     parse_sim_params,
     save_sim_params,
 )
@@ -90,3 +91,14 @@ def test_yaml_from_sysid_style_dict_parses() -> None:
     params = parse_sim_params(yaml.safe_load(text))
     assert params.joints['fr3_joint4'].damping == 2.0
     assert params.provenance['residual_rms'] == 0.003
+
+
+def test_merge_overrides_only_set_fields() -> None:
+    base = SimParams(joints={'fr3_joint1': JointParams(damping=1.0, kp=4500.0)},
+                     command_delay=0.0, object=ObjectParams(mass=0.1, friction=1.0))
+    fitted = SimParams(joints={'fr3_joint1': JointParams(damping=2.5)},
+                       object=ObjectParams(friction=0.7), provenance={'rms': 0.1})
+    merged = merge_sim_params(base, fitted)
+    assert merged.joints['fr3_joint1'] == JointParams(damping=2.5, kp=4500.0)
+    assert merged.object == ObjectParams(mass=0.1, friction=0.7)
+    assert merged.command_delay == 0.0 and merged.provenance == {'rms': 0.1}

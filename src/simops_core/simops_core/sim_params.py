@@ -83,6 +83,23 @@ class SimParams:
         return replace(self, provenance={**self.provenance, **entries})
 
 
+def merge_sim_params(base: SimParams, override: SimParams) -> SimParams:
+    """``base`` with every field that ``override`` sets replaced (joint by joint)."""
+    joints = dict(base.joints)
+    for name, joint in override.joints.items():
+        current = joints.get(name, JointParams())
+        joints[name] = replace(current, **{k: v for k, v in vars(joint).items() if v is not None})
+    obj = replace(base.object, **{k: v for k, v in vars(override.object).items() if v is not None})
+    return SimParams(
+        joints=joints,
+        command_delay=(override.command_delay if override.command_delay is not None
+                       else base.command_delay),
+        body_mass_scale={**base.body_mass_scale, **override.body_mass_scale},
+        object=obj,
+        provenance={**base.provenance, **override.provenance},
+    )
+
+
 def load_sim_params(path: str | Path) -> SimParams:
     """Read and validate a SimParams YAML file; raise :class:`SimParamsError` naming the field."""
     try:

@@ -21,7 +21,7 @@ Physics parameters come from a :class:`~simops_core.sim_params.SimParams` throug
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import mujoco
 import numpy as np
@@ -33,8 +33,10 @@ from simops_core.sim_params import (
     ObjectParams,
     SimParams,
     SimParamsError,
+    merge_sim_params,
 )
 from simops_sim.delay import CommandDelay, delay_steps
+from simops_sim.randomization import Randomization, randomize_sim_params
 
 GRIPPER_TENDON = 'gripper_width'
 OBJECT_BODY = 'object'
@@ -247,23 +249,6 @@ def nominal_sim_params(model: mujoco.MjModel, index: ModelIndex) -> SimParams:
                      provenance={'source': 'model nominal'})
 
 
-def merge_sim_params(base: SimParams, override: SimParams) -> SimParams:
-    """``base`` with every field that ``override`` sets replaced (joint by joint)."""
-    joints = dict(base.joints)
-    for name, joint in override.joints.items():
-        current = joints.get(name, JointParams())
-        joints[name] = replace(current, **{k: v for k, v in vars(joint).items() if v is not None})
-    obj = replace(base.object, **{k: v for k, v in vars(override.object).items() if v is not None})
-    return SimParams(
-        joints=joints,
-        command_delay=(override.command_delay if override.command_delay is not None
-                       else base.command_delay),
-        body_mass_scale={**base.body_mass_scale, **override.body_mass_scale},
-        object=obj,
-        provenance={**base.provenance, **override.provenance},
-    )
-
-
 @dataclass(frozen=True)
 class SimState:
     """A snapshot of the simulation (copies; safe to keep). See the module docstring."""
@@ -328,6 +313,18 @@ class Physics:
             self._delay = CommandDelay(steps, len(self._target))
             self._delay.fill(self._target)
         self.params = params
+
+    def randomize(self, rng: np.random.Generator | int, base: SimParams | None = None,
+                  ranges: Randomization | None = None) -> SimParams:
+        """Sample physics around ``base`` (default: model nominal), apply and return them.
+
+        ``rng`` is a generator or a seed; see :func:`randomize_sim_params` for the ranges.
+        """
+        rng = np.random.default_rng(rng) if isinstance(rng, int) else rng
+        sample = randomize_sim_params(merge_sim_params(self.nominal, base or SimParams()), rng,
+                                      ranges)
+        self.apply_params(sample)
+        return sample
 
     def set_arm_target(self, q: np.ndarray) -> None:
         """Arm position targets (7,) in rad; the servos clamp them to their ctrlrange."""

@@ -38,8 +38,7 @@ from simops_core.robot_spec import SpecError, load_robot_spec
 from simops_core.sim_params import SimParams, SimParamsError, load_sim_params
 from simops_core.topics import TopicConfigError, load_topics
 from simops_sim.commands import ArmCommand, CommandError, parse_joint_command
-from simops_sim.physics import ModelError, Physics, merge_sim_params, parse_joint_map
-from simops_sim.randomization import randomize_sim_params
+from simops_sim.physics import ModelError, Physics, parse_joint_map
 from simops_sim.trajectory import TrajectoryError, TrajectoryGoal, TrajectoryPlan, parse_trajectory
 from simops_sim.wire import ClockEncoder, JointStateEncoder
 
@@ -192,7 +191,6 @@ class SimNode(Node):
             raise ConfigError(f'cannot load model {self.model_path}: {message}; fix the '
                               'MJCF or the model parameter') from None
         self.base_params = params
-        self._full_params = merge_sim_params(self.physics.nominal, params)
         dt = self.physics.timestep
         rate = float(value('joint_state_rate').value)
         if rate * dt > 1.0 + 1e-9:
@@ -316,7 +314,7 @@ class SimNode(Node):
     def _reset_physics(self, randomize: bool) -> None:
         """Back to the keyframe (sim time 0), optionally with freshly sampled physics."""
         if randomize:
-            self.physics.apply_params(randomize_sim_params(self._full_params, self.rng))
+            self.physics.randomize(self.rng, self.base_params)
         self.physics.reset_keyframe(self.keyframe)
         self._target[:] = self.physics.arm_target
         self._plan = None
