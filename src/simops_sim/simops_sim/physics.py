@@ -111,7 +111,7 @@ def index_model(model: mujoco.MjModel, spec: RobotSpec,
     joint_ids_arr = np.array(joint_ids)
 
     servos = []
-    for name, jid in zip(spec.arm_joints, joint_ids, strict=False):
+    for name, jid in zip(spec.arm_joints, joint_ids[:ARM_DOF], strict=True):
         hits = np.flatnonzero((model.actuator_trntype == mujoco.mjtTrn.mjTRN_JOINT)
                               & (model.actuator_trnid[:, 0] == jid)
                               & (model.actuator_biastype == mujoco.mjtBias.mjBIAS_AFFINE))
