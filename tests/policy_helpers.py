@@ -1,7 +1,9 @@
-"""Small policies and their cards, made inside the tests (no checked-in weights).
+"""Small policies and their cards, made inside the tests (no checked-in weights), and probe
+helpers for watching a running policy node.
 
-A :class:`ConstantPolicy` ignores its input and returns a fixed action; its input size is
-still enforced, so a card that disagrees with the model fails the node's dry inference.
+:func:`write_policy` saves a constant policy: a linear layer with zero weights whose bias is
+the action. Its input size is still enforced, so a card that disagrees with the model fails
+the node's dry inference.
 """
 
 from __future__ import annotations
@@ -11,13 +13,24 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import yaml
+from diagnostic_msgs.msg import DiagnosticArray
+from geometry_msgs.msg import PoseStamped
+from rclpy.qos import QoSProfile
+from ros_helpers import NodeProcess, RosProbe, wait_until
+from std_msgs.msg import Float64MultiArray, String
+from std_srvs.srv import SetBool
 
 from simops_core.policy_card import file_sha256
 from simops_core.robot_spec import load_robot_spec
+from simops_core.topics import load_topics
 
 SPEC = load_robot_spec('fr3')
 ARM = list(SPEC.arm_joints)
+TOPICS = load_topics()
+COMMANDS = TOPICS['joint_commands'].name
+STATE = TOPICS['policy_state'].name
 
 
 def card_dict(sha256: str = '0' * 64, history: int = 2, gripper: bool = True,
@@ -80,3 +93,56 @@ def write_card(path: Path, card: dict[str, Any]) -> Path:
     """Write a card dict as YAML."""
     path.write_text(yaml.safe_dump(copy.deepcopy(card), sort_keys=False))
     return path
+
+
+def qos(key: str) -> QoSProfile:
+    """The QoS of a topic in config/topics.yaml."""
+    return QoSProfile(**TOPICS[key].qos.as_profile_kwargs())
+
+
+def watch(probe: RosProbe) -> None:
+    """Subscribe to everything the node publishes and publish a goal (latched)."""
+    probe.subscribe(COMMANDS, Float64MultiArray, 200)   # deep queue: count every command
+    probe.subscribe(STATE, String, qos('policy_state'))
+    probe.subscribe(TOPICS['policy_action'].name, Float64MultiArray, 200)
+    probe.subscribe(TOPICS['diagnostics'].name, DiagnosticArray, 50)
+    goal = PoseStamped()
+    goal.header.frame_id = SPEC.base_frame
+    goal.pose.position.x, goal.pose.position.z = 0.4, 0.3
+    goal.pose.orientation.w = 1.0
+    # The probe's node keeps the publisher, so the latched goal reaches late joiners too.
+    probe.publisher(TOPICS['goal_pose'].name, PoseStamped, qos('goal_pose')).publish(goal)
+
+
+def states(probe: RosProbe) -> list[str]:
+    """Every /policy/state received so far."""
+    return [m.data for m in probe.messages(STATE)]
+
+
+def wait_state(probe: RosProbe, node: NodeProcess, state: str, timeout: float = 20.0) -> None:
+    """Wait until the node's latest state is ``state``; fail with its output if not."""
+    assert wait_until(lambda: states(probe)[-1:] == [state], timeout), (states(probe),
+                                                                         node.output)
+
+
+def targets(probe: RosProbe) -> np.ndarray:
+    """Every /joint_commands received so far, shape (count, 7 or 8)."""
+    return np.array([list(m.data) for m in probe.messages(COMMANDS)])
+
+
+def diagnostics(probe: RosProbe) -> dict[str, str]:
+    """The policy node's latest diagnostics values by key ({} before the first)."""
+    for array in reversed(probe.messages(TOPICS['diagnostics'].name)):
+        for status in array.status:
+            if status.name.startswith('policy'):
+                return {kv.key: kv.value for kv in status.values}
+    return {}
+
+
+def call_enable(probe: RosProbe, on: bool) -> SetBool.Response:
+    """Call the node's ~/enable service and return the response."""
+    client = probe.node.create_client(SetBool, '/policy/enable')
+    assert client.wait_for_service(timeout_sec=10)
+    future = client.call_async(SetBool.Request(data=on))
+    assert wait_until(future.done, 10)
+    return future.result()

@@ -13,41 +13,26 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from diagnostic_msgs.msg import DiagnosticArray
-from geometry_msgs.msg import PoseStamped
-from policy_helpers import SPEC, write_policy
-from rclpy.qos import QoSProfile
+from policy_helpers import (
+    COMMANDS,
+    SPEC,
+    TOPICS,
+    call_enable,
+    diagnostics,
+    qos,
+    states,
+    targets,
+    wait_state,
+    watch,
+    write_policy,
+)
 from ros_helpers import REPO, NodeProcess, RosProbe, wait_until
-from std_msgs.msg import Bool, Float64MultiArray, String
-from std_srvs.srv import SetBool
+from std_msgs.msg import Bool, Float64MultiArray
 
 from simops_core.safety import SafetyLimits
-from simops_core.topics import load_topics
 
-TOPICS = load_topics()
 RATE = 20.0
 LIMITS = SafetyLimits.from_spec(SPEC, 1 / RATE, velocity_scale=0.5, margin=0.05)
-COMMANDS = TOPICS['joint_commands'].name
-STATE = TOPICS['policy_state'].name
-
-
-def qos(key: str) -> QoSProfile:
-    return QoSProfile(**TOPICS[key].qos.as_profile_kwargs())
-
-
-def watch(probe: RosProbe) -> None:
-    """Subscribe to everything the node publishes and publish a goal (latched)."""
-    probe.subscribe(COMMANDS, Float64MultiArray, 200)   # deep queue: count every command
-    probe.subscribe(STATE, String, qos('policy_state'))
-    probe.subscribe(TOPICS['policy_action'].name, Float64MultiArray, 200)
-    probe.subscribe(TOPICS['diagnostics'].name, DiagnosticArray, 50)
-    goal = PoseStamped()
-    goal.header.frame_id = SPEC.base_frame
-    goal.pose.position.x, goal.pose.position.z = 0.4, 0.3
-    goal.pose.orientation.w = 1.0
-    publisher = probe.publisher(TOPICS['goal_pose'].name, PoseStamped, qos('goal_pose'))
-    publisher.publish(goal)
-    probe.goal_publisher = publisher  # keep it alive: the goal is latched
 
 
 @contextmanager
@@ -67,35 +52,6 @@ def running(tmp_path: Path, model: Path, *params: str, arm: bool = True
     finally:
         if fake is not None:
             fake.stop()
-
-
-def states(probe: RosProbe) -> list[str]:
-    return [m.data for m in probe.messages(STATE)]
-
-
-def wait_state(probe: RosProbe, node: NodeProcess, state: str, timeout: float = 20.0) -> None:
-    assert wait_until(lambda: states(probe)[-1:] == [state], timeout), (states(probe),
-                                                                         node.output)
-
-
-def targets(probe: RosProbe) -> np.ndarray:
-    return np.array([list(m.data) for m in probe.messages(COMMANDS)])
-
-
-def diagnostics(probe: RosProbe) -> dict[str, str]:
-    for array in reversed(probe.messages(TOPICS['diagnostics'].name)):
-        for status in array.status:
-            if status.name.startswith('policy'):
-                return {kv.key: kv.value for kv in status.values}
-    return {}
-
-
-def call_enable(probe: RosProbe, on: bool) -> SetBool.Response:
-    client = probe.node.create_client(SetBool, '/policy/enable')
-    assert client.wait_for_service(timeout_sec=10)
-    future = client.call_async(SetBool.Request(data=on))
-    assert wait_until(future.done, 10)
-    return future.result()
 
 
 def assert_safe(commands: np.ndarray) -> None:
