@@ -22,6 +22,9 @@ setup(
     ),
     license='Apache-2.0',
     entry_points={
-        'console_scripts': [],
+        'console_scripts': [
+            'record = simops_recorder.record_node:main',
+            'repair = simops_recorder.repair:main',
+        ],
     },
 )
