@@ -380,17 +380,17 @@ class Physics:
         self._target[:] = self.data.ctrl[self.index.ctrl_ids]
         self._delay.fill(self._target)
 
-    def read_joints(self, out: np.ndarray) -> np.ndarray:
-        """Fill ``out`` (3, 9) with position, velocity and effort rows; return it."""
+    def read_joints(self, out: np.ndarray | Sequence[np.ndarray]) -> None:
+        """Fill ``out`` (a (3, 9) array or three (9,) arrays) with position, velocity, effort."""
         data, index = self.data, self.index
         data.qpos.take(index.qpos_adr, out=out[0])
         data.qvel.take(index.dof_adr, out=out[1])
         data.qfrc_actuator.take(index.dof_adr, out=out[2])
-        return out
 
     def state(self) -> SimState:
         """A copy of the current state (joints, flange and object poses in the base frame)."""
-        joints = self.read_joints(np.empty((3, len(self.index.joint_names))))
+        joints = np.empty((3, len(self.index.joint_names)))
+        self.read_joints(joints)
         flange_pos, flange_quat = self.body_pose(self.index.flange_body)
         object_pos = object_quat = None
         if self.index.object_body >= 0:

@@ -85,7 +85,6 @@ class SimNode(Node):
         self._streaming = False                # a /joint_commands target is active
         self._last_command = 0.0               # sim time of the last accepted command
         self._target = np.zeros(len(self.spec.arm_joints))
-        self._joints = np.zeros((3, len(self.spec.joint_names)))
         self.counters = Counters()
         self._last_warning: dict[str, float] = {}
         self._step_index = 0
@@ -356,8 +355,8 @@ class SimNode(Node):
         index = self._step_index
         if force_all or index % self._state_every == 0:
             nanoseconds = round(self.physics.time * 1e9)
-            joints = self.physics.read_joints(self._joints)
-            self._state_pub.publish(self._state_wire.encode(nanoseconds, joints))
+            self.physics.read_joints(self._state_wire.rows)
+            self._state_pub.publish(self._state_wire.encode(nanoseconds))
             self.counters.joint_states += 1
             if self.publish_clock:
                 self._clock_pub.publish(self._clock_wire.encode(nanoseconds))

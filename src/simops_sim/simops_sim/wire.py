@@ -55,17 +55,13 @@ class JointStateEncoder(_Template):
         msg.header.stamp.sec, msg.header.stamp.nanosec = _STAMP_SEC, _STAMP_NANOSEC
         serialized = serialize_message(msg)
         super().__init__(serialized)
-        self._rows = [np.ndarray(count, dtype='<f8', buffer=self.buffer,
-                                 offset=_locate(serialized, row)) for row in sentinels]
+        self.rows = tuple(np.ndarray(count, dtype='<f8', buffer=self.buffer,
+                                     offset=_locate(serialized, row)) for row in sentinels)
+        """Writable (n,) views of the position, velocity and effort arrays in the buffer."""
 
-    def encode(self, nanoseconds: int, joints: np.ndarray) -> bytes:
-        """Serialized message at sim time ``nanoseconds`` with ``joints`` (3, n) rows.
-
-        The rows are position, velocity and effort in the order of the names.
-        """
+    def encode(self, nanoseconds: int) -> bytes:
+        """Serialized message at sim time ``nanoseconds`` with the current ``rows``."""
         self.set_stamp(nanoseconds)
-        for row, values in zip(self._rows, joints, strict=True):
-            row[:] = values
         return bytes(self.buffer)
 
 
