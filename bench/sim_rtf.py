@@ -35,7 +35,7 @@ def run(factor: float, seconds: float, log_dir: Path, subscribe: bool) -> dict[s
     """Start the node at ``factor``, measure for ``seconds`` of wall time, return figures.
 
     With ``subscribe`` a subscriber in this process takes every /joint_states message
-    (serialized, so that it keeps up); sim time always comes from /diagnostics.
+    (serialized, with a deep queue, so that it keeps up); sim time comes from /diagnostics.
     """
     from diagnostic_msgs.msg import DiagnosticArray
     from rclpy.qos import QoSProfile
@@ -52,7 +52,7 @@ def run(factor: float, seconds: float, log_dir: Path, subscribe: bool) -> dict[s
     if subscribe:
         probe.node.create_subscription(
             JointState, state.name, lambda raw: arrivals.append((time.monotonic(), raw)),
-            QoSProfile(**state.qos.as_profile_kwargs()), raw=True)
+            QoSProfile(**{**state.qos.as_profile_kwargs(), 'depth': 2000}), raw=True)
     diagnostics = topics['diagnostics'].name
     probe.subscribe(diagnostics, DiagnosticArray)
     args = ['--ros-args', '-p', f'realtime_factor:={factor}', '-p', 'joint_state_rate:=1000.0']
