@@ -93,6 +93,8 @@ def test_recorded_bag_matches_rosbag2_format(ros_probe: RosProbe, tmp_path: Path
         assert wait_until(lambda: 'publishing' in pub.log_path.read_text(), 30)
         offered = {}
         for topic in ('/joint_states', '/goal_pose', '/joint_commands'):
+            assert wait_until(lambda t=topic: len(
+                ros_probe.node.get_publishers_info_by_topic(t)) == 1, 10), topic
             (endpoint,) = ros_probe.node.get_publishers_info_by_topic(topic)
             offered[topic] = str(endpoint.topic_type_hash)
         assert pub.wait(30) == 0
