@@ -40,7 +40,7 @@ from simops_core.topics import TopicConfigError, load_topics
 from simops_sim.commands import ArmCommand, CommandError, parse_joint_command
 from simops_sim.physics import ModelError, Physics, parse_joint_map
 from simops_sim.trajectory import TrajectoryError, TrajectoryGoal, TrajectoryPlan, parse_trajectory
-from simops_sim.wire import ClockEncoder, JointStateEncoder
+from simops_sim.wire import ClockEncoder, JointStateEncoder, PoseStampedEncoder
 
 NODE_NAME = 'sim'
 POSE_RATE = 100.0          # Hz, /ee_pose and /object_pose
@@ -234,6 +234,7 @@ class SimNode(Node):
         self.create_timer(1.0, self._publish_diagnostics)
         self._state_wire = JointStateEncoder(self.spec.joint_names, self.spec.base_frame)
         self._clock_wire = ClockEncoder()
+        self._pose_wire = PoseStampedEncoder(self.spec.base_frame)
 
     # --- ROS callbacks (executor thread) -------------------------------------------------
 
@@ -361,24 +362,17 @@ class SimNode(Node):
             if self.publish_clock:
                 self._clock_pub.publish(self._clock_wire.encode(nanoseconds))
         if force_all or index % self._pose_every == 0:
-            stamp = self._stamp()
-            state = self.physics.state()
-            self._ee_pub.publish(self._pose(stamp, state.flange_pos, state.flange_quat))
-            if state.object_pos is not None:
-                self._object_pub.publish(self._pose(stamp, state.object_pos, state.object_quat))
+            nanoseconds = round(self.physics.time * 1e9)
+            bodies = self.physics.index
+            pos, quat = self.physics.body_pose(bodies.flange_body)
+            self._ee_pub.publish(self._pose_wire.encode(nanoseconds, pos, quat))
+            if bodies.object_body >= 0:
+                pos, quat = self.physics.body_pose(bodies.object_body)
+                self._object_pub.publish(self._pose_wire.encode(nanoseconds, pos, quat))
 
     def _stamp(self) -> Time:
         nanoseconds = round(self.physics.time * 1e9)
         return Time(sec=nanoseconds // 1_000_000_000, nanosec=nanoseconds % 1_000_000_000)
-
-    def _pose(self, stamp: Time, pos: np.ndarray, quat: np.ndarray) -> PoseStamped:
-        msg = PoseStamped()
-        msg.header.stamp = stamp
-        msg.header.frame_id = self.spec.base_frame
-        p, o = msg.pose.position, msg.pose.orientation
-        p.x, p.y, p.z = (float(v) for v in pos)
-        o.w, o.x, o.y, o.z = (float(v) for v in quat)  # MuJoCo wxyz -> ROS xyzw fields
-        return msg
 
     def _run(self) -> None:
         with self._lock:

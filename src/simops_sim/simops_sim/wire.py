@@ -1,4 +1,4 @@
-"""Pre-serialized ``/joint_states`` and ``/clock`` messages for the 1 kHz publishing path.
+"""Pre-serialized joint state, clock and pose messages for the physics thread's publishing.
 
 rclpy converts a Python message field by field on every ``publish``; at 1 kHz that costs as
 much CPU as the physics. These encoders serialize a template once (CDR, through
@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
+from geometry_msgs.msg import PoseStamped
 from rclpy.serialization import serialize_message
 from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import JointState
@@ -76,4 +77,31 @@ class ClockEncoder(_Template):
     def encode(self, nanoseconds: int) -> bytes:
         """Serialized clock message at sim time ``nanoseconds``."""
         self.set_stamp(nanoseconds)
+        return bytes(self.buffer)
+
+
+class PoseStampedEncoder(_Template):
+    """Serialized ``geometry_msgs/PoseStamped`` with a fixed frame id."""
+
+    def __init__(self, frame_id: str) -> None:
+        sentinels = np.pi * np.arange(1.0, 8.0)
+        msg = PoseStamped()
+        msg.header.frame_id = frame_id
+        msg.header.stamp.sec, msg.header.stamp.nanosec = _STAMP_SEC, _STAMP_NANOSEC
+        p, o = msg.pose.position, msg.pose.orientation
+        p.x, p.y, p.z, o.x, o.y, o.z, o.w = sentinels.tolist()
+        serialized = serialize_message(msg)
+        super().__init__(serialized)
+        self._pose = np.ndarray(7, dtype='<f8', buffer=self.buffer,
+                                offset=_locate(serialized, sentinels))
+
+    def encode(self, nanoseconds: int, pos: np.ndarray, quat_wxyz: np.ndarray) -> bytes:
+        """Serialized pose at sim time ``nanoseconds``: ``pos`` (3,) m, MuJoCo's (w, x, y, z).
+
+        ROS orders the quaternion (x, y, z, w).
+        """
+        self.set_stamp(nanoseconds)
+        self._pose[:3] = pos
+        self._pose[3:6] = quat_wxyz[1:]
+        self._pose[6] = quat_wxyz[0]
         return bytes(self.buffer)
