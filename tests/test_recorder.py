@@ -126,9 +126,11 @@ def test_sqlite3_split_sigterm_and_trajectory(tmp_path: Path) -> None:
     assert traj.poses['/ee_pose'].position.shape == (350, 3)
 
 
-def test_sigkill_loses_at_most_the_last_second(tmp_path: Path) -> None:
+@pytest.mark.parametrize('storage', ['mcap', 'sqlite3'])
+def test_sigkill_loses_at_most_the_last_second(tmp_path: Path, storage: str) -> None:
     root = tmp_path / 'episodes'
-    with start_recorder(tmp_path / 'rec.log', f'root:={root}', 'mode:=continuous') as rec, \
+    with start_recorder(tmp_path / 'rec.log', f'root:={root}', 'mode:=continuous',
+                        f'storage:={storage}', 'split_duration:=2.0') as rec, \
          start_publisher(tmp_path / 'pub.log', '--duration', '8') as pub:
         assert wait_until(lambda: 'publishing' in output(pub), 30), output(pub)
         time.sleep(4.3)
@@ -147,7 +149,9 @@ def test_sigkill_loses_at_most_the_last_second(tmp_path: Path) -> None:
     assert js[0, 0] == 0
     lost = killed_at - js[-1, 1]
     assert 0 <= lost <= 1.0, f'last message {lost:.3f} s before the kill'
-    data = metadata(bag_dir)['custom_data']
+    meta = metadata(bag_dir)
+    assert meta['storage_identifier'] == storage and len(meta['files']) >= 2  # splits kept
+    data = meta['custom_data']
     assert data['simops.repaired'] == 'true' and data['simops.end_reason'] == 'crashed'
     assert data['simops.label'] == 'episode'
     assert (root / f'.{bag_dir.name}.damaged').is_dir()

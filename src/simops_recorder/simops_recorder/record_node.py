@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib
 import json
 import os
+import signal
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +27,7 @@ from rclpy.qos import (
     QoSProfile,
     ReliabilityPolicy,
 )
+from rclpy.signals import SignalHandlerOptions
 from rclpy.subscription import MessageInfo, Subscription
 from rclpy.topic_endpoint_info import TopicEndpointInfo
 from rosbags.interfaces import Qos, QosDurability, QosHistory, QosLiveliness, QosReliability
@@ -73,6 +75,7 @@ DISCOVERY_PERIOD = 0.25  # s between graph checks for topics that appear later
 # wheel 9.1.2) spun a core at ~86% with no timer firing and ignored SIGINT, so it is not
 # used. The reader queue (RECORD_QUEUE_DEPTH) covers 100 drain periods at 1 kHz.
 DRAIN_PERIOD = 0.01  # s
+STOP_CHECK_PERIOD = 0.1  # s, longest wait before a SIGINT/SIGTERM is noticed
 
 
 class ConfigError(ValueError):
@@ -354,6 +357,9 @@ class Recorder(Node):
     def _flush(self) -> None:
         if self.writer is None:
             return
+        self._drain()  # what DDS has delivered so far is inside the flush
+        if self.writer is None:  # the drain hit a write error
+            return
         try:
             self.writer.flush()
             self._write_journal()
@@ -412,9 +418,26 @@ def _bag_qos(profile: QoSProfile) -> Qos:
                profile.avoid_ros_namespace_conventions)
 
 
+@dataclass
+class _StopRequest:
+    """Set by SIGINT/SIGTERM: the spin loop ends at a wait, never inside a write.
+
+    The episode is then finished while the context is still valid (rclpy's own handlers
+    would shut it down first, so the final log lines could not reach /rosout).
+    """
+
+    requested: bool = False
+
+    def __call__(self, signum: int, frame: object) -> None:
+        self.requested = True
+
+
 def main(args: list[str] | None = None) -> None:
     """Entry point of ``ros2 run simops_recorder record``."""
-    rclpy.init(args=args)
+    rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
+    stop = _StopRequest()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, stop)
     try:
         node = Recorder()
     except ConfigError as exc:
@@ -424,7 +447,8 @@ def main(args: list[str] | None = None) -> None:
     executor = SingleThreadedExecutor()
     executor.add_node(node)
     try:
-        executor.spin()
+        while not stop.requested and rclpy.ok():
+            executor.spin_once(timeout_sec=STOP_CHECK_PERIOD)
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
     finally:
