@@ -64,6 +64,7 @@ class Counters:
     dropped_commands: int = 0
     command_timeouts: int = 0
     overruns: int = 0
+    lag_max: float = 0.0             # s, worst lateness of a step against its wall deadline
     window_wall: float = field(default_factory=time.monotonic)
     window_sim: float = 0.0
 
@@ -415,9 +416,11 @@ class SimNode(Node):
                 delay = due - time.monotonic()
                 if delay > 0:
                     time.sleep(delay)
-                elif delay < -MAX_LAG:
-                    self.counters.overruns += 1
-                    self._anchor = None
+                else:
+                    self.counters.lag_max = max(self.counters.lag_max, -delay)
+                    if delay < -MAX_LAG:
+                        self.counters.overruns += 1
+                        self._anchor = None
             with self._lock:
                 while self._inbox:
                     self._apply(self._inbox.popleft())
@@ -457,6 +460,7 @@ class SimNode(Node):
                 'target_realtime_factor': self.realtime_factor,
                 'step_time_mean_us': 1e6 * c.step_wall / max(c.steps, 1),
                 'step_time_max_us': 1e6 * c.step_wall_max,
+                'lag_max_ms': 1e3 * c.lag_max,
                 'joint_state_rate_hz': c.joint_states / wall,
                 'sim_time_s': sim,
                 'dropped_commands': c.dropped_commands,
