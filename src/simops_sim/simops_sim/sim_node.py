@@ -1,9 +1,31 @@
 """``ros2 run simops_sim sim``: the MuJoCo simulation behind the real arm's topics.
 
 A thin node over :class:`simops_sim.physics.Physics`. A dedicated physics thread steps the
-model with absolute-deadline pacing (``realtime``) or one control period per command
-(``lockstep``) and publishes directly; the executor only serves subscriptions, services and
-the 1 Hz diagnostics. Parameters, topics and services follow docs/interfaces.md.
+model and publishes directly; the executor only serves subscriptions, services and the 1 Hz
+diagnostics. Parameters, topics and services follow docs/interfaces.md.
+
+- ``realtime``: steps are paced against absolute wall-clock deadlines (``realtime_factor``
+  sim seconds per wall second; 0 runs free). A hiccup shorter than 1 s is caught up, a
+  longer stall re-anchors the schedule and counts an overrun.
+- ``lockstep``: each command (``joint_commands`` or ``joint_trajectory``) advances exactly
+  ``control_period`` of sim time; with none for ``lockstep_timeout`` wall seconds the sim
+  advances one period holding its targets. Commands queue, one per period, so the same
+  seed and command sequence give bit-identical states.
+- Stamps are sim time (``/clock``); ``~/reset`` restarts sim time at 0.
+- ``joint_states``: names, position, velocity, effort for the arm and fingers every
+  1 / ``joint_state_rate`` s of sim time; effort is the actuator torque including the
+  gravity-holding torque, like Franka's measured ``tau_J`` (see :mod:`simops_sim.physics`).
+- ``ee_pose`` (flange) and ``object_pose`` at 100 Hz of sim time in ``spec.base_frame``.
+- A streamed ``joint_commands`` target older than ``command_timeout`` s of sim time is
+  replaced by a hold of the current position; a trajectory holds its last point.
+- ``diagnostics`` (1 Hz): realtime_factor achieved over the last second, step time mean and
+  max (us, stepping and publishing), lag_max_ms (worst lateness against the schedule),
+  joint_state_rate_hz, dropped_commands (rejected bad commands, cumulative),
+  command_timeouts, overruns, paused. Level WARN when slower than 95 % of the target factor.
+- ``randomize``: physics is sampled around the (fitted) params at start and on every reset
+  from one generator seeded with ``seed``: damping x0.7-1.3, armature x0.8-1.2, frictionloss
+  x0.5-1.5, kp and kv x0.9-1.1, link masses x0.95-1.05, object mass x0.5-2, object friction
+  x0.6-1.4, command delay 0-4 ms (:class:`simops_sim.randomization.Randomization`).
 """
 
 from __future__ import annotations
