@@ -207,14 +207,20 @@ def test_bad_commands_never_crash_and_hold_the_last_valid_target(ros_probe: RosP
         time.sleep(0.3)
         trajectories.publish(JointTrajectory(
             joint_names=['not_a_joint'], points=[JointTrajectoryPoint(positions=[1.0])]))
+        time.sleep(0.1)  # depth-1 command QoS: a newer message may replace an undelivered one
+        wall_clock_stamped = JointTrajectory(joint_names=['fr3_joint1'], points=[
+            JointTrajectoryPoint(positions=[1.0])])
+        wall_clock_stamped.points[0].time_from_start.sec = 1
+        wall_clock_stamped.header.stamp.sec = int(time.time())
+        trajectories.publish(wall_clock_stamped)
         time.sleep(1.2)
         assert node.proc.poll() is None, node.output
         held = np.array(ros_probe.messages(states)[-1].position[:7])
         assert np.abs(held - valid).max() < 2e-3
-        assert wait_until(lambda: int(diagnostics(ros_probe)['dropped_commands']) >= 6, 5)
+        assert wait_until(lambda: int(diagnostics(ros_probe)['dropped_commands']) >= 7, 5)
         log = node.output
         assert 'expected 7 arm targets' in log and 'fr3_joint1 target is nan' in log
-        assert "unknown joint 'not_a_joint'" in log
+        assert "unknown joint 'not_a_joint'" in log and 'far ahead of sim time' in log
         assert node.stop() == 0, log
 
 

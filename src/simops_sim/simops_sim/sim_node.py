@@ -69,6 +69,7 @@ POSE_RATE = 100.0          # Hz, /ee_pose and /object_pose
 VIEWER_RATE = 60.0         # Hz
 MAX_LAG = 1.0              # s behind schedule before giving up catching up (re-anchor)
 WARN_PERIOD = 1.0          # s between repeated warnings about bad commands
+MAX_TRAJECTORY_LEAD = 60.0  # s a trajectory's header.stamp may lie ahead of sim time
 
 
 class ConfigError(Exception):
@@ -295,6 +296,12 @@ class SimNode(Node):
                 self.spec.arm_joints, stamp if stamp > 0 else None)
         except TrajectoryError as exc:
             self._reject(self.topics['joint_trajectory'].name, str(exc))
+            return
+        if stamp - self.physics.time > MAX_TRAJECTORY_LEAD:  # e.g. a wall-clock stamp
+            self._reject(self.topics['joint_trajectory'].name,
+                         f'header.stamp {stamp:.3f} s is far ahead of sim time '
+                         f'{self.physics.time:.3f} s; stamp with sim time (use_sim_time) or '
+                         'leave it zero to start now')
             return
         self._enqueue(goal)
 
