@@ -2,10 +2,11 @@
 
 Thin node: observations (:mod:`simops_core.observation`), the safety pipeline
 (:mod:`simops_core.safety`) and the modes (:mod:`simops_policy.supervisor`) are pure modules.
-The executor thread only stores incoming messages (the newest joint state with its receipt
-time, poses, e-stop) and serves ``~/enable`` and the 1 Hz diagnostics. A dedicated control
-thread wakes on absolute deadlines, takes a lock-protected snapshot, runs inference and the
-safety pipeline, and publishes directly. Parameters and topics follow docs/interfaces.md.
+The executor thread only handles the rare inputs (goal, e-stop) and ``~/enable``. A
+dedicated control thread (SCHED_FIFO where permitted) wakes on absolute deadlines, takes the
+newest /joint_states and /object_pose straight from their subscriptions (no per-message
+Python callback at 1 kHz), runs inference and the safety pipeline, publishes directly, and
+publishes the 1 Hz diagnostics in its slack time. Parameters and topics follow docs/interfaces.md.
 """
 
 from __future__ import annotations
@@ -54,9 +55,11 @@ from simops_policy.supervisor import Decision, Mode, Supervisor
 
 NODE_NAME = 'policy'
 COMMAND_INTERFACES = ('float64_array', 'joint_trajectory')
-STATS_WINDOW = 200          # samples (10 s at 20 Hz) behind each diagnostics percentile
+DIAGNOSTICS_PERIOD = 1.0    # s
+STATS_WINDOW = 1200         # samples (60 s at 20 Hz) behind each diagnostics percentile
 WARN_PERIOD = 1.0           # s between repeated warnings of one kind
-CONTROL_NICE = -10          # nice value of the control thread, when permitted
+CONTROL_FIFO_PRIORITY = 10  # SCHED_FIFO priority of the control thread, when permitted
+CONTROL_NICE = -10          # else its nice value, when permitted
 FINGER_SOURCES = frozenset({'gripper_width'})
 
 
@@ -136,7 +139,7 @@ class PolicyNode(Node):
                                    'inference')}
         self._last_warning: dict[str, float] = {}
         self._published_state: Mode | None = None
-        self._niced = False
+        self._scheduling = 'default'
         self._create_interfaces()
         self._running = threading.Event()
         self._running.set()
@@ -287,7 +290,6 @@ class PolicyNode(Node):
                                  qos('goal_pose'))
         self.create_subscription(Bool, name('estop'), self._on_estop, qos('estop'))
         self.create_service(SetBool, '~/enable', self._on_enable)
-        self.create_timer(1.0, self._publish_diagnostics)
         if self.card.action.gripper and self.interface == 'joint_trajectory':
             self.get_logger().info('joint_trajectory carries the arm only; gripper commands '
                                    'are not sent')
@@ -342,9 +344,11 @@ class PolicyNode(Node):
     # --- control thread ------------------------------------------------------------------
 
     def _control_loop(self) -> None:
-        self._niced = _raise_thread_priority()
+        """Tick on absolute deadlines; publish diagnostics in the slack after a tick."""
+        self._scheduling = _raise_thread_priority()
         period = self.period
         deadline = time.monotonic() + period
+        next_diagnostics = deadline + DIAGNOSTICS_PERIOD
         previous = None
         while not _sleep_until(deadline, self._running):
             wake = time.monotonic()
@@ -359,6 +363,9 @@ class PolicyNode(Node):
                 with self._lock:
                     self.supervisor.fault(f'control tick failed: {exc}')
                 self.get_logger().error(f'control tick failed: {exc!r}; FAULT, holding')
+            if wake >= next_diagnostics:
+                next_diagnostics += DIAGNOSTICS_PERIOD
+                self._publish_diagnostics()
             deadline += period
             behind = time.monotonic() - deadline
             if behind > 0:  # missed whole periods: skip them, keep the phase
@@ -537,7 +544,7 @@ class PolicyNode(Node):
             self._state_pub.publish(String(data=mode.value))
             self.get_logger().info(f'{mode.value}: {self.supervisor.reason}')
 
-    # --- diagnostics (executor thread) -----------------------------------------------------
+    # --- diagnostics (control thread, after the tick's commands) ----------------------------
 
     def _publish_diagnostics(self) -> None:
         with self._lock:
@@ -545,7 +552,7 @@ class PolicyNode(Node):
             counters = self._counters
             values: dict[str, object] = {
                 'state': self.supervisor.mode.value, 'reason': self.supervisor.reason,
-                'control_rate_hz': self.rate, 'control_thread_niced': self._niced,
+                'control_rate_hz': self.rate, 'control_thread_scheduling': self._scheduling,
                 'ticks': counters.ticks, 'commands': counters.commands,
                 'overruns': counters.overruns,
                 **{f'faults_{key}': count for key, count in counters.faults.items()},
@@ -579,20 +586,29 @@ def _never_called(msg: Any) -> None:
 def _sleep_until(deadline: float, running: threading.Event) -> bool:
     """Sleep to the absolute ``deadline`` (time.monotonic); True if told to stop meanwhile."""
     while running.is_set():
-        delay = deadline - time.monotonic()
-        if delay <= 0:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
             return False
-        time.sleep(min(delay, 0.1))
+        time.sleep(min(remaining, 0.1))
     return True
 
 
-def _raise_thread_priority() -> bool:
-    """Raise the calling thread's CFS priority (nice) where the OS permits; report success."""
+def _raise_thread_priority() -> str:
+    """Give the calling thread SCHED_FIFO, else a lower nice value, where permitted.
+
+    Returns the scheduling the thread got: ``fifo``, ``nice`` or ``default``.
+    """
+    try:
+        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(CONTROL_FIFO_PRIORITY))
+    except (AttributeError, PermissionError, OSError):
+        pass
+    else:
+        return 'fifo'
     try:
         os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), CONTROL_NICE)
     except (AttributeError, PermissionError, OSError):
-        return False
-    return True
+        return 'default'
+    return 'nice'
 
 
 def main(args: list[str] | None = None) -> int:
