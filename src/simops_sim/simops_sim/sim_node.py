@@ -428,6 +428,7 @@ class SimNode(Node):
         counters.step_wall_max = max(counters.step_wall_max, spent)
 
     def _run_realtime(self) -> None:
+        """Step on absolute wall-clock deadlines (or as fast as possible at factor 0)."""
         dt = self.physics.timestep
         factor = self.realtime_factor
         next_viewer = 0.0
@@ -436,21 +437,24 @@ class SimNode(Node):
                 with self._lock:
                     self._wakeup.wait(0.05)
                 continue
+            late = 0.0
             if factor > 0:
                 with self._lock:
                     if self._anchor is None:
                         self._anchor = (time.monotonic(), self._step_index)
                     wall0, step0 = self._anchor
-                due = wall0 + (self._step_index + 1 - step0) * dt / factor
+                    due = wall0 + (self._step_index + 1 - step0) * dt / factor
                 delay = due - time.monotonic()
                 if delay > 0:
                     time.sleep(delay)
                 else:
-                    self.counters.lag_max = max(self.counters.lag_max, -delay)
-                    if delay < -MAX_LAG:
+                    late = -delay
+            with self._lock:
+                if late:
+                    self.counters.lag_max = max(self.counters.lag_max, late)
+                    if late > MAX_LAG:
                         self.counters.overruns += 1
                         self._anchor = None
-            with self._lock:
                 while self._inbox:
                     self._apply(self._inbox.popleft())
                 self._timed_step()
