@@ -11,9 +11,10 @@ Message k on every topic carries k in its content, so a reader can check that a 
 - /goal_pose: one latched PoseStamped at (0.5, 0.0, 0.2).
 
 Topic names, types and QoS come from config/topics.yaml (``--best-effort`` overrides the
-joint state reliability, as franka_ros2's convenience topics do). The publisher waits until
-every topic has ``--subscribers`` subscriptions, publishes for ``--duration`` s, lingers
-so reliable samples are delivered, then prints ``published <topic> <count>`` lines.
+joint state reliability, as franka_ros2's convenience topics do; ``--depth`` its history).
+The publisher waits until every topic has ``--subscribers`` subscriptions, publishes for
+``--duration`` s, lingers so reliable samples are delivered, then prints
+``published <topic> <count>`` lines.
 """
 
 import argparse
@@ -38,6 +39,8 @@ def main() -> int:
     parser.add_argument('--duration', type=float, default=5.0)
     parser.add_argument('--subscribers', type=int, default=1)
     parser.add_argument('--best-effort', action='store_true')
+    parser.add_argument('--depth', type=int, default=0,
+                        help='joint state history depth (default: config/topics.yaml)')
     parser.add_argument('--joint-states-only', action='store_true')
     args = parser.parse_args()
 
@@ -46,13 +49,15 @@ def main() -> int:
     rclpy.init()
     node = rclpy.create_node('trajectory_publisher')
 
-    def publisher(key: str, msg_type: type, best_effort: bool = False) -> object:
+    def publisher(key: str, msg_type: type, best_effort: bool = False, depth: int = 0) -> object:
         qos = QoSProfile(**topics[key].qos.as_profile_kwargs())
         if best_effort:
             qos.reliability = ReliabilityPolicy.BEST_EFFORT
+        if depth:
+            qos.depth = depth
         return node.create_publisher(msg_type, topics[key].name, qos)
 
-    js_pub = publisher('joint_states', JointState, args.best_effort)
+    js_pub = publisher('joint_states', JointState, args.best_effort, args.depth)
     streams = [(js_pub, args.joint_rate, 'joint_states')]
     if not args.joint_states_only:
         streams += [(publisher('joint_commands', Float64MultiArray), args.command_rate,

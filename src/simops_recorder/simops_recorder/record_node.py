@@ -63,17 +63,18 @@ DEFAULT_TOPIC_KEYS = ('joint_states', 'joint_commands', 'joint_trajectory', 'obj
                       'goal_pose', 'ee_pose', 'policy_action', 'policy_state', 'diagnostics')
 MODES = ('manual', 'auto', 'continuous')
 RUNNING = 'RUNNING'
-# Reader-side queue: 1 s at 1 kHz. DDS acknowledges into this queue from its own thread, so
-# a publisher's shallow keep_last history never overwrites unacknowledged samples while the
-# Python executor is briefly busy.
-RECORD_QUEUE_DEPTH = 1000
+# Reader-side queue: 1 s at 5 kHz. DDS acknowledges into this queue from its own thread, so
+# a publisher's shallow keep_last history is not overwritten while Python is busy; only a
+# recorder process starved of CPU for longer than the publisher's depth can lose samples,
+# and the sequence-gap count reports exactly those.
+RECORD_QUEUE_DEPTH = 5000
 DISCOVERY_PERIOD = 0.25  # s between graph checks for topics that appear later
 # Recorded topics are drained in batches every DRAIN_PERIOD s instead of one executor cycle
 # per message. Measured with bench/recorder.py on 2 shared cores: per-message callbacks on
 # the default executor took 47-53% of a core at 1 kHz and lost 37% at 5 kHz; the batch
 # drain takes ~13% at 1 kHz and ~31% at 5 kHz with no loss. rclpy's EventsExecutor (PyPI
 # wheel 9.1.2) spun a core at ~86% with no timer firing and ignored SIGINT, so it is not
-# used. The reader queue (RECORD_QUEUE_DEPTH) covers 100 drain periods at 1 kHz.
+# used.
 DRAIN_PERIOD = 0.01  # s
 STOP_CHECK_PERIOD = 0.1  # s, longest wait before a SIGINT/SIGTERM is noticed
 
