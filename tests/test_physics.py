@@ -18,6 +18,7 @@ from simops_sim.physics import (
     Physics,
     apply_sim_params,
     index_model,
+    load_model,
     nominal_sim_params,
     parse_joint_map,
 )
@@ -63,6 +64,16 @@ def test_joint_map_runs_a_renamed_model(spec: RobotSpec, tmp_path: Path) -> None
     mapped = step_response(Physics(renamed, spec, joint_map), spec, steps=50)
     reference = step_response(Physics(scene(), spec), spec, steps=50)
     assert np.array_equal(mapped, reference)
+
+
+def test_load_model_errors_say_what_and_how(tmp_path: Path) -> None:
+    with pytest.raises(ModelError, match='does not exist; set the model parameter'):
+        load_model(tmp_path / 'missing.xml')
+    (tmp_path / 'bad.xml').write_text('<mujoco><worldbody><body></mujoco>')
+    with pytest.raises(ModelError, match=r'cannot load model .*; fix the MJCF') as info:
+        load_model(tmp_path / 'bad.xml')
+    assert '\n' not in str(info.value)
+    assert load_model('models/fr3/scene.xml').nu == 8
 
 
 @pytest.mark.parametrize('pairs', [['fr3_joint1'], ['=x'], ['nope=x']])

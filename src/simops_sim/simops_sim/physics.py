@@ -22,10 +22,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import mujoco
 import numpy as np
 
+from simops_core.paths import resolve_resource
 from simops_core.robot_spec import RobotSpec
 from simops_core.sim_params import (
     SERVO_FIELDS,
@@ -48,6 +50,18 @@ class ModelError(ValueError):
     """The MJCF does not fit the robot spec (missing joint, actuator, body or keyframe)."""
 
 
+def load_model(path: str | Path) -> mujoco.MjModel:
+    """Compile the MJCF at ``path`` (resolved like every resource); raise :class:`ModelError`."""
+    try:
+        file = resolve_resource(path)
+        return mujoco.MjModel.from_xml_path(str(file))
+    except FileNotFoundError as exc:
+        raise ModelError(f'model {exc}; set the model parameter to an MJCF file') from None
+    except ValueError as exc:  # MuJoCo's XML parser and compiler
+        message = ' '.join(str(exc).split())
+        raise ModelError(f'cannot load model {path}: {message}; fix the MJCF') from None
+
+
 def parse_joint_map(pairs: Sequence[str]) -> dict[str, str]:
     """``['spec_joint=model_joint', ...]`` as a dict; raise :class:`ModelError` if malformed."""
     mapping: dict[str, str] = {}
@@ -55,7 +69,7 @@ def parse_joint_map(pairs: Sequence[str]) -> dict[str, str]:
         spec_name, sep, model_name = pair.partition('=')
         if not sep or not spec_name.strip() or not model_name.strip():
             raise ModelError(f'joint_map entry {pair!r} is not of the form '
-                             'spec_joint=model_joint')
+                             'spec_joint=model_joint; fix joint_map')
         mapping[spec_name.strip()] = model_name.strip()
     return mapping
 
@@ -99,7 +113,7 @@ def index_model(model: mujoco.MjModel, spec: RobotSpec,
     unknown = sorted(set(joint_map) - set(spec.joint_names))
     if unknown:
         raise ModelError(f'joint_map names {unknown[0]!r}, which is not a joint of robot '
-                         f'{spec.name} ({", ".join(spec.joint_names)})')
+                         f'{spec.name} ({", ".join(spec.joint_names)}); fix joint_map')
     joint_ids = []
     for name in spec.joint_names:
         model_name = joint_map.get(name, name)
@@ -129,7 +143,8 @@ def index_model(model: mujoco.MjModel, spec: RobotSpec,
     def body(name: str, required: bool) -> int:
         bid = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_BODY, name)
         if bid < 0 and required:
-            raise ModelError(f'the model has no body {name!r} (robot spec frame)')
+            raise ModelError(f'the model has no body {name!r}; make the robot spec\'s '
+                             'base_frame and flange_frame name bodies of the model')
         return bid
 
     base = body(spec.base_frame, True)
@@ -357,8 +372,9 @@ class Physics:
             return
         key = mujoco.mj_name2id(self.model, mujoco.mjtObj.mjOBJ_KEY, name)
         if key < 0:
-            raise ModelError(f'the model has no keyframe {name!r}; set initial_keyframe to '
-                             'one of its <key> names')
+            names = [self.model.key(k).name for k in range(self.model.nkey)]
+            raise ModelError(f'the model has no keyframe {name!r}; use one of {names} '
+                             '(initial_keyframe)')
         mujoco.mj_resetDataKeyframe(self.model, self.data, key)
         self._settle()
 

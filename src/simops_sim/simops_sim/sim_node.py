@@ -36,8 +36,8 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
+from pathlib import Path
 
-import mujoco
 import numpy as np
 import rclpy
 from builtin_interfaces.msg import Time
@@ -55,12 +55,11 @@ from std_msgs.msg import Float64MultiArray
 from std_srvs.srv import SetBool, Trigger
 from trajectory_msgs.msg import JointTrajectory
 
-from simops_core.paths import resolve_resource
 from simops_core.robot_spec import SpecError, load_robot_spec
 from simops_core.sim_params import SimParams, SimParamsError, load_sim_params
 from simops_core.topics import TopicConfigError, load_topics
 from simops_sim.commands import ArmCommand, CommandError, parse_joint_command
-from simops_sim.physics import ModelError, Physics, parse_joint_map
+from simops_sim.physics import ModelError, Physics, load_model, parse_joint_map
 from simops_sim.trajectory import TrajectoryError, TrajectoryGoal, TrajectoryPlan, parse_trajectory
 from simops_sim.wire import ClockEncoder, JointStateEncoder, PoseStampedEncoder
 
@@ -108,7 +107,7 @@ class SimNode(Node):
         self._plan: TrajectoryPlan | None = None
         self._streaming = False                # a /joint_commands target is active
         self._last_command = 0.0               # sim time of the last accepted command
-        self._target = np.zeros(len(self.spec.arm_joints))
+        self._plan_target = np.zeros(len(self.spec.arm_joints))   # scratch for plan samples
         self.counters = Counters()
         self._last_warning: dict[str, float] = {}
         self._step_index = 0
@@ -121,7 +120,7 @@ class SimNode(Node):
         mode = self.sync_mode if self.sync_mode == 'lockstep' else (
             f'realtime x{self.realtime_factor:g}' if self.realtime_factor else 'free-running')
         self.get_logger().info(
-            f'{self.model_path.name}: {len(self.spec.joint_names)} joints, '
+            f'{self.model_name}: {len(self.spec.joint_names)} joints, '
             f'{1 / self.physics.timestep:.0f} Hz physics, {mode}, joint_states at '
             f'{1 / (self._state_every * self.physics.timestep):.0f} Hz, command delay '
             f'{self.physics.delay_steps} steps')
@@ -185,13 +184,13 @@ class SimNode(Node):
         self.keyframe = value('initial_keyframe').value
         self.publish_clock = bool(value('publish_clock').value)
         self.rng = np.random.default_rng(int(value('seed').value))
+        model_path = value('model').value
         try:
             self.spec = load_robot_spec(value('robot').value)
             self.topics = load_topics()
-            self.model_path = resolve_resource(value('model').value)
             params_file = value('sim_params_file').value
             params = load_sim_params(params_file) if params_file else SimParams()
-            model = mujoco.MjModel.from_xml_path(str(self.model_path))
+            model = load_model(model_path)
             pairs = self.get_parameter_or('joint_map', Parameter('joint_map', value=[])).value
             joint_map = parse_joint_map(pairs)
             try:
@@ -203,16 +202,11 @@ class SimNode(Node):
             raise ConfigError(f'{exc}; fix the robot spec or the robot parameter') from None
         except TopicConfigError as exc:
             raise ConfigError(f'{exc}; fix config/topics.yaml') from None
-        except FileNotFoundError as exc:
-            raise ConfigError(f'model {exc}; fix the model parameter') from None
         except SimParamsError as exc:
             raise ConfigError(f'{exc}; fix the sim_params_file') from None
-        except ModelError as exc:
-            raise ConfigError(f'{exc}') from None
-        except ValueError as exc:  # MuJoCo's XML parser and compiler
-            message = ' '.join(str(exc).split())
-            raise ConfigError(f'cannot load model {self.model_path}: {message}; fix the '
-                              'MJCF or the model parameter') from None
+        except ModelError as exc:  # its message says how to fix it
+            raise ConfigError(str(exc)) from None
+        self.model_name = Path(model_path).name
         self.base_params = params
         dt = self.physics.timestep
         rate = float(value('joint_state_rate').value)
@@ -227,8 +221,7 @@ class SimNode(Node):
             if os.environ.get('DISPLAY') or os.environ.get('WAYLAND_DISPLAY'):
                 from mujoco import viewer
 
-                self._viewer = viewer.launch_passive(self.physics.model,
-                                                            self.physics.data)
+                self._viewer = viewer.launch_passive(self.physics.model, self.physics.data)
             else:
                 self.get_logger().warning('viewer requested but no display is set; headless')
 
@@ -346,7 +339,6 @@ class SimNode(Node):
         if randomize:
             self.physics.randomize(self.rng, self.base_params)
         self.physics.reset_keyframe(self.keyframe)
-        self._target[:] = self.physics.arm_target
         self._plan = None
         self._streaming = False
         self._inbox.clear()
@@ -371,9 +363,9 @@ class SimNode(Node):
         """One physics step: trajectory sampling / timeout hold, step, publish when due."""
         physics = self.physics
         if self._plan is not None:
-            if self._plan.sample(physics.time, self._target):
+            if self._plan.sample(physics.time, self._plan_target):
                 self._plan = None
-            physics.set_arm_target(self._target)
+            physics.set_arm_target(self._plan_target)
         elif self._streaming and physics.time - self._last_command > self.command_timeout:
             physics.hold()
             self._streaming = False
