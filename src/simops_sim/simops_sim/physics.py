@@ -205,9 +205,10 @@ def apply_sim_params(model: mujoco.MjModel, params: SimParams, index: ModelIndex
         for column, value in enumerate((joint.damping, joint.armature, joint.frictionloss)):
             if value is not None:
                 (model.dof_damping, model.dof_armature, model.dof_frictionloss)[column][dof] = value
-        if i >= ARM_DOF and (joint.kp is not None or joint.kv is not None):
-            raise SimParamsError(f'field joints.{name}.{SERVO_FIELDS[0]}: finger joints have '
-                                 'no servo of their own; remove kp/kv')
+        servo = [key for key in SERVO_FIELDS if getattr(joint, key) is not None]
+        if i >= ARM_DOF and servo:
+            raise SimParamsError(f'field joints.{name}.{servo[0]}: finger joints have no servo '
+                                 'of their own; remove it')
         if i < ARM_DOF:
             act = index.ctrl_ids[i]
             if joint.kp is not None:
