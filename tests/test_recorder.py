@@ -124,6 +124,14 @@ def test_sqlite3_split_sigterm_and_trajectory(tmp_path: Path) -> None:
     assert np.isnan(traj.commands.position[:, 8]).all()  # 8 values: 7 arm + gripper
     assert set(traj.poses) == {'/object_pose', '/ee_pose', '/goal_pose'}
     assert traj.poses['/ee_pose'].position.shape == (350, 3)
+    aligned = traj.on_joint_state_times()
+    assert aligned['command'].shape == aligned['q'].shape == (3500, 9)
+    # The command in force at joint sample k is the latest one sent before it (20 vs 1000 Hz).
+    sample = 2000
+    held = aligned['command'][sample, 0]
+    assert held <= sample / 50 and sample / 50 - held <= 2
+    ee_x = aligned['/ee_pose/position'][sample, 0]
+    assert abs(ee_x - sample / 10) <= 2  # 100 Hz pose k at joint sample 10 k
 
 
 @pytest.mark.parametrize('storage', ['mcap', 'sqlite3'])

@@ -73,6 +73,23 @@ class Trajectory:
     poses: dict[str, PoseSeries]
     custom_data: dict[str, str]
 
+    def on_joint_state_times(self) -> dict[str, np.ndarray]:
+        """Everything on the joint-state time base ``t`` (N,) s.
+
+        Keys: ``t``, ``q``, ``qd``, ``effort`` (N, J); ``command`` (N, J), the command in
+        force at each sample (zero-order hold, NaN before the first), if the bag has
+        commands; ``<pose topic>/position`` (N, 3) and ``/orientation`` (N, 4), linearly
+        interpolated (NaN outside the pose samples; quaternions are not renormalised).
+        """
+        js = self.joint_states
+        out = {'t': js.t, 'q': js.position, 'qd': js.velocity, 'effort': js.effort}
+        if self.commands is not None:
+            out['command'] = align(self.commands.t, self.commands.position, js.t, 'hold')
+        for topic, pose in self.poses.items():
+            out[f'{topic}/position'] = align(pose.t, pose.position, js.t)
+            out[f'{topic}/orientation'] = align(pose.t, pose.orientation, js.t)
+        return out
+
 
 def load_trajectory(bag: str | Path, joints: Sequence[str],
                     joint_states_topic: str | None = None,
