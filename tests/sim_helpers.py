@@ -43,12 +43,14 @@ def renamed_scene(directory: Path) -> Path:
     return directory / 'scene.xml'
 
 
-def start_sim(tmp_path: Path, *params: str, name: str = 'sim') -> NodeProcess:
+def start_sim(tmp_path: Path, *params: str, name: str = 'sim',
+              env: dict[str, str] | None = None) -> NodeProcess:
     """Start ``ros2 run simops_sim sim`` with ``name:=value`` parameters."""
     args = ['--ros-args']
     for param in params:
         args += ['-p', param]
-    return NodeProcess.ros2_run('simops_sim', 'sim', *args, log_path=tmp_path / f'{name}.log')
+    return NodeProcess.ros2_run('simops_sim', 'sim', *args, log_path=tmp_path / f'{name}.log',
+                                env=env)
 
 
 def subscribe_states(probe: RosProbe) -> str:

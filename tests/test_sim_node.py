@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 
@@ -228,7 +229,8 @@ def test_command_timeout_holds_position(ros_probe: RosProbe, tmp_path: Path) -> 
     states = subscribe_states(ros_probe)
     target = SPEC.home.copy()
     target[0] += 1.0  # far: the servo needs well over 20 ms to get there
-    with start_sim(tmp_path, 'command_timeout:=0.02') as node:
+    headless = {k: v for k, v in os.environ.items() if k not in ('DISPLAY', 'WAYLAND_DISPLAY')}
+    with start_sim(tmp_path, 'command_timeout:=0.02', 'viewer:=true', env=headless) as node:
         ros_probe.wait_for_messages(states, timeout=30)
         pub = command_publisher(ros_probe)
         pub.publish(Float64MultiArray(data=target.tolist()))
@@ -236,6 +238,7 @@ def test_command_timeout_holds_position(ros_probe: RosProbe, tmp_path: Path) -> 
         last = ros_probe.messages(states)[-1]
         assert 0.005 < last.position[0] - SPEC.home[0] < 0.9, last.position  # moved, stopped
         assert abs(last.velocity[0]) < 1e-3
+        assert 'viewer requested but no display' in node.output  # headless, still running
         assert node.stop() == 0, node.output
 
 
