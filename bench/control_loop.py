@@ -13,7 +13,9 @@ Both run the same MLP policy (obs 2 x 33 -> 256 -> 256 -> 8) through the same ob
 builder and safety pipeline. Printed per node: the control period p50/p99 and the p99
 |period - 50 ms| measured inside the node at each wake-up and at the receiver (a probe
 node in this process), the observation-to-command latency (DDS receipt of the joint state
-used -> command published) p50/p99, and inference p50/p99.
+used -> command published) p50/p99, split into the age of that joint state when the tick
+starts (age: the publisher's share) and the tick itself (comp: the node's share), and
+inference p50/p99.
 
     .venv/bin/python bench/control_loop.py [--seconds 30]
 
@@ -102,8 +104,12 @@ def measure(name: str, start: object, seconds: float, probe: object, topics: dic
         'period_p99_ms': float(figures['period_p99_ms']),
         'error_p99_ms': float(figures['period_error_p99_ms']),
         'rx_error_p99_ms': 1e3 * float(np.percentile(np.abs(window - 0.05), 99)),
+        'age_p50_ms': float(figures['state_age_p50_ms']),
+        'age_p99_ms': float(figures['state_age_p99_ms']),
         'latency_p50_ms': float(figures['latency_p50_ms']),
         'latency_p99_ms': float(figures['latency_p99_ms']),
+        'compute_p50_ms': float(figures['compute_p50_ms']),
+        'compute_p99_ms': float(figures['compute_p99_ms']),
         'inference_p50_ms': float(figures['inference_p50_ms']),
         'inference_p99_ms': float(figures['inference_p99_ms']),
     }
@@ -165,12 +171,14 @@ def main() -> None:
     print(f'{args.seconds:g} s per node; period and error measured in the node at each wake-up;'
           ' rx = at the receiving probe')
     header = (f'{"node":10} {"cmds":>5} {"mean":>7} {"p50":>7} {"p99":>7} {"err99":>7} '
-              f'{"rxerr99":>8} {"lat50":>7} {"lat99":>7} {"inf50":>7} {"inf99":>7}   (ms)')
+              f'{"rxerr99":>8} {"age50":>7} {"age99":>7} {"lat50":>7} {"lat99":>7} '
+              f'{"comp50":>7} {"comp99":>7} {"inf50":>7} {"inf99":>7}   (ms)')
     print(header)
     for name, r in results.items():
         print(f'{name:10} {r["commands"]:5d} {r["mean_period_ms"]:7.3f} {r["period_p50_ms"]:7.3f} '
               f'{r["period_p99_ms"]:7.3f} {r["error_p99_ms"]:7.3f} {r["rx_error_p99_ms"]:8.3f} '
-              f'{r["latency_p50_ms"]:7.3f} {r["latency_p99_ms"]:7.3f} '
+              f'{r["age_p50_ms"]:7.3f} {r["age_p99_ms"]:7.3f} {r["latency_p50_ms"]:7.3f} '
+              f'{r["latency_p99_ms"]:7.3f} {r["compute_p50_ms"]:7.3f} {r["compute_p99_ms"]:7.3f} '
               f'{r["inference_p50_ms"]:7.3f} {r["inference_p99_ms"]:7.3f}')
     policy = results['policy']
     print(f'targets: p99 period error <= 2 ms: {policy["error_p99_ms"]:.2f} ms '

@@ -62,7 +62,8 @@ class ReferencePolicy(Node):
         self.state: safety.SafetyState | None = None
         self.latest: tuple[JointState, int] | None = None
         self.stats = {key: WindowStats(window)
-                      for key in ('period', 'period_error', 'latency', 'inference')}
+                      for key in ('period', 'period_error', 'state_age', 'latency',
+                                  'compute', 'inference')}
         self.previous: float | None = None
         self.command_pub = self.create_publisher(Float64MultiArray, topics['joint_commands'].name,
                                                  qos('joint_commands'))
@@ -98,6 +99,8 @@ class ReferencePolicy(Node):
         if self.latest is None:
             return
         msg, received_ns = self.latest
+        tick_ns = time.time_ns()
+        self.stats['state_age'].add(1e-9 * (tick_ns - received_ns))
         self.index.select(msg.name, msg.position, self.obs.joint_position)
         self.index.select(msg.name, msg.velocity, self.obs.joint_velocity)
         arm = self.obs.joint_position[:7].copy()
@@ -114,7 +117,9 @@ class ReferencePolicy(Node):
         self.state = out.state
         self.obs.last_action[:] = out.action
         self.command_pub.publish(Float64MultiArray(data=[*out.state.target, out.state.gripper]))
-        self.stats['latency'].add(1e-9 * (time.time_ns() - received_ns))
+        done_ns = time.time_ns()
+        self.stats['latency'].add(1e-9 * (done_ns - received_ns))
+        self.stats['compute'].add(1e-9 * (done_ns - tick_ns))
 
     def publish_diagnostics(self) -> None:
         values = []

@@ -136,7 +136,7 @@ class PolicyNode(Node):
         self._counters = Counters()
         self._stats = {key: WindowStats(STATS_WINDOW)
                        for key in ('period', 'period_error', 'state_age', 'latency',
-                                   'inference')}
+                                   'compute', 'inference')}
         self._last_warning: dict[str, float] = {}
         self._published_state: Mode | None = None
         self._scheduling = 'default'
@@ -446,8 +446,9 @@ class PolicyNode(Node):
     def _run_policy(self, decision: Decision) -> None:
         """Observation, inference, safety pipeline, publish; any bad input holds instead."""
         received_ns = self._joint_states.received_ns
+        tick_ns = time.time_ns()
         with self._lock:
-            self._stats['state_age'].add(1e-9 * (time.time_ns() - received_ns))
+            self._stats['state_age'].add(1e-9 * (tick_ns - received_ns))
         try:
             problem = self._read_joint_state(deserialize_message(self._joint_states.raw,
                                                                  JointState))
@@ -499,6 +500,7 @@ class PolicyNode(Node):
         self._action_pub.publish(Float64MultiArray(data=action.tolist()))
         with self._lock:
             self._stats['latency'].add(1e-9 * (done_ns - received_ns))
+            self._stats['compute'].add(1e-9 * (done_ns - tick_ns))
             self._stats['inference'].add(inference)
             if out.fault:
                 self._counters.faults['nonfinite_action'] += 1
