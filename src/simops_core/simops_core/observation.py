@@ -78,9 +78,15 @@ class ObservationBuilder:
         self._low = np.asarray(low)
         self._high = np.asarray(high)
         self._frame = np.zeros(card.frame_size)
-        self._history = np.zeros((card.history, card.frame_size), dtype=np.float32)
-        self._newest = card.history - 1
+        history = card.history
+        self._history = np.zeros((history, card.frame_size), dtype=np.float32)
+        self._newest = history - 1
         self._out = np.zeros(card.observation_size, dtype=np.float32)
+        self._slots = self._out.reshape(history, card.frame_size)  # a view of _out
+        # Ring rows in output order, for each position of the newest frame in the ring.
+        step = -1 if card.history_order == 'newest_first' else 1
+        self._orders = [((newest + 1 + np.arange(history)) % history)[::step]
+                        for newest in range(history)]
 
     @property
     def size(self) -> int:
@@ -120,13 +126,7 @@ class ObservationBuilder:
         return frame
 
     def _stack(self) -> np.ndarray:
-        history = self.card.history
-        order = (self._newest + 1 + np.arange(history)) % history  # oldest first
-        if self.card.history_order == 'newest_first':
-            order = order[::-1]
-        width = self.card.frame_size
-        for slot, row in enumerate(order):
-            self._out[slot * width:(slot + 1) * width] = self._history[row]
+        np.take(self._history, self._orders[self._newest], axis=0, out=self._slots)
         return self._out
 
 
