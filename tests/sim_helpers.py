@@ -94,3 +94,15 @@ def drive_lockstep(probe: RosProbe, node: NodeProcess, commands: Sequence[np.nda
         assert wait_until(arrived, timeout=10), f'no state at t={due}:\n{node.output}'
         out.append(next(m for m in probe.messages(states)[seen:] if abs(stamp(m) - due) < 1e-9))
     return out
+
+
+def stream_until(probe: RosProbe, pub: Any, data: Sequence[float], until: float,
+                 timeout: float = 20.0) -> None:
+    """Publish ``data`` at 20 Hz until /joint_states reach sim time ``until`` (s)."""
+    states = topic('joint_states').name
+    command = Float64MultiArray(data=[float(v) for v in data])
+    deadline = time.monotonic() + timeout
+    while stamp(probe.messages(states)[-1]) < until:
+        assert time.monotonic() < deadline, f'sim time did not reach {until} s'
+        pub.publish(command)
+        time.sleep(0.05)

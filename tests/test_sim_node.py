@@ -21,6 +21,7 @@ from sim_helpers import (
     renamed_scene,
     stamp,
     start_sim,
+    stream_until,
     subscribe_states,
     topic,
 )
@@ -113,10 +114,7 @@ def test_step_is_tracked_reset_returns_home_and_pause_stops_time(ros_probe: RosP
         t0 = stamp(ros_probe.messages(states)[-1])
         before = np.abs(np.array(ros_probe.messages(states)[-1].position[:7]) - target).max()
         assert before > 0.1
-        command = Float64MultiArray(data=[*target.tolist(), 0.04])
-        while stamp(ros_probe.messages(states)[-1]) < t0 + 1.2:  # a 20 Hz command stream
-            pub.publish(command)
-            time.sleep(0.05)
+        stream_until(ros_probe, pub, [*target, 0.04], until=t0 + 1.2)
         after = next(m for m in ros_probe.messages(states) if stamp(m) >= t0 + 1.0)
         assert np.abs(np.array(after.position[:7]) - target).max() < 0.01, after.position
         assert abs(after.position[7] + after.position[8] - 0.04) < 2e-3  # gripper width
@@ -252,8 +250,6 @@ def test_renamed_model_runs_through_joint_map(ros_probe: RosProbe, tmp_path: Pat
         target = SPEC.home + 0.1
         pub = command_publisher(ros_probe)
         t0 = stamp(ros_probe.messages(states)[-1])
-        while stamp(ros_probe.messages(states)[-1]) < t0 + 0.6:
-            pub.publish(Float64MultiArray(data=target.tolist()))
-            time.sleep(0.05)
+        stream_until(ros_probe, pub, target, until=t0 + 0.6)
         assert np.abs(np.array(ros_probe.messages(states)[-1].position[:7]) - target).max() < 0.01
         assert node.stop() == 0, node.output
