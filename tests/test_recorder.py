@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from recorder_helpers import (
+    check_bag_metadata,
     check_joint_states,
     check_streams,
     episodes,
@@ -104,6 +105,7 @@ def test_sqlite3_split_sigterm_and_trajectory(tmp_path: Path) -> None:
         assert rec.wait(20) == 0, output(rec)
     (bag_dir,) = episodes(root)
     meta = metadata(bag_dir)
+    check_bag_metadata(meta, bag_dir)  # rosbag2's format, field by field
     assert meta['storage_identifier'] == 'sqlite3'
     assert len(meta['relative_file_paths']) >= 3
     assert sorted(meta['relative_file_paths']) == sorted(p.name for p in bag_dir.glob('*.db3'))
@@ -158,6 +160,7 @@ def test_sigkill_loses_at_most_the_last_second(tmp_path: Path, storage: str) -> 
     lost = killed_at - js[-1, 1]
     assert 0 <= lost <= 1.0, f'last message {lost:.3f} s before the kill'
     meta = metadata(bag_dir)
+    check_bag_metadata(meta, bag_dir)
     assert meta['storage_identifier'] == storage and len(meta['files']) >= 2  # splits kept
     data = meta['custom_data']
     assert data['simops.repaired'] == 'true' and data['simops.end_reason'] == 'crashed'

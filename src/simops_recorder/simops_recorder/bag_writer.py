@@ -46,8 +46,8 @@ class BagWriteError(RuntimeError):
 
 
 @dataclass(frozen=True)
-class TopicSpec:
-    """A topic as stored: name, type, ros2msg definition, RIHS01 hash and offered QoS."""
+class StoredTopic:
+    """A topic as stored in a bag: name, type, ros2msg definition, RIHS01 hash, offered QoS."""
 
     name: str
     type: str
@@ -98,7 +98,7 @@ class BagWriter:
             raise BagWriteError('zstd compression needs storage mcap (rosbag2 sqlite3 has no '
                                 'storage-level compression)')
         self.path = Path(self.path)
-        self._topics: list[TopicSpec] = []
+        self._topics: list[StoredTopic] = []
         self._connections: list[Connection] = []
         self._counts: list[int] = []
         self._files: list[_FileStats] = []
@@ -121,7 +121,7 @@ class BagWriter:
         """Messages written so far per topic."""
         return {t.name: c for t, c in zip(self._topics, self._counts, strict=True)}
 
-    def add_topic(self, topic: TopicSpec) -> int:
+    def add_topic(self, topic: StoredTopic) -> int:
         """Register a topic (also in later split files); return its id for :meth:`write`."""
         if any(t.name == topic.name for t in self._topics):
             raise BagWriteError(f'topic {topic.name} is already in {self.path}')

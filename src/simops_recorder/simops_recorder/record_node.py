@@ -37,14 +37,14 @@ from std_msgs.msg import String
 from std_srvs.srv import Trigger
 
 from simops_core.paths import resolve_resource
-from simops_core.topics import TopicConfigError, load_topics
+from simops_core.topics import TopicConfigError, TopicSpec, load_topics
 from simops_recorder.bag_writer import (
     COMPRESSIONS,
     STORAGES,
     BagWriteError,
     BagWriter,
     SplitPolicy,
-    TopicSpec,
+    StoredTopic,
 )
 from simops_recorder.episode import (
     JOURNAL_FILE,
@@ -92,7 +92,7 @@ class _Recorded:
     ``ros2 bag record`` started at that moment would.
     """
 
-    spec: TopicSpec
+    spec: StoredTopic
     latched: bool = False
     bag_id: int = 0
     last: tuple[int, bytes] | None = None
@@ -144,7 +144,7 @@ class Recorder(Node):
 
     # -- configuration ----------------------------------------------------------------------
 
-    def _topic_config(self) -> dict[str, Any]:
+    def _topic_config(self) -> dict[str, TopicSpec]:
         try:
             return load_topics()
         except TopicConfigError as exc:
@@ -231,7 +231,7 @@ class Recorder(Node):
             if self.writer is not None:
                 self._add_to_bag(self.recorded[name])
 
-    def _topic_spec(self, name: str, offers: list[TopicEndpointInfo]) -> TopicSpec | None:
+    def _topic_spec(self, name: str, offers: list[TopicEndpointInfo]) -> StoredTopic | None:
         msgtype = offers[0].topic_type
         if msgtype not in self.typestore.fielddefs:
             self.skipped.add(name)
@@ -242,10 +242,10 @@ class Recorder(Node):
         offered_hash = str(offers[0].topic_type_hash)
         type_hash = (offered_hash if offered_hash.startswith('RIHS01_')
                      else self.typestore.hash_rihs01(msgtype))
-        return TopicSpec(name, msgtype, msgdef, type_hash,
+        return StoredTopic(name, msgtype, msgdef, type_hash,
                          tuple(_bag_qos(o.qos_profile) for o in offers))
 
-    def _subscribe(self, spec: TopicSpec, offers: list[TopicEndpointInfo]) -> None:
+    def _subscribe(self, spec: StoredTopic, offers: list[TopicEndpointInfo]) -> None:
         package, _, type_name = spec.type.split('/')
         msg_class = getattr(importlib.import_module(f'{package}.msg'), type_name)
         profiles = [o.qos_profile for o in offers]

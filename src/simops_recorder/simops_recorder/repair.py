@@ -26,7 +26,7 @@ from rosbags.rosbag2.metadata import parse_qos
 from rosbags.typesys import Stores, get_typestore
 
 from simops_core.bag_reader import BagError, read_bag
-from simops_recorder.bag_writer import SUFFIX, BagWriteError, BagWriter, TopicSpec
+from simops_recorder.bag_writer import SUFFIX, BagWriteError, BagWriter, StoredTopic
 from simops_recorder.episode import JOURNAL_FILE, KEY_PREFIX
 
 TOOL = 'repair'
@@ -51,7 +51,7 @@ class RepairReport:
 class _Salvage:
     """Topics and messages (topic, receive time in ns, CDR) recovered from one file."""
 
-    topics: list[TopicSpec]
+    topics: list[StoredTopic]
     messages: list[tuple[str, int, bytes]]
 
 
@@ -117,7 +117,7 @@ def _storage_files(bag: Path) -> list[Path]:
 def _salvage_mcap(file: Path) -> _Salvage:
     schemas: dict[int, Schema] = {}
     channels: dict[int, Channel] = {}
-    topics: list[TopicSpec] = []
+    topics: list[StoredTopic] = []
     messages: list[tuple[str, int, bytes]] = []
     typestore = get_typestore(Stores.ROS2_JAZZY)
     with file.open('rb') as stream:
@@ -138,7 +138,7 @@ def _salvage_mcap(file: Path) -> _Salvage:
                 if not type_hash and schema.name in typestore.fielddefs:
                     type_hash = typestore.hash_rihs01(schema.name)
                 qos = parse_qos(record.metadata.get('offered_qos_profiles', ''))
-                topics.append(TopicSpec(record.topic, schema.name, schema.data.decode(),
+                topics.append(StoredTopic(record.topic, schema.name, schema.data.decode(),
                                         type_hash, tuple(qos)))
             elif isinstance(record, Message):
                 messages.append((channels[record.channel_id].topic, record.log_time,
@@ -154,7 +154,7 @@ def _salvage_sqlite3(file: Path) -> _Salvage:
         rows = conn.execute('SELECT id, name, type, offered_qos_profiles, '
                             'type_description_hash FROM topics ORDER BY id').fetchall()
         names = {row[0]: row[1] for row in rows}
-        topics = [TopicSpec(name, msgtype, definitions.get(msgtype, ''), type_hash,
+        topics = [StoredTopic(name, msgtype, definitions.get(msgtype, ''), type_hash,
                             tuple(parse_qos(qos)))
                   for _, name, msgtype, qos, type_hash in rows]
         messages = [(names[topic_id], int(timestamp), bytes(data))
