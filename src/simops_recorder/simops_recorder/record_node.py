@@ -130,8 +130,11 @@ class Recorder(Node):
             state = topics['policy_state']
             self.create_subscription(String, state.name, self._on_policy_state,
                                      QoSProfile(**state.qos.as_profile_kwargs()))
-        # Raw subscriptions live on a node that no executor spins; _drain takes from them.
-        self.io_node = rclpy.create_node(f'{NODE}_io', context=self.context)
+        # Raw subscriptions live on a node that no executor spins; _drain takes from them. It
+        # ignores the command line's remappings, so a renamed recorder keeps one node name.
+        self.io_node = rclpy.create_node(f'{self.get_name()}_io', context=self.context,
+                                         namespace=self.get_namespace(),
+                                         use_global_arguments=False, enable_rosout=False)
         self.create_timer(DISCOVERY_PERIOD, self._discover)
         self.create_timer(DRAIN_PERIOD, self._drain)
         self.create_timer(self.flush_period, self._flush)
@@ -229,7 +232,10 @@ class Recorder(Node):
             self.recorded[name] = _Recorded(spec, latched)
             self._subscribe(spec, offers)
             if self.writer is not None:
-                self._add_to_bag(self.recorded[name])
+                try:
+                    self._add_to_bag(self.recorded[name])
+                except BagWriteError as exc:
+                    self._fail_episode(exc)
 
     def _topic_spec(self, name: str, offers: list[TopicEndpointInfo]) -> StoredTopic | None:
         msgtype = offers[0].topic_type
