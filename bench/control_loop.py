@@ -10,8 +10,8 @@ other under the same load:
   a callback per joint state, then inference, then publish).
 
 Both run the same MLP policy (obs 2 x 33 -> 256 -> 256 -> 8) through the same observation
-builder and safety pipeline. Printed per node: the control period p50/p99 and the p99
-|period - 50 ms| measured inside the node at each wake-up and at the receiver (a probe
+builder and safety pipeline. Printed per node: the command period p50/p99 and the p99
+|period - 50 ms| measured inside the node at each publication and at the receiver (a probe
 node in this process), the observation-to-command latency (DDS receipt of the joint state
 used -> command published) p50/p99, split into the age of that joint state when the tick
 starts (age: the publisher's share) and the tick itself (comp: the node's share), and
@@ -168,7 +168,7 @@ def main() -> None:
     load = os.getloadavg()
     print(f'simulator 1 kHz + {recorder}; {alive.count(True)}/{len(alive)} side processes '
           f'alive at the end; load average {load[0]:.2f} {load[1]:.2f} (2 cores shared)')
-    print(f'{args.seconds:g} s per node; period and error measured in the node at each wake-up;'
+    print(f'{args.seconds:g} s per node; period and error measured in the node at each command;'
           ' rx = at the receiving probe')
     header = (f'{"node":10} {"cmds":>5} {"mean":>7} {"p50":>7} {"p99":>7} {"err99":>7} '
               f'{"rxerr99":>8} {"age50":>7} {"age99":>7} {"lat50":>7} {"lat99":>7} '

@@ -91,11 +91,6 @@ class ReferencePolicy(Node):
         self.obs.goal_position[:] = (p.x, p.y, p.z)
 
     def on_timer(self) -> None:
-        wake = time.monotonic()
-        if self.previous is not None:
-            self.stats['period'].add(wake - self.previous)
-            self.stats['period_error'].add(abs(wake - self.previous - self.period))
-        self.previous = wake
         if self.latest is None:
             return
         msg, received_ns = self.latest
@@ -118,6 +113,11 @@ class ReferencePolicy(Node):
         self.obs.last_action[:] = out.action
         self.command_pub.publish(Float64MultiArray(data=[*out.state.target, out.state.gripper]))
         done_ns = time.time_ns()
+        published = time.monotonic()
+        if self.previous is not None:   # the command period, as the policy node measures it
+            self.stats['period'].add(published - self.previous)
+            self.stats['period_error'].add(abs(published - self.previous - self.period))
+        self.previous = published
         self.stats['latency'].add(1e-9 * (done_ns - received_ns))
         self.stats['compute'].add(1e-9 * (done_ns - tick_ns))
 

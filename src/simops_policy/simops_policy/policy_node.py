@@ -140,6 +140,7 @@ class PolicyNode(Node):
         self._last_warning: dict[str, float] = {}
         self._published_state: Mode | None = None
         self._scheduling = 'default'
+        self._last_command: float | None = None   # time.monotonic() of the last command
         self._create_interfaces()
         self._running = threading.Event()
         self._running.set()
@@ -349,14 +350,8 @@ class PolicyNode(Node):
         period = self.period
         deadline = time.monotonic() + period
         next_diagnostics = deadline + DIAGNOSTICS_PERIOD
-        previous = None
         while not _sleep_until(deadline, self._running):
             wake = time.monotonic()
-            if previous is not None:
-                with self._lock:
-                    self._stats['period'].add(wake - previous)
-                    self._stats['period_error'].add(abs(wake - previous - period))
-            previous = wake
             try:
                 self._tick(wake)
             except Exception as exc:  # never die with the arm mid-motion
@@ -392,6 +387,7 @@ class PolicyNode(Node):
             self._publish_command(self._safety)
         elif self.supervisor.mode is Mode.DISABLED:
             self._safety = None
+            self._last_command = None
         self._publish_state()
 
     def _read_object_pose(self) -> None:
@@ -526,6 +522,7 @@ class PolicyNode(Node):
             self._publish_command(self._safety)
 
     def _publish_command(self, state: safety.SafetyState) -> None:
+        """Publish ``state``'s target; the command period is measured here, at publication."""
         target = state.target.tolist()
         if self.interface == 'float64_array':
             data = target + ([state.gripper] if self.card.action.gripper else [])
@@ -536,8 +533,13 @@ class PolicyNode(Node):
                 sec=nanoseconds // 1_000_000_000, nanosec=nanoseconds % 1_000_000_000))
             self._command_pub.publish(JointTrajectory(joint_names=list(self.spec.arm_joints),
                                                       points=[point]))
+        now = time.monotonic()
         with self._lock:
             self._counters.commands += 1
+            if self._last_command is not None:
+                self._stats['period'].add(now - self._last_command)
+                self._stats['period_error'].add(abs(now - self._last_command - self.period))
+        self._last_command = now
 
     def _publish_state(self) -> None:
         mode = self.supervisor.mode
