@@ -158,7 +158,7 @@ def test_joint_trajectory_moves_along_the_interpolated_path(ros_probe: RosProbe,
         assert wait_until(lambda: pub.get_subscription_count() > 0, timeout=20)
         time.sleep(0.3)
         msg = JointTrajectory(joint_names=names)
-        start_ns = int((stamp(ros_probe.messages(states)[-1]) + 1.0) * 1e3) * 1_000_000
+        start_ns = int((stamp(ros_probe.messages(states)[-1]) + 1.5) * 1e3) * 1_000_000
         msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(start_ns, 1_000_000_000)
         for t, positions in points:
             point = JointTrajectoryPoint(positions=positions)
@@ -178,7 +178,7 @@ def test_joint_trajectory_moves_along_the_interpolated_path(ros_probe: RosProbe,
                             [[], []], SPEC.arm_joints, start)
     plan = TrajectoryPlan(goal, start, physics.arm_target)
     target, path, predicted = np.empty(7), np.empty(7), {}
-    while physics.time < start + 2.5:
+    while physics.time < start + 2.6:  # past the last received stamp
         plan.sample(physics.time, target)
         physics.set_arm_target(target)
         physics.step()
