@@ -295,7 +295,7 @@ class PolicyNode(Node):
             self.get_logger().info('joint_trajectory carries the arm only; gripper commands '
                                    'are not sent')
 
-    # --- executor thread: store inputs ----------------------------------------------------
+    # --- inputs (goal, e-stop and ~/enable on the executor thread) -------------------------
 
     def _warn(self, key: str, text: str) -> None:
         now = time.monotonic()
@@ -314,10 +314,11 @@ class PolicyNode(Node):
         position = np.array([p.x, p.y, p.z])
         quaternion = np.array([o.x, o.y, o.z, o.w])
         frame = msg.header.frame_id
-        problem = ('non-finite pose' if not np.all(np.isfinite(position))
-                   or not np.all(np.isfinite(quaternion))
-                   else f'frame {frame!r} is not {self.spec.base_frame!r}'
-                   if frame and frame != self.spec.base_frame else None)
+        problem = None
+        if not (np.all(np.isfinite(position)) and np.all(np.isfinite(quaternion))):
+            problem = 'non-finite pose'
+        elif frame and frame != self.spec.base_frame:
+            problem = f'frame {frame!r} is not {self.spec.base_frame!r}'
         if problem is not None:
             count = self._count('bad_message')
             self._warn(topic, f'ignored {topic}: {problem} ({count} bad messages so far)')
@@ -336,7 +337,8 @@ class PolicyNode(Node):
         if msg.data:
             self.get_logger().warning('e-stop: holding the last target')
 
-    def _on_enable(self, request: SetBool.Request, response: SetBool.Response) -> Any:
+    def _on_enable(self, request: SetBool.Request,
+                   response: SetBool.Response) -> SetBool.Response:
         with self._lock:
             response.success, response.message = self.supervisor.enable(bool(request.data))
         self.get_logger().info(f'~/enable {request.data}: {response.message}')
@@ -551,6 +553,13 @@ class PolicyNode(Node):
     # --- diagnostics (control thread, after the tick's commands) ----------------------------
 
     def _publish_diagnostics(self) -> None:
+        """Publish one DiagnosticStatus with the mode, the counters and timing figures.
+
+        Timing: over the last STATS_WINDOW samples, p50/p99/max (ms) of the command period,
+        its jitter |period - 1/rate|
+        (``period_error``), joint-state age at the tick, observation-to-command latency,
+        the tick's own compute time and inference time.
+        """
         with self._lock:
             summaries = {key: stats.summary() for key, stats in self._stats.items()}
             counters = self._counters
