@@ -260,3 +260,37 @@ def test_bad_model_or_parameter_exits_2(tmp_path: Path, make: object, params: li
     assert len(lines) == 1 and lines[0].startswith('policy: error: '), output
     assert expected in lines[0] and '; ' in lines[0], output
     assert 'Traceback' not in output
+
+
+def test_bad_messages_hold_and_are_counted(ros_probe: RosProbe, tmp_path: Path) -> None:
+    from geometry_msgs.msg import PoseStamped
+    from sensor_msgs.msg import JointState
+
+    model, _ = write_policy(tmp_path, [0.3] * 7 + [0.0])
+    watch(ros_probe)
+    mute = ros_probe.publisher('/fake_arm/mute', Bool, 10)
+    states_pub = ros_probe.publisher(TOPICS['joint_states'].name, JointState,
+                                     qos('joint_states'))
+    goal_pub = ros_probe.publisher(TOPICS['goal_pose'].name, PoseStamped, qos('goal_pose'))
+    names = list(SPEC.joint_names)
+    bad = [JointState(name=names, position=[float('nan')] * 9, velocity=[0.0] * 9),
+           JointState(name=names[1:], position=[0.0] * 8, velocity=[0.0] * 8),
+           JointState(name=names, position=[0.0] * 3)]
+    with running(tmp_path, model) as node:
+        wait_state(ros_probe, node, 'RUNNING')
+        mute.publish(Bool(data=True))
+        nan_goal = PoseStamped()
+        nan_goal.pose.position.x = float('nan')
+        goal_pub.publish(nan_goal)
+        held_from = len(ros_probe.messages(COMMANDS))
+        for k in range(60):                       # 1.2 s of bad joint states at 50 Hz
+            states_pub.publish(bad[k % len(bad)])
+            time.sleep(0.02)
+        held = targets(ros_probe)[held_from + 2:]
+        assert wait_until(lambda: int(diagnostics(ros_probe).get(
+            'faults_bad_message', 0)) >= 10, 3.0), diagnostics(ros_probe)
+        assert node.proc.poll() is None, node.output
+        output = node.output
+    assert len(held) >= 15 and np.all(np.isfinite(held)) and np.all(held == held[-1])
+    assert 'HOLD' in states(ros_probe)
+    assert 'ignored /joint_states' in output and 'ignored /goal_pose' in output, output
