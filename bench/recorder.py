@@ -8,6 +8,10 @@ recorded one) and the recorder's CPU in % of one core while the
 publisher runs. Targets: 0 lost up to 5 kHz, < 20% of one core at 1 kHz.
 
     .venv/bin/python bench/recorder.py [--duration 10] [--rates 1000 2000 5000]
+    .venv/bin/python bench/recorder.py --executors   # how raw 1 kHz input costs per executor
+
+``--executors`` runs tests/procs/recorder_executor_probe.py for every executor and callback
+style at 1 kHz and prints CPU, messages received and whether sequence numbers arrived.
 
 CPU figures depend on the machine's other load; the load average is printed alongside.
 """
@@ -18,6 +22,7 @@ import argparse
 import json
 import os
 import re
+import subprocess
 import sys
 import tempfile
 import time
@@ -67,16 +72,35 @@ def run(rate: float, duration: float, env: dict[str, str], workdir: Path,
             'gaps': gaps, 'first': ks[0], 'after': published - 1 - ks[-1], 'cpu': 100 * cpu}
 
 
+def executors(env: dict[str, str]) -> None:
+    """Print the executor x callback comparison (see the module docstring)."""
+    probe = REPO / 'tests' / 'procs' / 'recorder_executor_probe.py'
+    print(f'{"executor":>9} {"callback":>9}  result at 1 kHz')
+    for executor in ('single', 'events'):
+        for callback in ('data', 'info', 'drain'):
+            result = subprocess.run([sys.executable, str(probe), '--executor', executor,
+                                     '--callback', callback], env=env, capture_output=True,
+                                    text=True, timeout=60, check=False)
+            lines = result.stdout.strip().splitlines() or [f'exit {result.returncode}']
+            print(f'{executor:>9} {callback:>9}  {lines[-1]}  (load {os.getloadavg()[0]:.2f})',
+                  flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument('--duration', type=float, default=10.0, help='s per rate')
     parser.add_argument('--rates', type=float, nargs='+', default=[1000.0, 2000.0, 5000.0])
     parser.add_argument('--publisher-depth', type=int, default=0,
                         help='joint state publisher history depth (0: config/topics.yaml, 10)')
+    parser.add_argument('--executors', action='store_true',
+                        help='compare executors and callback styles instead')
     args = parser.parse_args()
     claim = claim_domain_id()
     env = isolated_env(claim.domain_id)
     try:
+        if args.executors:
+            executors(env)
+            return
         with tempfile.TemporaryDirectory(prefix='simops-bench-recorder-') as tmp:
             print(f'{"rate Hz":>8} {"published":>10} {"recorded":>9} {"lost":>5} '
                   f'{"seq gaps":>8} {"before 1st":>10} {"after last":>10} '

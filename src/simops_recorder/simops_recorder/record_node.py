@@ -19,7 +19,8 @@ from typing import Any
 
 import rclpy
 from rcl_interfaces.msg import ParameterDescriptor
-from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
+from rclpy.executors import ExternalShutdownException
+from rclpy.experimental import EventsExecutor
 from rclpy.node import Node
 from rclpy.qos import (
     DurabilityPolicy,
@@ -69,12 +70,14 @@ RUNNING = 'RUNNING'
 # and the sequence-gap count reports exactly those.
 RECORD_QUEUE_DEPTH = 5000
 DISCOVERY_PERIOD = 0.25  # s between graph checks for topics that appear later
-# Recorded topics are drained in batches every DRAIN_PERIOD s instead of one executor cycle
-# per message. Measured with bench/recorder.py on 2 shared cores: per-message callbacks on
-# the default executor took 47-53% of a core at 1 kHz and lost 37% at 5 kHz; the batch
-# drain takes ~13% at 1 kHz and ~31% at 5 kHz with no loss. rclpy's EventsExecutor (PyPI
-# wheel 9.1.2) spun a core at ~86% with no timer firing and ignored SIGINT, so it is not
-# used.
+# Recorded topics are drained in batches every DRAIN_PERIOD s (take_message returns the
+# CDR bytes and the MessageInfo with the publication sequence number) instead of one
+# callback per message. bench/recorder.py --executors measures the options at 1 kHz on
+# 2 shared cores: per-message two-argument callbacks on SingleThreadedExecutor ~25-50% of a
+# core; EventsExecutor (rclpy 9.1.2) raises SystemError for any two-argument callback and
+# its spin() runs no timers; one-argument raw callbacks on it (~10%) lose the sequence
+# numbers; the batch drain costs ~12% on SingleThreadedExecutor and ~7% on EventsExecutor
+# driven by spin_once, which is what main() uses.
 DRAIN_PERIOD = 0.01  # s
 STOP_CHECK_PERIOD = 0.1  # s, longest wait before a SIGINT/SIGTERM is noticed
 
@@ -451,10 +454,10 @@ def main(args: list[str] | None = None) -> None:
         print(f'{NODE}: error: {exc}', file=sys.stderr)
         rclpy.try_shutdown()
         sys.exit(2)
-    executor = SingleThreadedExecutor()
+    executor = EventsExecutor()  # see DRAIN_PERIOD for the measurements behind this choice
     executor.add_node(node)
     try:
-        while not stop.requested and rclpy.ok():
+        while not stop.requested and rclpy.ok():  # spin_once: EventsExecutor.spin() hangs
             executor.spin_once(timeout_sec=STOP_CHECK_PERIOD)
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
