@@ -22,6 +22,9 @@ setup(
     ),
     license='Apache-2.0',
     entry_points={
-        'console_scripts': [],
+        'console_scripts': [
+            'simops-train = simops_learning.train:main',
+            'simops-validate = simops_learning.validate:main',
+        ],
     },
 )

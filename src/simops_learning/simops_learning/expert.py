@@ -1,0 +1,158 @@
+"""Analytic reaching expert: an IK goal posture, then joint-space tracking of it.
+
+Per goal, :meth:`ReachExpert.solve` finds a joint posture ``q*`` that puts the flange on the
+goal by damped least squares on the MuJoCo flange Jacobian (kinematics only), from ``home``,
+with the joint limits (minus the node's margin) enforced at every iteration. The 6-D task is
+the flange position, the hand's approach axis and its long axis kept horizontal: the
+approach axis points down for high goals and tilts radially outward for goals near the
+table (the fingers reach 0.11 m below the flange, so a vertical hand cannot bring the flange
+below about 0.12 m). A null-space pull toward ``home`` keeps ``q*`` a smooth function of the
+goal, which is what makes it easy to imitate.
+
+:meth:`ReachExpert.act` then commands ``k · (q* - reference)`` per control step, scaled down as a
+vector (so joints arrive together) to at most one action unit, and keeps the gripper open.
+The expert reads the true joint state (privileged: no observation noise).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import mujoco
+import numpy as np
+
+from simops_core.robot_spec import RobotSpec
+from simops_sim.physics import ModelIndex
+
+HAND_BODY = 'fr3_hand'
+ARM_DOF = 7
+SQRT_HALF = float(np.sqrt(0.5))
+ROLL_SIGN = 1.0
+
+
+@dataclass(frozen=True)
+class ExpertGains:
+    """Expert settings.
+
+    ``gain``: fraction of the joint error commanded per control step; ``damping``: DLS
+    damping; ``iterations`` and ``tolerance`` (m) of the IK; ``orientation_weight`` of the
+    axis errors against the position error (m per rad); ``posture``: null-space pull toward
+    home per iteration; ``tilt_high``/``tilt_low`` goal heights (m) between which the approach
+    axis tilts from straight down to ``tilt_max`` (rad) radially outward; ``margin`` (rad)
+    kept clear of the joint limits. Goals closer to the base axis than ``near_far`` (m) tilt
+    the approach axis outward too, up to ``tilt_near`` (rad) at ``near_close``, where a
+    vertical hand would fold the elbow into its limit.
+    """
+
+    gain: float = 0.3
+    damping: float = 0.02
+    iterations: int = 150
+    tolerance: float = 1e-4
+    orientation_weight: float = 0.5
+    posture: float = 0.02
+    tilt_high: float = 0.30
+    tilt_low: float = 0.08
+    tilt_max: float = 1.3
+    tilt_near: float = 1.0
+    near_far: float = 0.45
+    near_close: float = 0.3
+    margin: float = 0.06
+
+
+class ReachExpert:
+    """Maps (true joint positions, goal) to a card action: 7 joint deltas, gripper open."""
+
+    def __init__(self, model: mujoco.MjModel, index: ModelIndex, spec: RobotSpec,
+                 action_scale: float, gains: ExpertGains | None = None) -> None:
+        self.model = model
+        self.data = mujoco.MjData(model)
+        self.index = index
+        self.spec = spec
+        self.scale = action_scale
+        self.gains = gains or ExpertGains()
+        self.hand = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_BODY, HAND_BODY)
+        self._jacp = np.zeros((3, model.nv))
+        self._jacr = np.zeros((3, model.nv))
+        self._goal: np.ndarray | None = None
+        self._posture = spec.home.copy()
+        self.residual = 0.0
+
+    def desired_axis(self, goal: np.ndarray) -> np.ndarray:
+        """Approach axis (3,) for ``goal``: down, tilted radially outward near table or base."""
+        g = self.gains
+        low = g.tilt_max * np.clip((g.tilt_high - goal[2]) / (g.tilt_high - g.tilt_low),
+                                   0.0, 1.0)
+        radial = np.array([goal[0], goal[1], 0.0])
+        reach = max(float(np.linalg.norm(radial)), 1e-6)
+        near = g.tilt_near * np.clip((g.near_far - reach) / (g.near_far - g.near_close),
+                                     0.0, 1.0)
+        tilt = max(low, near)
+        radial /= reach
+        return np.cos(tilt) * np.array([0.0, 0.0, -1.0]) + np.sin(tilt) * radial
+
+    def solve(self, goal: np.ndarray) -> np.ndarray:
+        """The goal posture q* (7,) rad; ``residual`` holds its flange error (m)."""
+        g, data, index, model = self.gains, self.data, self.index, self.model
+        lower = self.spec.position_lower + g.margin
+        upper = self.spec.position_upper - g.margin
+        axis = self.desired_axis(goal)
+        down = np.array([0.0, 0.0, -1.0])
+        q = self.spec.home.copy()
+        dofs = index.dof_adr[:ARM_DOF]
+        eye = np.eye(ARM_DOF)
+        for _ in range(g.iterations):
+            data.qpos[index.qpos_adr[:ARM_DOF]] = q
+            mujoco.mj_kinematics(model, data)
+            mujoco.mj_comPos(model, data)
+            error = goal - data.xpos[index.flange_body]
+            approach = data.xmat[self.hand].reshape(3, 3)[:, 2]
+            wrist = data.xmat[index.flange_body].reshape(3, 3)[:, 0]
+            omega = np.cross(approach, axis)
+            # Roll the wrist so that the hand's long axis is horizontal with link 6 (at -x of
+            # link 7) above the flange: x of link 7 at 45 degrees below the horizontal.
+            sideways = down - (down @ approach) * approach
+            if np.linalg.norm(sideways) > 0.2:
+                sideways /= np.linalg.norm(sideways)
+                wanted = SQRT_HALF * (sideways + ROLL_SIGN * np.cross(approach, sideways))
+                omega += (np.cross(wrist, wanted) @ approach) * approach
+            if np.linalg.norm(error) < g.tolerance and np.linalg.norm(omega) < 1e-3:
+                break
+            mujoco.mj_jacBody(model, data, self._jacp, self._jacr, index.flange_body)
+            jac_p, jac_r = self._jacp[:, dofs], self._jacr[:, dofs]
+            # Position first; orientation, then posture, in the remaining null spaces.
+            pinv_p = _damped_pinv(jac_p, g.damping)
+            step = pinv_p @ error
+            null = eye - pinv_p @ jac_p
+            reduced = jac_r @ null
+            pinv_r = _damped_pinv(reduced, g.damping * 5)
+            step += null @ pinv_r @ (g.orientation_weight * omega - jac_r @ step)
+            null = null @ (eye - pinv_r @ reduced)
+            step += null @ ((self.spec.home - q) * g.posture)
+            largest = np.max(np.abs(step))
+            if largest > 0.2:
+                step *= 0.2 / largest
+            q = np.clip(q + step, lower, upper)
+        data.qpos[index.qpos_adr[:ARM_DOF]] = q
+        mujoco.mj_kinematics(model, data)
+        self.residual = float(np.linalg.norm(goal - data.xpos[index.flange_body]))
+        return q
+
+    def act(self, reference: np.ndarray, goal: np.ndarray) -> np.ndarray:
+        """Action (8,) from the arm ``reference`` (7,) rad toward the posture for ``goal`` (3,) m.
+
+        ``reference`` is what the card's action is added to: the last commanded target
+        (``last_command``) or the measured arm position (``measured``).
+        """
+        if self._goal is None or not np.array_equal(goal, self._goal):
+            self._posture = self.solve(goal)
+            self._goal = np.array(goal, dtype=float)
+        dq = (self._posture - reference[:ARM_DOF]) * self.gains.gain / self.scale
+        largest = np.max(np.abs(dq))
+        if largest > 1.0:
+            dq /= largest
+        return np.append(dq, 1.0)
+
+
+def _damped_pinv(jac: np.ndarray, damping: float) -> np.ndarray:
+    """Damped right pseudo-inverse of a (m, n) Jacobian: Jᵀ (J Jᵀ + λ² I)⁻¹, shape (n, m)."""
+    return jac.T @ np.linalg.inv(jac @ jac.T + damping ** 2 * np.eye(jac.shape[0]))

@@ -1,0 +1,192 @@
+"""``SimOps/FR3Reach-v0``: move the FR3 flange to a goal, as the ROS graph would run it.
+
+Each :meth:`FR3ReachEnv.step` is one tick of the policy node followed by one lockstep period
+of the simulator node (``sync_mode:=lockstep``, ``control_period`` = 1 / card rate):
+
+1. the action goes through the node's safety pipeline (:mod:`simops_learning.deployment`)
+   at the joint state the observation was built from;
+2. the command (7 arm targets, gripper width) is set on the shared
+   :class:`~simops_sim.physics.Physics` and ``period / timestep`` physics steps run (the
+   command reaches the actuators after ``delay`` whole periods when delayed);
+3. the joint state at the end of the period, plus noise when randomised, and the object pose
+   build the next observation with the shared observation builder.
+
+Frames and units: base frame, m, rad. Observation: (card.observation_size,) float32;
+action: (card.action.size,) float32 in ±card.action.clip. Reward: minus the flange-goal
+distance (m) per step, +10 on success. An episode terminates on success (distance below
+``success_radius``) or when the node would fault (an arm joint faster than its velocity
+limit), and is truncated after ``max_episode_steps``.
+
+``reset(options=...)`` accepts ``goal`` (3,) m, ``conditions`` (:class:`Conditions`),
+``ramp_time`` (s) and ``level`` (this episode's curriculum level in [0, 1]); otherwise the
+goal is uniform in the workspace box and, with a :class:`DomainRandomization`, the
+conditions are drawn at the curriculum's level.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import mujoco
+import numpy as np
+
+from simops_core.paths import resolve_resource
+from simops_core.policy_card import PolicyCard, load_policy_card
+from simops_core.robot_spec import load_robot_spec
+from simops_core.sim_params import SimParams, load_sim_params, merge_sim_params
+from simops_learning.deployment import DeploymentPipeline, SafetyConfig
+from simops_learning.domain import Conditions, Curriculum, DomainRandomization
+from simops_learning.reach_card import parse_card, reach_card
+from simops_sim.physics import Physics
+
+ENV_ID = 'SimOps/FR3Reach-v0'
+MAX_EPISODE_STEPS = 200
+SUCCESS_RADIUS = 0.02                                  # m
+WORKSPACE_LOW = np.array([0.3, -0.3, 0.05])            # m, base frame
+WORKSPACE_HIGH = np.array([0.7, 0.3, 0.45])
+SUCCESS_BONUS = 10.0
+DEFAULT_MODEL = 'models/fr3/scene.xml'
+DEFAULT_KEYFRAME = 'home'
+
+
+class FR3ReachEnv(gym.Env):
+    """Gymnasium env of the FR3 reach task; see the module docstring.
+
+    ``card_path``: policy card whose observation and action layout the env uses (default:
+    the reach card layout); ``sim_params_file``: calibrated physics (SimParams YAML);
+    ``randomization`` and ``curriculum``: domain randomisation per episode (``None``: the
+    fixed ``conditions``); ``safety``: the policy node's settings.
+    """
+
+    metadata: dict[str, Any] = {'render_modes': []}  # noqa: RUF012 - gymnasium's API
+
+    def __init__(self, card_path: str | Path | None = None,
+                 sim_params_file: str | Path | None = None,
+                 randomization: DomainRandomization | None = None,
+                 curriculum: Curriculum | None = None,
+                 conditions: Conditions | None = None,
+                 safety: SafetyConfig | None = None,
+                 max_episode_steps: int = MAX_EPISODE_STEPS,
+                 success_radius: float = SUCCESS_RADIUS,
+                 robot: str = 'fr3', model: str = DEFAULT_MODEL,
+                 keyframe: str = DEFAULT_KEYFRAME) -> None:
+        self.spec_robot = load_robot_spec(robot)
+        spec = self.spec_robot
+        self.card: PolicyCard = (
+            load_policy_card(card_path, spec.joint_names, spec.arm_joints) if card_path
+            else parse_card(reach_card(spec), spec, Path('<reach card layout>')))
+        self.safety = safety or SafetyConfig()
+        self.pipeline = DeploymentPipeline(self.card, spec, self.safety)
+        mj_model = mujoco.MjModel.from_xml_path(str(resolve_resource(model)))
+        self.physics = Physics(mj_model, spec)
+        fitted = load_sim_params(sim_params_file) if sim_params_file else SimParams()
+        self.base_params = merge_sim_params(self.physics.nominal, fitted)
+        self.randomization = randomization
+        self.curriculum = curriculum or Curriculum()
+        self.conditions = conditions or Conditions()
+        self.keyframe = keyframe
+        self.max_episode_steps = max_episode_steps
+        self.success_radius = success_radius
+        self.period = 1.0 / self.card.control_rate
+        self.substeps = max(1, round(self.period / self.physics.timestep))
+        self.episodes = 0
+        self.goal = np.zeros(3)
+        self._applied: Conditions | None = None
+        self._joints = np.zeros((3, len(spec.joint_names)))
+        self._steps = 0
+        clip = self.card.action.clip
+        self.action_space = gym.spaces.Box(-clip, clip, (self.card.action.size,), np.float32)
+        self.observation_space = gym.spaces.Box(-np.inf, np.inf, (self.card.observation_size,),
+                                                np.float32)
+
+    # --- episode -------------------------------------------------------------------------
+
+    def reset(self, *, seed: int | None = None,
+              options: dict[str, Any] | None = None) -> tuple[np.ndarray, dict[str, Any]]:
+        """Start an episode at the keyframe; see the module docstring for ``options``."""
+        super().reset(seed=seed)
+        options = options or {}
+        rng = self.np_random
+        conditions, ramp = self.conditions, self.safety.ramp_time
+        if self.randomization is not None:
+            level = options.get('level', self.curriculum.level(self.episodes))
+            conditions, ramp = self.randomization.sample(rng, level)
+        conditions = options.get('conditions', conditions)
+        ramp = float(options.get('ramp_time', ramp))
+        goal = options.get('goal')
+        self.goal = (np.asarray(goal, dtype=float).copy() if goal is not None
+                     else rng.uniform(WORKSPACE_LOW, WORKSPACE_HIGH))
+        self._set_conditions(conditions)
+        if ramp != self.pipeline.config.ramp_time:
+            self.pipeline.config = replace(self.pipeline.config, ramp_time=ramp)
+        self.physics.reset_keyframe(self.keyframe)
+        self.physics.set_goal_pose(self.goal, np.array([1.0, 0.0, 0.0, 0.0]))
+        self.episodes += 1
+        self._steps = 0
+        obs = self.pipeline.restart(*self._measure(), self.goal)
+        return obs.copy(), self._info(fault=False)
+
+    def _set_conditions(self, conditions: Conditions) -> None:
+        if conditions != self._applied:
+            self.physics.apply_params(conditions.sim_params(
+                self.base_params, self.spec_robot.arm_joints, self.physics.index.mass_bodies,
+                self.period))
+            self._applied = conditions
+        self.conditions_now = conditions
+
+    def step(self, action: np.ndarray) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
+        """One policy-node tick and one lockstep period of the simulator."""
+        out = self.pipeline.command(action)
+        physics = self.physics
+        physics.set_arm_target(out.state.target)
+        if self.card.action.gripper:
+            physics.set_gripper_width(out.state.gripper)
+        physics.step(self.substeps)
+        self._steps += 1
+        obs = self.pipeline.observe(*self._measure(), self.goal)
+        info = self._info(fault=out.fault)
+        arm = len(self.spec_robot.arm_joints)
+        too_fast = bool(np.any(np.abs(self.pipeline.raw.joint_velocity[:arm])
+                               > self.spec_robot.velocity))
+        info['out_of_domain'] = too_fast
+        success = info['is_success']
+        reward = -info['distance'] + (SUCCESS_BONUS if success else 0.0)
+        truncated = self._steps >= self.max_episode_steps
+        return obs.copy(), float(reward), bool(success or too_fast), truncated, info
+
+    # --- measurement -----------------------------------------------------------------------
+
+    def _measure(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Joint position (9,), velocity (9,), object position (3,) and quaternion xyzw (4,).
+
+        What the node reads from /joint_states and /object_pose at the end of a period, with
+        the episode's observation noise on the joints.
+        """
+        joints = self._joints
+        self.physics.read_joints(joints)
+        position, velocity = joints[0].copy(), joints[1].copy()
+        noise = self.conditions_now.obs_noise
+        if noise > 0:
+            position += self.np_random.normal(0.0, noise, position.shape)
+            velocity += self.np_random.normal(0.0, 10.0 * noise, velocity.shape)
+        index = self.physics.index
+        if index.object_body >= 0:
+            obj_pos, obj_quat = self.physics.body_pose(index.object_body)
+        else:
+            obj_pos, obj_quat = np.zeros(3), np.array([1.0, 0.0, 0.0, 0.0])
+        return position, velocity, obj_pos, obj_quat[[1, 2, 3, 0]]
+
+    def flange_position(self) -> np.ndarray:
+        """The flange position (3,) m in the base frame (true, without noise)."""
+        return self.physics.body_pose(self.physics.index.flange_body)[0]
+
+    def _info(self, fault: bool) -> dict[str, Any]:
+        distance = float(np.linalg.norm(self.flange_position() - self.goal))
+        state = self.pipeline.state
+        command = np.append(state.target, state.gripper) if state is not None else None
+        return {'distance': distance, 'is_success': distance < self.success_radius,
+                'command': command, 'fault': fault, 'goal': self.goal.copy(),
+                'conditions': self.conditions_now}
