@@ -186,7 +186,7 @@ def test_expert_reaches_low_and_high_goals() -> None:
         env.reset(seed=0, options={'goal': goal})
         for _ in range(200):
             *_, terminated, truncated, info = env.step(
-                expert.act(env.pipeline.state.target, env.goal))
+                expert.act(env.pipeline.raw.joint_position, env.goal))
             if terminated or truncated:
                 break
         assert info['is_success'], (goal, info['distance'])

@@ -10,8 +10,11 @@ delay through the wrapper's command delay (``delay_steps`` control periods).
 from __future__ import annotations
 
 from dataclasses import dataclass, fields, replace
+from pathlib import Path
+from typing import Any
 
 import numpy as np
+import yaml
 
 from simops_core.sim_params import ObjectParams, SimParams
 
@@ -117,3 +120,43 @@ class Curriculum:
         if self.end <= self.start:
             return 1.0
         return float(np.clip((episode - self.start) / (self.end - self.start), 0.0, 1.0))
+
+
+def load_randomization(path: Path) -> DomainRandomization:
+    """The ``randomization`` mapping of a YAML file (e.g. ``dr_suggestion.yaml``).
+
+    Missing fields keep their defaults; raises ValueError naming a bad field.
+    """
+    try:
+        raw: Any = yaml.safe_load(Path(path).read_text())
+    except (OSError, yaml.YAMLError) as exc:
+        raise ValueError(f'{path}: cannot read randomisation: {exc}') from None
+    table = raw.get('randomization') if isinstance(raw, dict) else None
+    return parse_randomization(table, str(path))
+
+
+def parse_randomization(table: Any, path: str) -> DomainRandomization:
+    """Validate a randomisation mapping (field → range); ``path`` names it in errors."""
+    if not isinstance(table, dict):
+        raise ValueError(f'{path}: needs a mapping under "randomization"')
+    known = {f.name: f for f in fields(DomainRandomization)}
+    values: dict[str, Any] = {}
+    for name, value in table.items():
+        if name not in known:
+            raise ValueError(f'{path}: randomization.{name} is not one of {", ".join(known)}')
+        if name in ('delay',):
+            ok = isinstance(value, int) and value >= 0
+        elif name == 'obs_noise':
+            ok = isinstance(value, (int, float)) and value >= 0
+        elif name == 'ramp_times':
+            ok = isinstance(value, list) and value and all(
+                isinstance(v, (int, float)) and v >= 0 for v in value)
+            value = tuple(float(v) for v in value) if ok else value
+        else:
+            ok = (isinstance(value, list) and len(value) == 2
+                  and all(isinstance(v, (int, float)) for v in value) and 0 < value[0] <= value[1])
+            value = (float(value[0]), float(value[1])) if ok else value
+        if not ok:
+            raise ValueError(f'{path}: randomization.{name} has a bad value {value!r}')
+        values[name] = value
+    return DomainRandomization(**values)

@@ -9,9 +9,12 @@ table (the fingers reach 0.11 m below the flange, so a vertical hand cannot brin
 below about 0.12 m). A null-space pull toward ``home`` keeps ``q*`` a smooth function of the
 goal, which is what makes it easy to imitate.
 
-:meth:`ReachExpert.act` then commands ``k · (q* - reference)`` per control step, scaled down as a
-vector (so joints arrive together) to at most one action unit, and keeps the gripper open.
-The expert reads the true joint state (privileged: no observation noise).
+:meth:`ReachExpert.act` then commands ``k · (q* - q)`` per control step from the measured arm
+position ``q``, scaled down as a vector (so joints arrive together) to at most one action
+unit, and keeps the gripper open. Its action is a function of the observation alone (``q``
+and the goal are both observed), so a learner can imitate it exactly; with the card's
+``last_command`` reference the arm's speed does not drop with the action delay, and the
+gain keeps the delayed loop stable up to several periods of delay.
 """
 
 from __future__ import annotations
@@ -44,7 +47,7 @@ class ExpertGains:
     vertical hand would fold the elbow into its limit.
     """
 
-    gain: float = 0.3
+    gain: float = 0.2
     damping: float = 0.02
     iterations: int = 150
     tolerance: float = 1e-4
@@ -137,16 +140,12 @@ class ReachExpert:
         self.residual = float(np.linalg.norm(goal - data.xpos[index.flange_body]))
         return q
 
-    def act(self, reference: np.ndarray, goal: np.ndarray) -> np.ndarray:
-        """Action (8,) from the arm ``reference`` (7,) rad toward the posture for ``goal`` (3,) m.
-
-        ``reference`` is what the card's action is added to: the last commanded target
-        (``last_command``) or the measured arm position (``measured``).
-        """
+    def act(self, measured: np.ndarray, goal: np.ndarray) -> np.ndarray:
+        """Action (8,) from the ``measured`` arm position (7,) rad toward ``goal`` (3,) m."""
         if self._goal is None or not np.array_equal(goal, self._goal):
             self._posture = self.solve(goal)
             self._goal = np.array(goal, dtype=float)
-        dq = (self._posture - reference[:ARM_DOF]) * self.gains.gain / self.scale
+        dq = (self._posture - measured[:ARM_DOF]) * self.gains.gain / self.scale
         largest = np.max(np.abs(dq))
         if largest > 1.0:
             dq /= largest

@@ -1,0 +1,229 @@
+"""Validation results, the verdict, and the reports: JSON, Markdown, heatmap, DR suggestion.
+
+Verdict: ``pass`` when the mean success over the grid is at least ``pass_mean`` and every
+configuration reaches ``pass_min``; ``marginal`` when the mean is at least
+``marginal_mean``; ``fail`` otherwise. Success rates are fractions in [0, 1].
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+
+from simops_learning.domain import Conditions, DomainRandomization
+
+WORST_SHOWN = 5
+SUGGESTION_MARGIN = 1.25      # factor beyond the worst values a suggested range reaches
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """Verdict thresholds on success rates (fractions)."""
+
+    pass_mean: float = 0.85
+    pass_min: float = 0.60
+    marginal_mean: float = 0.70
+
+
+@dataclass(frozen=True)
+class ConfigResult:
+    """One grid configuration: its conditions and per-episode outcomes."""
+
+    conditions: Conditions
+    success: float                 # fraction of episodes
+    mean_distance: float           # m, final flange-goal distance
+    mean_steps: float              # control steps per episode
+    episodes: int
+
+
+@dataclass(frozen=True)
+class Report:
+    """A validation run and (after :meth:`judge`) its verdict."""
+
+    policy: str
+    sha256: str
+    sim_params: str | None
+    grid: dict[str, list[float]]
+    configs: tuple[ConfigResult, ...]
+    seed: int
+    wall_time_s: float
+    thresholds: Thresholds = field(default_factory=Thresholds)
+    verdict: str = 'unjudged'
+
+    @classmethod
+    def build(cls, policy: Path, sha256: str, sim_params: Path | None,
+              grid: dict[str, list[float]], conditions: list[Conditions],
+              results: list[list[tuple[bool, float, int]]], episodes: int, seed: int,
+              wall_time: float) -> Report:
+        """Aggregate per-episode (success, distance, steps) tuples per configuration."""
+        configs = []
+        for cond, outcome in zip(conditions, results, strict=True):
+            if len(outcome) != episodes:
+                raise RuntimeError(f'{cond}: {len(outcome)} of {episodes} episodes returned')
+            success, distance, steps = (np.array(column, dtype=float)
+                                        for column in zip(*outcome, strict=True))
+            configs.append(ConfigResult(cond, float(success.mean()), float(distance.mean()),
+                                        float(steps.mean()), episodes))
+        return cls(str(policy), sha256, str(sim_params) if sim_params else None, grid,
+                   tuple(configs), seed, round(wall_time, 1))
+
+    @property
+    def mean(self) -> float:
+        """Mean success over the configurations."""
+        return float(np.mean([c.success for c in self.configs]))
+
+    @property
+    def min(self) -> float:
+        """Lowest success of any configuration."""
+        return float(min(c.success for c in self.configs))
+
+    def judge(self, thresholds: Thresholds) -> Report:
+        """A copy with the verdict under ``thresholds``."""
+        t = thresholds
+        verdict = ('pass' if self.mean >= t.pass_mean and self.min >= t.pass_min
+                   else 'marginal' if self.mean >= t.marginal_mean else 'fail')
+        return replace(self, thresholds=thresholds, verdict=verdict)
+
+    def worst(self, count: int = WORST_SHOWN) -> list[ConfigResult]:
+        """The ``count`` configurations with the lowest success, worst first."""
+        return sorted(self.configs, key=lambda c: (c.success, -c.mean_distance))[:count]
+
+    def summary(self) -> str:
+        """One line: verdict, mean and min success."""
+        return (f'verdict: {self.verdict.upper()} (mean success {self.mean:.1%}, min '
+                f'{self.min:.1%} over {len(self.configs)} configurations x '
+                f'{self.configs[0].episodes} episodes)')
+
+    def axes_label(self, config: ConfigResult) -> str:
+        """``friction=0.3 mass=2 delay=1`` for the grid's axes."""
+        values = config.conditions.as_dict()
+        return ' '.join(f'{name}={values[name]:g}' for name in self.grid)
+
+    def suggestion(self, current: DomainRandomization | None = None) -> dict[str, Any]:
+        """Randomisation ranges widened to cover the failing configurations, with margin.
+
+        A configuration fails when its success is below ``pass_min``, or (if none is) when it
+        is among the worst. Factor axes widen to ``[low / margin, high * margin]`` of the
+        failing values; delay and noise to their largest failing value.
+        """
+        current = current or DomainRandomization()
+        failing = [c for c in self.configs if c.success < self.thresholds.pass_min]
+        failing = failing or self.worst()
+        ranges = asdict(current)
+        for name in self.grid:
+            values = [getattr(c.conditions, name) for c in failing]
+            if name == 'delay':
+                ranges[name] = max(int(ranges[name]), int(max(values)))
+            elif name == 'obs_noise':
+                ranges[name] = max(float(ranges[name]), float(max(values)))
+            else:
+                low, high = ranges[name]
+                ranges[name] = [float(min(low, min(values) / SUGGESTION_MARGIN)),
+                                float(max(high, max(values) * SUGGESTION_MARGIN))]
+        ranges['ramp_times'] = list(ranges['ramp_times'])
+        widened = ranges != {**asdict(current), 'ramp_times': list(current.ramp_times)}
+        note = ('ranges widened to cover the failing configurations; retrain with '
+                'simops-train --randomization dr_suggestion.yaml' if widened else
+                'the training ranges already cover the failing configurations: retrain '
+                'longer (--iterations, --episodes) or calibrate the simulator (sim params)')
+        return {'randomization': ranges,
+                'worst_configs': [{**c.conditions.as_dict(), 'success': c.success}
+                                  for c in self.worst()],
+                'note': note}
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready mapping of the whole report."""
+        return {
+            'policy': self.policy, 'sha256': self.sha256, 'sim_params': self.sim_params,
+            'grid': self.grid, 'seed': self.seed, 'wall_time_s': self.wall_time_s,
+            'thresholds': asdict(self.thresholds), 'verdict': self.verdict,
+            'mean_success': self.mean, 'min_success': self.min,
+            'configs': [{**c.conditions.as_dict(), 'success': c.success,
+                         'mean_distance_m': c.mean_distance, 'mean_steps': c.mean_steps,
+                         'episodes': c.episodes} for c in self.configs],
+        }
+
+
+def write_reports(report: Report, directory: Path,
+                  trained: DomainRandomization | None = None) -> list[Path]:
+    """Write validation.json, validation.md, validation_heatmap.png (and the suggestion).
+
+    ``trained``: the ranges the policy was trained with (its card's training metadata),
+    which the suggestion widens; default: the built-in ranges.
+    """
+    directory.mkdir(parents=True, exist_ok=True)
+    paths = [directory / 'validation.json', directory / 'validation.md',
+             directory / 'validation_heatmap.png']
+    paths[0].write_text(json.dumps(report.to_dict(), indent=2) + '\n')
+    write_heatmap(report, paths[2])
+    suggestion = None
+    if report.verdict in ('fail', 'marginal'):
+        suggestion = directory / 'dr_suggestion.yaml'
+        suggestion.write_text(yaml.safe_dump(report.suggestion(trained), sort_keys=False))
+        paths.append(suggestion)
+    paths[1].write_text(markdown(report, paths[2].name, suggestion))
+    return paths
+
+
+def markdown(report: Report, heatmap: str, suggestion: Path | None) -> str:
+    """The human-readable report."""
+    t = report.thresholds
+    lines = [
+        '# Policy validation', '',
+        f'- policy: `{report.policy}` (sha256 `{report.sha256[:16]}…`)',
+        f'- physics: {report.sim_params or "model nominal"}; grid '
+        + ', '.join(f'{k} = {", ".join(f"{v:g}" for v in vs)}' for k, vs in report.grid.items()),
+        f'- {len(report.configs)} configurations × {report.configs[0].episodes} episodes '
+        f'(goal seed {report.seed}, same goals in every configuration), '
+        f'{report.wall_time_s:.0f} s',
+        f'- thresholds: pass when mean ≥ {t.pass_mean:.0%} and min ≥ {t.pass_min:.0%}; '
+        f'marginal when mean ≥ {t.marginal_mean:.0%}',
+        '', f'**Verdict: {report.verdict.upper()}** — mean success {report.mean:.1%}, '
+        f'min {report.min:.1%}', '', f'![success heatmap]({heatmap})', '',
+        '| ' + ' | '.join(report.grid) + ' | success | final distance (mm) | steps |',
+        '|' + '---|' * (len(report.grid) + 3),
+    ]
+    for c in report.configs:
+        values = c.conditions.as_dict()
+        lines.append('| ' + ' | '.join(f'{values[k]:g}' for k in report.grid)
+                     + f' | {c.success:.0%} | {1000 * c.mean_distance:.1f} | '
+                     f'{c.mean_steps:.0f} |')
+    lines += ['', '## Worst configurations', '']
+    lines += [f'- {report.axes_label(c)}: {c.success:.0%}' for c in report.worst()]
+    if suggestion is not None:
+        lines += ['', f'Suggested randomisation update: `{suggestion.name}` '
+                  f'({report.suggestion()["note"]}).']
+    return '\n'.join(lines) + '\n'
+
+
+def write_heatmap(report: Report, path: Path) -> None:
+    """Success heatmap: columns = the last grid axis, rows = the others' combinations."""
+    import matplotlib
+
+    matplotlib.use('Agg')
+    from matplotlib import pyplot as plt
+
+    axes = list(report.grid)
+    columns = report.grid[axes[-1]]
+    rows = len(report.configs) // len(columns)
+    values = np.array([c.success for c in report.configs]).reshape(rows, len(columns))
+    labels = [' '.join(f'{k}={c.conditions.as_dict()[k]:g}' for k in axes[:-1]) or 'all'
+              for c in report.configs[::len(columns)]]
+    figure, ax = plt.subplots(figsize=(1.2 * len(columns) + 3, 0.35 * rows + 1.5))
+    image = ax.imshow(values, vmin=0.0, vmax=1.0, cmap='RdYlGn', aspect='auto')
+    ax.set_xticks(range(len(columns)), [f'{v:g}' for v in columns])
+    ax.set_yticks(range(rows), labels, fontsize=8)
+    ax.set_xlabel(axes[-1])
+    for (i, j), value in np.ndenumerate(values):
+        ax.text(j, i, f'{value:.0%}', ha='center', va='center', fontsize=7)
+    ax.set_title(f'success rate: {report.verdict} (mean {report.mean:.0%}, '
+                 f'min {report.min:.0%})')
+    figure.colorbar(image, ax=ax, fraction=0.05)
+    figure.tight_layout()
+    figure.savefig(path, dpi=90)
+    plt.close(figure)

@@ -1,0 +1,203 @@
+"""``simops-validate``: the validation gate a policy passes before it goes near hardware.
+
+Runs the policy (loaded and checked against its card exactly as the policy node loads it)
+in the env over a grid of physics conditions, each for ``--episodes`` episodes with the same
+goals, in parallel worker processes. Writes ``validation.json``, ``validation.md`` and
+``validation_heatmap.png``; on a marginal or failing verdict also ``dr_suggestion.yaml``, a
+randomisation range update that ``simops-train --randomization`` reads.
+
+Exit codes: 0 pass, 3 marginal, 4 fail, 2 usage or configuration error, 1 runtime error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import multiprocessing
+import sys
+import time
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from simops_core.policy_card import CardError, file_sha256, load_policy_card
+from simops_core.robot_spec import SpecError, load_robot_spec
+from simops_core.sim_params import SimParamsError, load_sim_params
+from simops_learning.domain import Conditions, DomainRandomization, parse_randomization
+from simops_learning.report import Report, Thresholds, write_reports
+
+EXIT_PASS, EXIT_ERROR, EXIT_USAGE, EXIT_MARGINAL, EXIT_FAIL = 0, 1, 2, 3, 4
+VERDICT_EXIT = {'pass': EXIT_PASS, 'marginal': EXIT_MARGINAL, 'fail': EXIT_FAIL}
+DEFAULT_GRID = ('friction=0.3,0.8,1.5', 'mass=0.5,1,2', 'delay=0,1,2,3')
+AXES = tuple(f.name for f in fields(Conditions))
+
+
+class UsageError(ValueError):
+    """A bad command-line value; the message says which and why."""
+
+
+def parse_grid(items: list[str]) -> dict[str, list[float]]:
+    """``['friction=0.3,0.8', 'delay=0,1']`` → ``{'friction': [0.3, 0.8], 'delay': [0, 1]}``."""
+    grid: dict[str, list[float]] = {}
+    for item in items:
+        name, sep, values = item.partition('=')
+        if not sep or name not in AXES:
+            raise UsageError(f'grid axis {item!r} must be NAME=V1,V2,... with NAME one of '
+                             f'{", ".join(AXES)}')
+        try:
+            numbers = [float(v) for v in values.split(',') if v.strip()]
+        except ValueError:
+            raise UsageError(f'grid axis {name!r} has a non-numeric value in {values!r}') \
+                from None
+        if not numbers or any(not np.isfinite(v) or v < 0 for v in numbers):
+            raise UsageError(f'grid axis {name!r} needs finite values >= 0, got {values!r}')
+        if name == 'delay' and any(v != int(v) for v in numbers):
+            raise UsageError(f'delay is in whole control periods, got {values!r}')
+        if name in grid:
+            raise UsageError(f'grid axis {name!r} is given twice')
+        grid[name] = numbers
+    return grid
+
+
+def grid_conditions(grid: dict[str, list[float]]) -> list[Conditions]:
+    """Every combination of the grid's values, the last axis varying fastest."""
+    out = []
+    for values in itertools.product(*grid.values()):
+        point: dict[str, Any] = dict(zip(grid, values, strict=True))
+        if 'delay' in point:
+            point['delay'] = int(point['delay'])
+        out.append(Conditions(**point))
+    return out
+
+
+@dataclass(frozen=True)
+class Task:
+    """Episodes ``episodes`` of grid configuration ``config`` (index into the grid)."""
+
+    config: int
+    conditions: Conditions
+    episodes: range
+    policy: Path
+    card: Path
+    sim_params: Path | None
+    seed: int
+    robot: str
+
+
+def run_task(task: Task) -> tuple[int, list[tuple[bool, float, int]]]:
+    """Worker: load the policy as the node does, run the episodes; (config, results)."""
+    from simops_learning.reach_env import FR3ReachEnv
+    from simops_learning.rollout import run_episodes
+    from simops_policy.model import load_model
+
+    env = FR3ReachEnv(card_path=task.card, sim_params_file=task.sim_params,
+                      conditions=task.conditions, robot=task.robot)
+    model = load_model(task.policy, env.card)
+    results = run_episodes(env, model.infer, task.episodes, task.seed)
+    return task.config, [(r.success, r.distance, r.steps) for r in results]
+
+
+def validate(policy: Path, card: Path, sim_params: Path | None, grid: dict[str, list[float]],
+             episodes: int, workers: int, seed: int, robot: str = 'fr3',
+             progress: bool = True) -> Report:
+    """Run the grid; return the report (not yet written)."""
+    configs = grid_conditions(grid)
+    chunk = max(1, min(episodes, 10))
+    tasks = [Task(i, c, range(start, min(start + chunk, episodes)), policy, card, sim_params,
+                  seed, robot)
+             for i, c in enumerate(configs) for start in range(0, episodes, chunk)]
+    results: list[list[tuple[bool, float, int]]] = [[] for _ in configs]
+    started = time.monotonic()
+    context = multiprocessing.get_context('spawn')
+    with context.Pool(workers) as pool:
+        for done, (config, part) in enumerate(pool.imap_unordered(run_task, tasks), 1):
+            results[config] += part
+            if progress:
+                _progress(done, len(tasks), time.monotonic() - started)
+    if progress:
+        print(file=sys.stderr)
+    return Report.build(policy, file_sha256(policy), sim_params, grid, configs, results,
+                        episodes, seed, time.monotonic() - started)
+
+
+def _progress(done: int, total: int, elapsed: float) -> None:
+    width = 30
+    filled = round(width * done / total)
+    eta = elapsed / done * (total - done)
+    print(f'\rvalidating [{"#" * filled}{"." * (width - filled)}] {done}/{total} tasks, '
+          f'{elapsed:.0f} s elapsed, ~{eta:.0f} s left', end='', file=sys.stderr, flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """CLI entry point; see ``simops-validate --help``."""
+    parser = argparse.ArgumentParser(
+        prog='simops-validate',
+        description='Validate a policy over a grid of physics conditions; exit 0 pass, '
+                    '3 marginal, 4 fail, 2 usage error, 1 runtime error.')
+    parser.add_argument('--policy', required=True, help='TorchScript .pt or .pt2 policy')
+    parser.add_argument('--card', help='policy card (default: policy path with .yaml)')
+    parser.add_argument('--sim-params', help='SimParams YAML (calibrated physics)')
+    parser.add_argument('--grid', nargs='+', default=list(DEFAULT_GRID),
+                        help=f'NAME=V1,V2,... axes from {", ".join(AXES)} '
+                             f'(default: {" ".join(DEFAULT_GRID)})')
+    parser.add_argument('--episodes', type=int, default=30, help='episodes per configuration')
+    parser.add_argument('--workers', type=int, default=2)
+    parser.add_argument('--seed', type=int, default=0, help='goal seed')
+    parser.add_argument('--robot', default='fr3', help='robot spec name or YAML')
+    parser.add_argument('--out', help='report directory (default: the policy\'s directory)')
+    defaults = Thresholds()
+    parser.add_argument('--pass-mean', type=float, default=defaults.pass_mean)
+    parser.add_argument('--pass-min', type=float, default=defaults.pass_min)
+    parser.add_argument('--marginal-mean', type=float, default=defaults.marginal_mean)
+    args = parser.parse_args(argv)
+    try:
+        policy = Path(args.policy)
+        if not policy.is_file():
+            raise UsageError(f'policy {policy} does not exist')
+        card = Path(args.card) if args.card else policy.with_suffix('.yaml')
+        if args.episodes < 1 or args.workers < 1:
+            raise UsageError('--episodes and --workers must be >= 1')
+        thresholds = Thresholds(args.pass_mean, args.pass_min, args.marginal_mean)
+        grid = parse_grid(args.grid)
+        sim_params = Path(args.sim_params) if args.sim_params else None
+        if sim_params is not None:
+            load_sim_params(sim_params)
+        trained = _check_policy(policy, card, args.robot)
+    except (UsageError, SimParamsError, CardError, SpecError, ValueError) as exc:
+        print(f'simops-validate: error: {exc}', file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        report = validate(policy, card, sim_params, grid, args.episodes, args.workers,
+                          args.seed, args.robot)
+        report = report.judge(thresholds)
+        out = Path(args.out) if args.out else policy.parent
+        paths = write_reports(report, out, trained)
+    except Exception as exc:  # report any failure in one line with a distinct exit code
+        print(f'simops-validate: error: {type(exc).__name__}: {exc}', file=sys.stderr)
+        return EXIT_ERROR
+    print(report.summary())
+    print('wrote ' + ', '.join(str(p) for p in paths))
+    return VERDICT_EXIT[report.verdict]
+
+
+def _check_policy(policy: Path, card: Path, robot: str) -> DomainRandomization | None:
+    """Load the card and the model once up front, so a bad pair fails before the grid.
+
+    Returns the randomisation the card says the policy was trained with, if it says.
+    """
+    from simops_policy.model import ModelError, load_model
+
+    spec = load_robot_spec(robot)
+    loaded = load_policy_card(card, spec.joint_names, spec.arm_joints)
+    try:
+        load_model(policy, loaded)
+    except ModelError as exc:
+        raise UsageError(str(exc)) from None
+    table = loaded.training.get('randomization')
+    return parse_randomization(table, f'{card}: training') if table is not None else None
+
+
+if __name__ == '__main__':
+    sys.exit(main())

@@ -1,0 +1,112 @@
+"""The validation gate: grid parsing, verdicts and exit codes, reports, failure feedback, and
+the committed validation of the shipped policy."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+from learning_helpers import POLICY
+from policy_helpers import write_policy
+from ros_helpers import REPO
+
+from simops_core.policy_card import file_sha256
+from simops_learning.domain import Conditions, load_randomization
+from simops_learning.reach_env import FR3ReachEnv
+from simops_learning.report import Report, Thresholds
+from simops_learning.rollout import run_episodes
+from simops_learning.validate import UsageError, grid_conditions, parse_grid
+from simops_policy.model import load_model
+
+VALIDATE = str(REPO / '.venv/bin/simops-validate')
+
+
+def report(successes: list[float]) -> Report:
+    grid = {'mass': [0.5, 1.0, 2.0][:len(successes)]}
+    configs = grid_conditions(grid)
+    results = [[(i < round(10 * s), 0.01, 50) for i in range(10)] for s in successes]
+    return Report.build(Path('p.pt'), '0' * 64, None, grid, configs, results, 10, 0, 1.0)
+
+
+def test_parse_grid() -> None:
+    grid = parse_grid(['friction=0.3,0.8,1.5', 'mass=0.5,1,2', 'delay=0,1,2,3'])
+    assert grid['delay'] == [0, 1, 2, 3]
+    configs = grid_conditions(grid)
+    assert len(configs) == 36 and configs[1] == Conditions(friction=0.3, mass=0.5, delay=1)
+    for bad in (['gravity=1'], ['mass='], ['mass=a'], ['delay=0.5'], ['mass=1', 'mass=2'],
+                ['mass=-1']):
+        with pytest.raises(UsageError):
+            parse_grid(bad)
+
+
+@pytest.mark.parametrize(('successes', 'verdict'), [
+    ([0.9, 0.9, 0.8], 'pass'), ([1.0, 1.0, 0.5], 'marginal'), ([0.9, 0.7, 0.6], 'marginal'),
+    ([0.8, 0.6, 0.6], 'fail')])
+def test_verdicts(successes: list[float], verdict: str) -> None:
+    assert report(successes).judge(Thresholds()).verdict == verdict
+
+
+def test_thresholds_are_configurable() -> None:
+    assert report([0.8, 0.8, 0.8]).judge(Thresholds(0.75, 0.5, 0.6)).verdict == 'pass'
+
+
+def test_suggestion_covers_the_failing_configs(tmp_path: Path) -> None:
+    judged = report([1.0, 0.3, 0.2]).judge(Thresholds())
+    suggestion = judged.suggestion()
+    low, high = suggestion['randomization']['mass']
+    assert low <= 1.0 / 1.25 and high >= 2.0 * 1.25
+    assert [c['mass'] for c in suggestion['worst_configs'][:2]] == [2.0, 1.0]
+    path = tmp_path / 'dr.yaml'
+    path.write_text(yaml.safe_dump(suggestion))
+    assert load_randomization(path).mass == (low, high)   # what simops-train reads
+
+
+def test_failing_policy_fails_with_feedback(tmp_path: Path) -> None:
+    model, _ = write_policy(tmp_path, [0.0] * 8)         # never moves: never succeeds
+    run = subprocess.run([VALIDATE, '--policy', str(model), '--grid', 'mass=1,2',
+                          '--episodes', '1', '--workers', '2', '--out', str(tmp_path / 'r')],
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 4, run.stderr
+    assert 'verdict: FAIL' in run.stdout and 'validating [' in run.stderr
+    result = json.loads((tmp_path / 'r' / 'validation.json').read_text())
+    assert result['verdict'] == 'fail' and result['min_success'] == 0.0
+    assert result['mean_success'] == 0.0 and len(result['configs']) == 2
+    assert result['sha256'] == file_sha256(model)
+    assert (tmp_path / 'r' / 'validation_heatmap.png').stat().st_size > 1000
+    assert 'dr_suggestion.yaml' in (tmp_path / 'r' / 'validation.md').read_text()
+    load_randomization(tmp_path / 'r' / 'dr_suggestion.yaml')
+
+
+@pytest.mark.parametrize('args', [
+    ['--policy', 'missing.pt'], ['--policy', str(POLICY), '--grid', 'gravity=1'],
+    ['--policy', str(POLICY), '--card', str(REPO / 'models/policy/fr3_reach.pt2.yaml')],
+    ['--policy', str(POLICY), '--episodes', '0']])
+def test_usage_errors_exit_2(args: list[str]) -> None:
+    run = subprocess.run([VALIDATE, *args], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 2, run.stderr
+    assert run.stderr.startswith('simops-validate: error:') and len(
+        run.stderr.strip().splitlines()) == 1
+
+
+def test_shipped_policy_passes_its_committed_validation() -> None:
+    result = json.loads((POLICY.parent / 'validation.json').read_text())
+    assert result['sha256'] == file_sha256(POLICY)
+    assert result['grid'] == {'friction': [0.3, 0.8, 1.5], 'mass': [0.5, 1.0, 2.0],
+                              'delay': [0.0, 1.0, 2.0, 3.0]}
+    assert result['verdict'] == 'pass' and result['mean_success'] >= 0.85
+    assert result['min_success'] >= 0.60
+    assert (POLICY.parent / 'validation.md').read_text().count('| ') > 36
+    nominal = json.loads((POLICY.parent / 'nominal' / 'validation.json').read_text())
+    assert nominal['sha256'] == file_sha256(POLICY) and nominal['mean_success'] >= 0.95
+
+
+def test_shipped_policy_reaches_nominal_goals() -> None:
+    """A fresh rollout (not the committed figure): 10 nominal episodes in the env."""
+    env = FR3ReachEnv(card_path=POLICY.with_suffix('.yaml'))
+    model = load_model(POLICY, env.card)
+    results = run_episodes(env, model.infer, range(10), seed=123)
+    assert np.mean([r.success for r in results]) >= 0.9, results
