@@ -45,7 +45,7 @@ def test_sixty_seconds_lossless(tmp_path: Path) -> None:
     bag = read(bag_dir)
     ks = check_streams(bag)  # exact content, unbroken k
     for topic, count in sent.items():
-        assert bag.info()[topic].count == count, topic
+        assert bag.info()[topic].count == count, (topic, bag.info()[topic].count, count)
         np.testing.assert_array_equal(ks[topic], np.arange(count))
     data = metadata(bag_dir)['custom_data']
     assert data['simops.messages_lost'] == '0'

@@ -12,7 +12,8 @@ Message k on every topic carries k in its content, so a reader can check that a 
 
 Topic names, types and QoS come from config/topics.yaml (``--best-effort`` overrides the
 joint state reliability, as franka_ros2's convenience topics do; ``--depth`` its history).
-The publisher waits until every topic has ``--subscribers`` subscriptions, publishes for
+The publisher waits until every topic has ``--subscribers`` subscriptions (plus
+``--settle`` s for the subscribers to match it in turn), publishes for
 ``--duration`` s, lingers so reliable samples are delivered, then prints
 ``published <topic> <count>`` lines.
 """
@@ -42,6 +43,8 @@ def main() -> int:
     parser.add_argument('--depth', type=int, default=0,
                         help='joint state history depth (default: config/topics.yaml)')
     parser.add_argument('--joint-states-only', action='store_true')
+    parser.add_argument('--settle', type=float, default=0.5,
+                        help='s to wait after the subscriptions matched')
     args = parser.parse_args()
 
     topics = load_topics()
@@ -71,6 +74,9 @@ def main() -> int:
             print('publisher: no subscriber after 30 s', file=sys.stderr)
             return 1
         time.sleep(0.02)
+    # A writer can see a reader match before the reader has matched the writer (DDS
+    # discovery is not symmetric); samples sent in between are dropped by the reader.
+    time.sleep(args.settle)
     if not args.joint_states_only:
         goal = PoseStamped()
         goal.header.frame_id = 'fr3_link0'
