@@ -252,7 +252,7 @@ class Recorder(Node):
         type_hash = (offered_hash if offered_hash.startswith('RIHS01_')
                      else self.typestore.hash_rihs01(msgtype))
         return StoredTopic(name, msgtype, msgdef, type_hash,
-                         tuple(_bag_qos(o.qos_profile) for o in offers))
+                           tuple(_bag_qos(o.qos_profile) for o in offers))
 
     def _subscribe(self, spec: StoredTopic, offers: list[TopicEndpointInfo]) -> None:
         package, _, type_name = spec.type.split('/')

@@ -139,7 +139,7 @@ def _salvage_mcap(file: Path) -> _Salvage:
                     type_hash = typestore.hash_rihs01(schema.name)
                 qos = parse_qos(record.metadata.get('offered_qos_profiles', ''))
                 topics.append(StoredTopic(record.topic, schema.name, schema.data.decode(),
-                                        type_hash, tuple(qos)))
+                                          type_hash, tuple(qos)))
             elif isinstance(record, Message):
                 messages.append((channels[record.channel_id].topic, record.log_time,
                                  bytes(record.data)))
@@ -155,7 +155,7 @@ def _salvage_sqlite3(file: Path) -> _Salvage:
                             'type_description_hash FROM topics ORDER BY id').fetchall()
         names = {row[0]: row[1] for row in rows}
         topics = [StoredTopic(name, msgtype, definitions.get(msgtype, ''), type_hash,
-                            tuple(parse_qos(qos)))
+                              tuple(parse_qos(qos)))
                   for _, name, msgtype, qos, type_hash in rows]
         messages = [(names[topic_id], int(timestamp), bytes(data))
                     for topic_id, timestamp, data in conn.execute(
