@@ -15,6 +15,8 @@ diagnostics. Parameters, topics and services follow docs/interfaces.md.
 - ``joint_states``: names, position, velocity, effort for the arm and fingers every
   1 / ``joint_state_rate`` s of sim time; effort is the actuator torque including the
   gravity-holding torque, like Franka's measured ``tau_J`` (see :mod:`simops_sim.physics`).
+  ``joint_state_noise`` (rad std, seeded with ``seed``) adds measurement noise to the
+  published positions only; the physics never sees it.
 - ``ee_pose`` (flange) and ``object_pose`` at 100 Hz of sim time in ``spec.base_frame``.
 - A streamed ``joint_commands`` target older than ``command_timeout`` s of sim time is
   replaced by a hold of the current position; a trajectory holds its last point.
@@ -163,6 +165,9 @@ class SimNode(Node):
                                               'holds position (s)', 0.001, 3600.0)),
             ('viewer', False, describe('MuJoCo passive viewer when a display exists')),
             ('initial_keyframe', 'home', describe('keyframe at start and on reset')),
+            ('joint_state_noise', 0.0, describe('std of the Gaussian noise added to published '
+                                                'joint positions (rad; m for fingers), seeded '
+                                                'with seed', 0.0, 0.1)),
         ]
         try:
             for name, default, descriptor in declarations:
@@ -184,6 +189,9 @@ class SimNode(Node):
         self.keyframe = value('initial_keyframe').value
         self.publish_clock = bool(value('publish_clock').value)
         self.rng = np.random.default_rng(int(value('seed').value))
+        self.joint_state_noise = float(value('joint_state_noise').value)
+        # A generator of its own, so noise never shifts the randomisation sequence.
+        self.noise_rng = np.random.default_rng([int(value('seed').value), 1])
         model_path = value('model').value
         try:
             self.spec = load_robot_spec(value('robot').value)
@@ -379,6 +387,9 @@ class SimNode(Node):
         if force_all or index % self._state_every == 0:
             nanoseconds = round(self.physics.time * 1e9)
             self.physics.read_joints(self._state_wire.rows)
+            if self.joint_state_noise:
+                position = self._state_wire.rows[0]
+                position += self.noise_rng.normal(0.0, self.joint_state_noise, position.size)
             self._state_pub.publish(self._state_wire.encode(nanoseconds))
             self.counters.joint_states += 1
             if self.publish_clock:
