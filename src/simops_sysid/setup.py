@@ -22,6 +22,9 @@ setup(
     ),
     license='Apache-2.0',
     entry_points={
-        'console_scripts': [],
+        'console_scripts': [
+            'fit = simops_sysid.fit_cli:cli',
+            'excite = simops_sysid.excite_node:main',
+        ],
     },
 )

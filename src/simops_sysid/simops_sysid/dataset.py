@@ -1,0 +1,236 @@
+"""Identification data from rosbag2 bags: aligned, resampled and split into sequences.
+
+Bags are read only through the shared reader (:mod:`simops_core.bag_reader`,
+:mod:`simops_core.trajectory`). Joint states are found by message type and joint names (the
+real arm publishes them on /franka/joint_states, the simulator on /joint_states); commands
+come from a ``JointTrajectory`` topic or the ``joint_commands`` topic of config/topics.yaml.
+
+Clocks: joint states carry header stamps (sim time on the stand-in, the robot's clock on a
+real arm); streamed commands and unstamped trajectories carry only the bag's receive time.
+The receive clock is mapped onto the stamp clock with the smallest observed
+``receive - stamp`` of the joint states (the transport latency floor); what remains of the
+latency is absorbed by the fitted command delay.
+
+Every array is in the robot spec's joint order; times are s on the joint-state clock,
+relative to the recording's first joint state.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from simops_core.bag_reader import BagError, RawBag, message_typestore, read_bag
+from simops_core.robot_spec import RobotSpec
+from simops_core.topics import TopicSpec
+from simops_core.trajectory import (
+    FLOAT_ARRAY,
+    JOINT_STATE,
+    TRAJECTORY,
+    command_series,
+    joint_series,
+)
+from simops_sim.trajectory import TrajectoryError, TrajectoryGoal, parse_trajectory
+from simops_sysid.replay import CommandLog, physics_targets
+
+STREAM_HOLD = 0.5           # s a streamed command stays in force (the node's command_timeout)
+MIN_SEQUENCE = 2.0          # s, shortest sequence worth fitting
+MAX_GAP = 0.05              # s, longest gap between joint states inside the data
+
+
+class DataError(ValueError):
+    """A bag cannot be used for identification; the one-line message names the problem."""
+
+
+@dataclass(frozen=True)
+class Recording:
+    """One bag's joint states and commands.
+
+    ``t`` (N,) s; ``q``, ``qd``, ``effort`` (N, 9) rad, rad/s, N*m in ``spec.joint_names``
+    order; ``commands`` on the same clock; ``joint_states_topic`` where the states came from.
+    """
+
+    bag: Path
+    joint_states_topic: str
+    t: np.ndarray
+    q: np.ndarray
+    qd: np.ndarray
+    effort: np.ndarray
+    commands: CommandLog
+
+    @property
+    def command_span(self) -> tuple[float, float]:
+        """(start, end) s of the data a replay can reproduce: commanded, plus the final hold."""
+        start = max(float(self.commands.t[0]), float(self.t[0]))
+        hold = STREAM_HOLD if self.commands.targets is not None else np.inf
+        return start, float(min(self.t[-1], self.commands.t[-1] + hold))
+
+
+@dataclass(frozen=True)
+class SequenceData:
+    """One replay sequence, starting from its measured state.
+
+    ``t0`` s is the start; the replay runs ``targets.shape[0] - history`` physics steps of
+    ``dt`` s. ``targets`` (history + T, 7) rad are the undelayed arm targets, the first
+    ``history`` rows commanded before ``t0``; ``gripper`` m the gripper target. ``qpos0``,
+    ``qvel0`` (9,) the measured state at ``t0``. ``t`` (K,) s the measurement times inside
+    ``(t0, t0 + T dt]``, ``q``, ``qd``, ``effort`` (K, 7) the measured arm joints there.
+    """
+
+    name: str
+    t0: float
+    dt: float
+    history: int
+    targets: np.ndarray
+    gripper: float
+    qpos0: np.ndarray
+    qvel0: np.ndarray
+    t: np.ndarray
+    q: np.ndarray
+    qd: np.ndarray
+    effort: np.ndarray
+
+    @property
+    def steps(self) -> int:
+        """Physics steps the replay runs."""
+        return self.targets.shape[0] - self.history
+
+    @property
+    def duration(self) -> float:
+        """S of replayed motion."""
+        return self.steps * self.dt
+
+
+def load_recording(bag: str | Path, spec: RobotSpec, topics: dict[str, TopicSpec]) -> Recording:
+    """Read ``bag``'s joint states and commands; raise :class:`DataError` naming the problem."""
+    try:
+        listing = read_bag(bag, topics=())
+    except BagError as exc:
+        raise DataError(str(exc)) from None
+    counts = {name: t.count for name, t in listing.topics.items()}
+    if not any(counts.values()):
+        raise DataError(f'{bag}: the bag is empty (no messages on any topic)')
+    states = [n for n, t in listing.topics.items() if t.type == JOINT_STATE and t.count]
+    commands = [n for n, t in listing.topics.items() if t.count and (
+        t.type == TRAJECTORY or (t.type == FLOAT_ARRAY and n == topics['joint_commands'].name))]
+    have = ', '.join(f'{n} ({t.type}, {t.count})' for n, t in listing.topics.items())
+    if not states:
+        raise DataError(f'{bag}: no sensor_msgs/msg/JointState topic with messages; the bag '
+                        f'has {have}')
+    if not commands:
+        raise DataError(f'{bag}: no command topic ({topics["joint_commands"].name} or a '
+                        f'trajectory_msgs/msg/JointTrajectory topic) with messages; the bag '
+                        f'has {have}')
+    raw = read_bag(bag, topics=[*states, *commands])
+    store = message_typestore(raw)
+    topic, series = _joint_states(raw, states, spec, store)
+    stamps = np.array([m.header.stamp.sec + 1e-9 * m.header.stamp.nanosec
+                       for m in raw.decode(topic, store)])
+    received = np.asarray(raw.topics[topic].log_time, dtype=np.int64) * 1e-9
+    if np.any(np.diff(stamps) <= 0):
+        k = int(np.flatnonzero(np.diff(stamps) <= 0)[0])
+        raise DataError(f'{bag}: {topic} header stamps are not strictly increasing (message '
+                        f'{k + 1} at {stamps[k + 1]:.6f} s follows {stamps[k]:.6f} s)')
+    if not np.all(np.isfinite(series.position[:, :len(spec.arm_joints)])):
+        raise DataError(f'{bag}: {topic} lacks a position for some arm joint in some messages')
+    offset = float(np.min(received - stamps)) if np.all(stamps > 0) else 0.0
+    origin = float(series.t[0])
+    command_topic = max(commands, key=lambda n: raw.topics[n].count)
+    log = _commands(raw, command_topic, spec, store, offset, origin)
+    return Recording(Path(bag), topic, series.t - origin, series.position, series.velocity,
+                     np.nan_to_num(series.effort), log)
+
+
+def _joint_states(raw: RawBag, candidates: list[str], spec: RobotSpec, store: object
+                  ) -> tuple[str, object]:
+    """The JointState topic that names every arm joint (the most messages wins)."""
+    found: dict[str, tuple[str, ...]] = {}
+    best = None
+    for topic in sorted(candidates, key=lambda n: -raw.topics[n].count):
+        first = next(raw.decode(topic, store))
+        names = tuple(first.name)
+        found[topic] = names
+        if set(spec.arm_joints) <= set(names):
+            best = topic
+            break
+    if best is None:
+        detail = '; '.join(f'{t} has {list(n)}' for t, n in found.items())
+        raise DataError(f'{raw.path}: joint names do not match robot {spec.name} (expected '
+                        f'{", ".join(spec.arm_joints)}): {detail}')
+    return best, joint_series(raw, best, spec.joint_names, store)
+
+
+def _commands(raw: RawBag, topic: str, spec: RobotSpec, store: object, offset: float,
+              origin: float) -> CommandLog:
+    """Commands of ``topic`` on the joint-state clock, relative to ``origin`` s."""
+    arm = spec.arm_joints
+    if raw.topics[topic].type == FLOAT_ARRAY:
+        series = command_series(raw, topic, arm, store)
+        return CommandLog(topic, series.t - offset - origin, targets=series.position)
+    goals: list[TrajectoryGoal] = []
+    arrival = []
+    for msg, received in zip(raw.decode(topic, store), raw.topics[topic].log_time, strict=True):
+        stamp = msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec
+        try:
+            goal = parse_trajectory(
+                list(msg.joint_names),
+                [p.time_from_start.sec + 1e-9 * p.time_from_start.nanosec for p in msg.points],
+                [list(p.positions) for p in msg.points],
+                [list(p.velocities) for p in msg.points], arm,
+                stamp - origin if stamp > 0 else None)
+        except TrajectoryError as exc:
+            raise DataError(f'{raw.path}: {topic} message {len(goals)}: {exc}') from None
+        goals.append(goal)
+        arrival.append(received * 1e-9 - offset - origin)
+    order = np.argsort(arrival, kind='stable')
+    return CommandLog(topic, np.asarray(arrival)[order], goals=tuple(goals[i] for i in order))
+
+
+def split_sequences(rec: Recording, dt: float, length: float, rate: float,
+                    history: int, joints: Sequence[int]) -> list[SequenceData]:
+    """Cut ``rec``'s commanded span into sequences of about ``length`` s.
+
+    Each sequence starts on a joint-state sample with its measured state; measurements are
+    decimated to about ``rate`` Hz; ``joints`` are the arm-joint indices that are fitted.
+    Raises :class:`DataError` when the span is shorter than :data:`MIN_SEQUENCE` or the
+    joint states have gaps.
+    """
+    start, end = rec.command_span
+    if end - start < MIN_SEQUENCE:
+        raise DataError(f'{rec.bag}: too little data: {max(end - start, 0.0):.2f} s of commanded '
+                        f'motion, need at least {MIN_SEQUENCE:g} s')
+    inside = (rec.t >= start) & (rec.t <= end)
+    gaps = np.diff(rec.t[inside])
+    if gaps.size and gaps.max() > MAX_GAP:
+        at = float(rec.t[inside][int(np.argmax(gaps))])
+        raise DataError(f'{rec.bag}: {rec.joint_states_topic} has a {gaps.max() * 1e3:.0f} ms '
+                        f'gap at {at:.3f} s (more than {MAX_GAP * 1e3:.0f} ms); record again')
+    period = float(np.median(np.diff(rec.t)))
+    every = max(1, round(1.0 / (rate * period)))
+    count = max(1, round((end - start) / length))
+    edges = np.linspace(start, end, count + 1)
+    index = np.searchsorted(rec.t, edges[0])
+    t0 = float(rec.t[index])
+    total = int((end - t0) / dt)
+    arm = np.asarray(joints, dtype=int)
+    initial = rec.q[index, :7]
+    targets = physics_targets(rec.commands, t0 - history * dt, total + history, dt, initial)
+    width = float(rec.q[index, 7:].sum())
+    sequences = []
+    for i in range(count):
+        first = int(np.searchsorted(rec.t, edges[i]))
+        s0 = float(rec.t[first])
+        k0 = round((s0 - t0) / dt)
+        steps = int((edges[i + 1] - s0) / dt)
+        if steps * dt < MIN_SEQUENCE / 2:
+            continue
+        sel = np.flatnonzero((rec.t > s0) & (rec.t <= s0 + steps * dt))[::every]
+        sequences.append(SequenceData(
+            name=f'{rec.bag.name}[{i}]', t0=s0, dt=dt, history=history,
+            targets=targets[k0:k0 + history + steps], gripper=width,
+            qpos0=rec.q[first].copy(), qvel0=rec.qd[first].copy(), t=rec.t[sel],
+            q=rec.q[sel][:, arm], qd=rec.qd[sel][:, arm], effort=rec.effort[sel][:, arm]))
+    return sequences

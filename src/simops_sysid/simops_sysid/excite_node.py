@@ -1,0 +1,218 @@
+"""``ros2 run simops_sysid excite``: a safe excitation trajectory for system identification.
+
+A thin node over :func:`simops_sysid.excitation.fourier_excitation` and the policy's safety
+pipeline (:mod:`simops_core.safety`): at ``control_rate`` Hz it takes the next sample of
+the trajectory as the wanted target, blends in from the measured position over the ramp,
+runs it through ``safety.step`` (position limits minus a margin, ``amplitude_fraction`` of
+the velocity and acceleration limits) and publishes it on the command topic the policy uses
+(``joint_commands`` or ``joint_trajectory``, config/topics.yaml). Without a joint state
+newer than :data:`STALE_STATE` s it holds. When the trajectory is done it holds ``home``
+for a moment and exits with code 0. Parameters are in docs/interfaces.md.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+import rclpy
+from builtin_interfaces.msg import Duration
+from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor
+from rclpy.exceptions import InvalidParameterTypeException, InvalidParameterValueException
+from rclpy.executors import ExternalShutdownException
+from rclpy.node import Node
+from rclpy.qos import QoSProfile
+from rclpy.serialization import deserialize_message
+from sensor_msgs.msg import JointState
+from std_msgs.msg import Float64MultiArray
+from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
+
+from simops_core import safety
+from simops_core.robot_spec import SpecError, load_robot_spec
+from simops_core.topics import TopicConfigError, load_topics
+from simops_sysid.excitation import ExcitationError, fourier_excitation
+
+NODE_NAME = 'excite'
+COMMAND_INTERFACES = ('float64_array', 'joint_trajectory')
+JOINT_LIMIT_MARGIN = 0.05   # rad kept clear of the position limits, as the policy's default
+STALE_STATE = 0.1           # s; an older joint state means hold
+RAMP = 3.0                  # s blending in from the measured position
+FINAL_HOLD = 1.0            # s of holding home before exiting
+
+
+class ConfigError(Exception):
+    """A bad parameter or configuration file; the message says what and how to fix it."""
+
+
+class ExciteNode(Node):
+    """Publishes the excitation through the safety pipeline, one target per control period."""
+
+    def __init__(self) -> None:
+        super().__init__(NODE_NAME)
+        self._declare_parameters()
+        value = self.get_parameter
+        self.interface = value('command_interface').value
+        if self.interface not in COMMAND_INTERFACES:
+            raise ConfigError(f'command_interface {self.interface!r} is unknown; use '
+                              f'{" or ".join(COMMAND_INTERFACES)}')
+        self.rate = float(value('control_rate').value)
+        self.period = 1.0 / self.rate
+        fraction = float(value('amplitude_fraction').value)
+        try:
+            self.spec = load_robot_spec(value('robot').value)
+            topics = load_topics()
+            self.excitation = fourier_excitation(
+                self.spec, float(value('duration').value), int(value('seed').value), fraction,
+                self.rate, ramp=RAMP)
+            self.limits = safety.SafetyLimits.from_spec(self.spec, self.period, fraction,
+                                                        JOINT_LIMIT_MARGIN)
+        except SpecError as exc:
+            raise ConfigError(f'{exc}; fix the robot spec or the robot parameter') from None
+        except TopicConfigError as exc:
+            raise ConfigError(f'{exc}; fix config/topics.yaml') from None
+        except (ExcitationError, safety.SafetyConfigError) as exc:
+            raise ConfigError(f'{exc}; change the parameter') from None
+        joints = len(self.spec.arm_joints)
+        self.mapping = safety.ActionMapping(
+            arm_index=np.arange(joints), gripper_index=None, clip=float(2 * np.pi), scale=1.0,
+            reference='last_command', lpf_alpha=1.0)
+        key = 'joint_commands' if self.interface == 'float64_array' else 'joint_trajectory'
+        topic = topics[key]
+        message = Float64MultiArray if self.interface == 'float64_array' else JointTrajectory
+        self._command_pub = self.create_publisher(
+            message, topic.name, QoSProfile(**topic.qos.as_profile_kwargs()))
+        state = topics['joint_states']
+        self.create_subscription(JointState, state.name, self._on_joint_state,
+                                 QoSProfile(**state.qos.as_profile_kwargs()), raw=True)
+        self._latest: tuple[bytes, float] | None = None
+        self._columns: np.ndarray | None = None
+        self._safety: safety.SafetyState | None = None
+        self._tick = 0
+        self._holds = 0
+        self.finished = False
+        self.create_timer(self.period, self._on_tick)
+        self.get_logger().info(
+            f'exciting {joints} joints for {self.excitation.duration:g} s at {self.rate:g} Hz '
+            f'(seed {value("seed").value}, {fraction:g} of the limits) on {topic.name}; '
+            f'waiting for {state.name}')
+
+    def _declare_parameters(self) -> None:
+        def describe(text: str, low: float | None = None, high: float | None = None,
+                     integer: bool = False) -> ParameterDescriptor:
+            descriptor = ParameterDescriptor(description=text)
+            if integer and low is not None:
+                descriptor.integer_range = [IntegerRange(from_value=int(low),
+                                                         to_value=int(high), step=1)]
+            elif low is not None:
+                descriptor.floating_point_range = [FloatingPointRange(
+                    from_value=low, to_value=high, step=0.0)]
+            return descriptor
+
+        declarations = [
+            ('robot', 'config/robot/fr3.yaml', describe('robot spec YAML or name')),
+            ('duration', 60.0, describe('excitation length including the ramps (s)',
+                                        6.0, 3600.0)),
+            ('seed', 0, describe('seed of the Fourier coefficients', 0, 2**31 - 1,
+                                 integer=True)),
+            ('amplitude_fraction', 0.25, describe(
+                'fraction of the position room around home and of the velocity and '
+                'acceleration limits', 0.01, 1.0)),
+            ('command_interface', 'float64_array', describe(
+                'float64_array (joint_commands) or joint_trajectory')),
+            ('control_rate', 50.0, describe('command rate (Hz)', 1.0, 1000.0)),
+        ]
+        try:
+            for name, default, descriptor in declarations:
+                self.declare_parameter(name, default, descriptor)
+        except (InvalidParameterValueException, InvalidParameterTypeException) as exc:
+            raise ConfigError(f'{exc}; see the parameter table in docs/interfaces.md') from None
+
+    def _on_joint_state(self, payload: bytes) -> None:
+        self._latest = (payload, self.get_clock().now().nanoseconds * 1e-9)
+
+    def _measured(self) -> np.ndarray | None:
+        """The newest arm position (7,) rad, or None when missing or stale."""
+        if self._latest is None:
+            return None
+        payload, received = self._latest
+        if self.get_clock().now().nanoseconds * 1e-9 - received > STALE_STATE:
+            return None
+        msg = deserialize_message(payload, JointState)
+        if self._columns is None:
+            names = list(msg.name)
+            missing = [j for j in self.spec.arm_joints if j not in names]
+            if missing:
+                self.get_logger().warning(f'joint_states lacks {missing[0]}; holding',
+                                          throttle_duration_sec=1.0)
+                return None
+            self._columns = np.array([names.index(j) for j in self.spec.arm_joints])
+        position = np.asarray(msg.position, dtype=float)
+        if position.size <= self._columns.max():
+            return None
+        return position[self._columns]
+
+    def _on_tick(self) -> None:
+        measured = self._measured()
+        if measured is None:
+            if self._safety is not None:
+                self.get_logger().warning('no fresh joint state; holding',
+                                          throttle_duration_sec=1.0)
+                self._safety = safety.hold(self._safety)
+                self._publish(self._safety.target)
+            return
+        if self._safety is None:
+            try:
+                self._safety = safety.start(measured, 0.0, self.limits)
+            except (safety.OutsideLimitsError, ValueError) as exc:
+                self.get_logger().error(f'cannot start: {exc}', throttle_duration_sec=1.0)
+                return
+            self.get_logger().info('joint states received; exciting')
+        samples = self.excitation.q
+        if self._tick >= samples.shape[0]:
+            self._holds += 1
+            self.finished = self._holds * self.period >= FINAL_HOLD
+            self._publish(self._safety.target)
+            return
+        wanted = samples[self._tick]
+        blend = min(1.0, self._tick * self.period / RAMP)
+        out = safety.step(self._safety, wanted - self._safety.target, measured, blend,
+                          self.limits, self.mapping)
+        self._safety = out.state
+        self._tick += 1
+        self._publish(out.state.target)
+
+    def _publish(self, target: np.ndarray) -> None:
+        if self.interface == 'float64_array':
+            self._command_pub.publish(Float64MultiArray(data=target.tolist()))
+            return
+        nanoseconds = round(self.period * 1e9)
+        point = JointTrajectoryPoint(positions=target.tolist(), time_from_start=Duration(
+            sec=nanoseconds // 1_000_000_000, nanosec=nanoseconds % 1_000_000_000))
+        self._command_pub.publish(JointTrajectory(joint_names=list(self.spec.arm_joints),
+                                                  points=[point]))
+
+
+def main(args: list[str] | None = None) -> int:
+    """Run the node; 0 when the excitation completed or on SIGINT, 2 on a config error."""
+    rclpy.init(args=args)
+    node = None
+    try:
+        node = ExciteNode()
+        while rclpy.ok() and not node.finished:
+            rclpy.spin_once(node)
+        if node.finished:
+            node.get_logger().info('excitation finished at home')
+    except ConfigError as exc:
+        print(f'{NODE_NAME}: error: {exc}', file=sys.stderr)
+        return 2
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    finally:
+        if node is not None:
+            node.destroy_node()
+        rclpy.try_shutdown()
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())

@@ -1,0 +1,246 @@
+"""``ros2 run simops_sysid fit``: fit the simulator's physics to recorded bags.
+
+Reads bags (:mod:`simops_sysid.dataset`), fits with mujoco.sysid
+(:mod:`simops_sysid.fitting`), writes a SimParams YAML with provenance and, with
+``--report``, a report directory (:mod:`simops_sysid.report`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import hashlib
+import logging
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from simops_core.bag_reader import METADATA_FILE, read_metadata, storage_files
+from simops_core.paths import resolve_resource
+from simops_core.robot_spec import SpecError, load_robot_spec
+from simops_core.sim_params import SimParamsError, save_sim_params
+from simops_core.topics import TopicConfigError, load_topics
+from simops_sim.physics import ModelError
+from simops_sysid import fitting, parameters
+from simops_sysid.dataset import (
+    DataError,
+    Recording,
+    SequenceData,
+    load_recording,
+    split_sequences,
+)
+from simops_sysid.lag import estimate_delay
+from simops_sysid.report import write_report
+
+PROG = 'fit'
+EXIT_OK = 0
+EXIT_USAGE = 2        # bad command line (argparse's code)
+EXIT_DATA = 3         # a bag cannot be used
+EXIT_CONFIG = 4       # robot spec, model or topics file cannot be used
+EXIT_FIT = 5          # the fit produced no usable result
+DEFAULT_KINDS = 'damping,armature,frictionloss,kp,kv,delay'
+HISTORY = 0.06        # s of command history kept before each sequence (> the delay bound)
+
+
+class UsageError(ValueError):
+    """A command-line value that argparse cannot check by itself."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The command-line interface."""
+    parser = argparse.ArgumentParser(
+        prog=PROG, formatter_class=argparse.RawDescriptionHelpFormatter,
+        description='Fit the simulator\'s physics (SimParams) to recorded bags by open-loop '
+                    'replay of the recorded commands (mujoco.sysid).',
+        epilog='exit codes:\n'
+               f'  {EXIT_OK}  fitted; the SimParams file (and the report) are written\n'
+               f'  {EXIT_USAGE}  bad command line\n'
+               f'  {EXIT_DATA}  a bag cannot be used (empty, missing topics, joint names that '
+               'do not match,\n     non-monotonic stamps, too little data)\n'
+               f'  {EXIT_CONFIG}  the robot spec, model or topics file cannot be used\n'
+               f'  {EXIT_FIT}  the fit produced no usable result (non-finite cost)')
+    parser.add_argument('--bag', action='append', required=True, type=Path, metavar='DIR',
+                        help='rosbag2 directory to fit (repeat for several)')
+    parser.add_argument('--holdout', action='append', default=[], type=Path, metavar='DIR',
+                        help='rosbag2 directory only evaluated, never fitted (repeatable)')
+    parser.add_argument('--robot', default='fr3', help='robot spec name or YAML (default fr3)')
+    parser.add_argument('--model', default='models/fr3/scene.xml',
+                        help='MJCF the simulator runs (default models/fr3/scene.xml)')
+    parser.add_argument('--params', default=DEFAULT_KINDS,
+                        help=f'comma-separated kinds from {",".join(parameters.KINDS)} '
+                             f'(default {DEFAULT_KINDS})')
+    parser.add_argument('--joints', default='',
+                        help='comma-separated arm joints to fit (default: all)')
+    parser.add_argument('--out', default='config/sim_params.yaml', type=Path,
+                        help='SimParams YAML to write (default config/sim_params.yaml)')
+    parser.add_argument('--report', type=Path, metavar='DIR',
+                        help='write plots and summary.md into DIR')
+    parser.add_argument('--sequence-length', type=float, default=10.0, metavar='S',
+                        help='split recordings into sequences of about S s (5-20; default 10)')
+    parser.add_argument('--rate', type=float, default=100.0, metavar='HZ',
+                        help='measurement rate the residual uses (default 100 Hz)')
+    parser.add_argument('--grouped-iters', type=int, default=10, metavar='N',
+                        help='LM iterations with the Jacobian finite-differenced per '
+                             'parameter kind (default 10)')
+    parser.add_argument('--full-iters', type=int, default=2, metavar='N',
+                        help='then LM iterations with it finite-differenced per parameter '
+                             '(>= 1, default 2)')
+    parser.add_argument('--threads', type=int, default=os.cpu_count() or 1,
+                        help='rollout threads (default: all cores)')
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the fit; return one of the exit codes listed in ``--help``."""
+    parser = build_parser()
+    options = parser.parse_args(argv)
+    logging.getLogger('absl').setLevel(logging.ERROR)  # mujoco.sysid's per-sequence notes
+    try:
+        return _run(options)
+    except UsageError as exc:
+        return _fail(EXIT_USAGE, str(exc))
+    except DataError as exc:
+        return _fail(EXIT_DATA, str(exc))
+    except (SpecError, TopicConfigError, ModelError, SimParamsError, FileNotFoundError) as exc:
+        return _fail(EXIT_CONFIG, str(exc))
+    except ValueError as exc:  # MuJoCo's MJCF parser
+        return _fail(EXIT_CONFIG, ' '.join(str(exc).split()))
+
+
+def _fail(code: int, message: str) -> int:
+    print(f'{PROG}: error: {message}', file=sys.stderr)
+    return code
+
+
+def _run(options: argparse.Namespace) -> int:
+    if not 5.0 <= options.sequence_length <= 20.0:
+        raise UsageError(f'--sequence-length {options.sequence_length} s is outside 5-20 s')
+    if not 10.0 <= options.rate <= 1000.0:
+        raise UsageError(f'--rate {options.rate} Hz is outside 10-1000 Hz')
+    if options.grouped_iters < 0 or options.full_iters < 1:
+        raise UsageError('--grouped-iters must be >= 0 and --full-iters >= 1')
+    try:
+        kinds = parameters.parse_kinds(options.params)
+    except parameters.ParameterError as exc:
+        raise UsageError(str(exc)) from None
+    robot = load_robot_spec(options.robot)
+    joint_names = [j.strip() for j in options.joints.split(',') if j.strip()] or list(
+        robot.arm_joints)
+    unknown = [j for j in joint_names if j not in robot.arm_joints]
+    if unknown:
+        raise UsageError(f'--joints names {unknown[0]!r}, not an arm joint of {robot.name} '
+                         f'({", ".join(robot.arm_joints)})')
+    joints = [robot.arm_joints.index(j) for j in joint_names]
+    topics = load_topics()
+    model_path = resolve_resource(options.model)
+    fit_model = fitting.load_fit_model(model_path, robot)
+    base = fitting.nominal(fit_model)
+    dt = float(fit_model.model.opt.timestep)
+    history = int(np.ceil(HISTORY / dt))
+
+    def sequences(bags: Sequence[Path]) -> tuple[list[SequenceData], list[Recording]]:
+        out, recordings = [], []
+        for bag in bags:
+            recording = load_recording(bag, robot, topics)
+            recordings.append(recording)
+            out += split_sequences(recording, dt, options.sequence_length, options.rate,
+                                   history, joints)
+            print(f'{bag}: {recording.joint_states_topic} + {recording.commands.source}, '
+                  f'{len(out)} sequences so far', flush=True)
+        return out, recordings
+
+    train, recordings = sequences(options.bag)
+    held, _ = sequences(options.holdout)
+    params = parameters.build_parameters(base, kinds, joint_names, fit_model.index.mass_bodies)
+    if parameters.DELAY in params and all(np.any(r.effort[:, :7]) for r in recordings):
+        guess = float(np.median([estimate_delay(r, dt, parameters.MAX_DELAY)
+                                 for r in recordings]))
+        params[parameters.DELAY].update_from_vector(np.array([guess]))
+        print(f'command delay starts from {guess * 1e3:.1f} ms (targets vs effort '
+              'cross-correlation)', flush=True)
+    problem = fitting.make_problem(fit_model, train, joints, base, threads=options.threads)
+    seconds = sum(s.duration for s in train)
+    print(f'fitting {params.size} parameters ({",".join(kinds)}) to {len(train)} sequences, '
+          f'{seconds:.1f} s', flush=True)
+
+    def progress(iteration: int, objective: float, elapsed: float) -> None:
+        print(f'iteration {iteration:3d}  objective {objective:.6g}  {elapsed:7.1f} s',
+              flush=True)
+
+    result = fitting.fit(problem, params, base, (options.grouped_iters, options.full_iters),
+                         progress)
+    if not np.all(np.isfinite(result.params.as_vector())) or not np.isfinite(
+            result.objective[-1]):
+        return _fail(EXIT_FIT, 'the fit diverged (non-finite parameters or objective); '
+                               'check the bags and --params')
+    fitted = parameters.whole_step_delay(result.values, dt)
+    train_eval = (fitting.evaluate(problem, params, base),
+                  fitting.evaluate(problem, params, fitted))
+    held_eval = None
+    if held:
+        held_problem = fitting.make_problem(fit_model, held, joints, base,
+                                            threads=options.threads)
+        held_eval = (fitting.evaluate(held_problem, params, base),
+                     fitting.evaluate(held_problem, params, fitted))
+    out = fitted.with_provenance(**_provenance(options, model_path, result, train_eval,
+                                               held_eval, seconds))
+    options.out.parent.mkdir(parents=True, exist_ok=True)
+    save_sim_params(out, options.out)
+    for label, pair in (('training', train_eval), ('held-out', held_eval)):
+        if pair is not None:
+            print(f'{label} position RMS: nominal {pair[0].rms_q_total * 1e3:.3f} mrad, '
+                  f'fitted {pair[1].rms_q_total * 1e3:.3f} mrad')
+    print(f'wrote {options.out} ({result.iterations} iterations, {result.wall:.1f} s)')
+    if options.report is not None:
+        summary = write_report(options.report, result, params, joint_names, train_eval,
+                               held_eval, dt)
+        print(f'wrote {summary}')
+    return EXIT_OK
+
+
+def _provenance(options: argparse.Namespace, model: Path, result: fitting.FitResult,
+                train: tuple[fitting.Evaluation, fitting.Evaluation],
+                held: tuple[fitting.Evaluation, fitting.Evaluation] | None,
+                seconds: float) -> dict[str, object]:
+    def residuals(pair: tuple[fitting.Evaluation, fitting.Evaluation]) -> dict[str, object]:
+        before, after = pair
+        return {'position_rms_mrad': {'nominal': round(before.rms_q_total * 1e3, 4),
+                                      'fitted': round(after.rms_q_total * 1e3, 4)},
+                'effort_rms_nm': {
+                    'nominal': round(float(np.sqrt(np.mean(before.rms_effort ** 2))), 4),
+                    'fitted': round(float(np.sqrt(np.mean(after.rms_effort ** 2))), 4)}}
+
+    entries: dict[str, object] = {
+        'fitted_by': 'simops_sysid fit (mujoco.sysid)',
+        'date': datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds'),
+        'model': str(model), 'robot': options.robot, 'parameters': options.params,
+        'bags': [{'path': str(b), 'sha256': bag_sha256(b)} for b in options.bag],
+        'data_s': round(seconds, 2), 'iterations': result.iterations,
+        'fit_wall_s': round(result.wall, 1), 'residual_training': residuals(train)}
+    if held is not None:
+        entries['holdout'] = [{'path': str(b), 'sha256': bag_sha256(b)}
+                              for b in options.holdout]
+        entries['residual_holdout'] = residuals(held)
+    return entries
+
+
+def bag_sha256(bag: Path) -> str:
+    """SHA-256 over a bag's metadata.yaml and storage files, in recording order."""
+    digest = hashlib.sha256()
+    for file in [bag / METADATA_FILE, *storage_files(bag, read_metadata(bag))]:
+        with file.open('rb') as stream:
+            for block in iter(lambda: stream.read(1 << 20), b''):
+                digest.update(block)
+    return digest.hexdigest()
+
+
+def cli() -> None:
+    """Console-script entry point."""
+    sys.exit(main())
+
+
+if __name__ == '__main__':
+    cli()

@@ -1,0 +1,127 @@
+"""Fitted quantities as a :class:`mujoco.sysid.ParameterDict`, and back to ``SimParams``.
+
+Parameter names follow the SimParams schema: ``<joint>.<field>`` (``damping`` N*m*s/rad,
+``armature`` kg*m^2, ``frictionloss`` N*m, ``kp`` N*m/rad, ``kv`` N*m*s/rad),
+``command_delay`` (s) and ``body_mass_scale.<body>`` (dimensionless). Candidate models are
+copies of one indexed model with :func:`simops_sim.physics.apply_sim_params` applied, the
+code path the simulator node and the env use, so a fitted number means the same everywhere.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import mujoco
+import numpy as np
+from mujoco import sysid
+
+from simops_core.sim_params import JointParams, SimParams, merge_sim_params
+from simops_sim.delay import delay_steps
+from simops_sim.physics import ModelIndex, apply_sim_params
+
+KINDS = ('damping', 'armature', 'frictionloss', 'kp', 'kv', 'delay', 'mass')
+JOINT_KINDS = ('damping', 'armature', 'frictionloss', 'kp', 'kv')
+DELAY = 'command_delay'
+MASS_PREFIX = 'body_mass_scale.'
+MAX_DELAY = 0.05            # s, upper bound of the fitted command delay
+# (lower, upper) bounds per kind as factors of the nominal value, and absolute floors of the
+# upper bound for nominal values near zero.
+_BOUNDS = {'damping': (0.0, 10.0, 20.0), 'armature': (0.0, 10.0, 1.0),
+           'frictionloss': (0.0, 10.0, 5.0), 'kp': (0.2, 5.0, 0.0), 'kv': (0.2, 5.0, 0.0)}
+_MASS_BOUNDS = (0.5, 2.0)
+
+
+class ParameterError(ValueError):
+    """An unknown parameter kind or joint; the message names it."""
+
+
+def parse_kinds(text: str) -> tuple[str, ...]:
+    """``'damping,kp,delay'`` as a tuple of kinds; raise :class:`ParameterError`."""
+    kinds = tuple(k.strip() for k in text.split(',') if k.strip())
+    unknown = [k for k in kinds if k not in KINDS]
+    if unknown or not kinds:
+        raise ParameterError(f'unknown parameter kind {unknown[0] if unknown else text!r}; '
+                             f'choose from {",".join(KINDS)}')
+    return kinds
+
+
+def build_parameters(nominal: SimParams, kinds: Sequence[str], joints: Sequence[str],
+                     mass_bodies: Sequence[str]) -> sysid.ParameterDict:
+    """A ParameterDict starting at ``nominal`` (fully set, see ``nominal_sim_params``)."""
+    params = sysid.ParameterDict()
+    for joint in joints:
+        entry = nominal.joints[joint]
+        for kind in JOINT_KINDS:
+            if kind in kinds:
+                value = float(getattr(entry, kind))
+                low, high, floor = _BOUNDS[kind]
+                params.add(sysid.Parameter(f'{joint}.{kind}', value, low * value,
+                                           max(high * value, floor)))
+    if 'delay' in kinds:
+        params.add(sysid.Parameter(DELAY, float(nominal.command_delay or 0.0), 0.0, MAX_DELAY))
+    if 'mass' in kinds:
+        for body in mass_bodies:
+            params.add(sysid.Parameter(f'{MASS_PREFIX}{body}', 1.0, *_MASS_BOUNDS))
+    return params
+
+
+def to_sim_params(params: sysid.ParameterDict, base: SimParams) -> SimParams:
+    """``base`` with every parameter of ``params`` (current values) written in."""
+    joints: dict[str, dict[str, float]] = {}
+    scales = {}
+    delay = None
+    for name, param in params.items():
+        value = float(param.value[0])
+        if name == DELAY:
+            delay = value
+        elif name.startswith(MASS_PREFIX):
+            scales[name[len(MASS_PREFIX):]] = value
+        else:
+            joint, _, kind = name.rpartition('.')
+            joints.setdefault(joint, {})[kind] = value
+    override = SimParams(joints={j: JointParams(**v) for j, v in joints.items()},
+                         command_delay=delay, body_mass_scale=scales)
+    return merge_sim_params(base, override)
+
+
+def set_from_sim_params(params: sysid.ParameterDict, values: SimParams) -> np.ndarray:
+    """Set ``params`` to the values in ``values`` (unset fields keep theirs); return the vector."""
+    for name, param in params.items():
+        if name == DELAY:
+            value = values.command_delay
+        elif name.startswith(MASS_PREFIX):
+            value = values.body_mass_scale.get(name[len(MASS_PREFIX):])
+        else:
+            joint, _, kind = name.rpartition('.')
+            entry = values.joints.get(joint)
+            value = None if entry is None else getattr(entry, kind)
+        if value is not None:
+            param.update_from_vector(np.array([float(value)]))
+    return params.as_vector()
+
+
+def whole_step_delay(params: SimParams, timestep: float) -> SimParams:
+    """``params`` with the command delay rounded to whole physics steps, as the node runs it."""
+    steps = delay_steps(params.command_delay or 0.0, timestep)
+    return merge_sim_params(params, SimParams(command_delay=round(steps * timestep, 9)))
+
+
+@dataclass(frozen=True)
+class ModelFactory:
+    """``mujoco.sysid`` BuildModelFn: a copy of ``model`` with candidate parameters applied.
+
+    ``base`` holds the values of everything not fitted (the model's nominal values).
+    """
+
+    model: mujoco.MjModel
+    index: ModelIndex
+    base: SimParams
+
+    def __call__(self, params: sysid.ParameterDict, spec: mujoco.MjSpec | None = None
+                 ) -> mujoco.MjModel:
+        """Compile-free: copy the indexed model and apply the parameters to the copy."""
+        model = copy.copy(self.model)
+        apply_sim_params(model, to_sim_params(params, self.base), self.index)
+        return model

@@ -1,0 +1,95 @@
+"""Recorded commands turned into the simulator's servo targets, one row per physics step.
+
+Open-loop replay must drive the model exactly as the simulator node drove the arm
+(:mod:`simops_sim.sim_node`): a command is applied before the first physics step that runs
+after it arrived; a ``Float64MultiArray`` target is held until the next one; a
+``JointTrajectory`` starts a :class:`simops_sim.trajectory.TrajectoryPlan` from the current
+target and is sampled at every physics step. The command delay is applied afterwards with
+:func:`simops_sim.delay.shift_commands`, the rule the node's delay line follows; a
+fractional delay blends the two neighbouring whole-step shifts, so the fit sees a smooth
+function of the delay that equals the node's behaviour at every whole step.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from simops_sim.delay import shift_commands
+from simops_sim.trajectory import TrajectoryGoal, TrajectoryPlan
+
+
+@dataclass(frozen=True)
+class CommandLog:
+    """Commands in arrival order on the joint-state clock.
+
+    ``t`` (M,) s: when each command reached the arm. Exactly one of ``targets`` (M, 7) rad
+    (streamed position targets, NaN for joints a command left out) and ``goals`` (M
+    trajectory goals, arm-joint order) is set.
+    """
+
+    source: str
+    t: np.ndarray
+    targets: np.ndarray | None = None
+    goals: tuple[TrajectoryGoal, ...] | None = None
+
+    def __len__(self) -> int:
+        return int(self.t.size)
+
+
+def application_steps(arrival: np.ndarray, t0: float, dt: float) -> np.ndarray:
+    """Index of the physics step (0 = the step starting at ``t0``) that first sees each command.
+
+    The node sleeps until a step is due, applies what arrived, then steps: the step starting
+    at ``t0 + k dt`` runs at wall time ``t0 + (k + 1) dt``, so a command arriving at ``a`` s
+    is applied at ``k = ceil((a - t0) / dt - 1)``.
+    """
+    return np.ceil((np.asarray(arrival) - t0) / dt - 1.0 - 1e-9).astype(np.int64)
+
+
+def physics_targets(log: CommandLog, t0: float, steps: int, dt: float,
+                    initial: np.ndarray) -> np.ndarray:
+    """Arm targets (steps, 7) rad at the physics steps starting at ``t0 + k dt`` s.
+
+    ``initial`` (7,) is the target in force before ``t0``; every command that arrived
+    before ``t0`` is applied first, as the node would have.
+    """
+    target = np.array(initial, dtype=float)
+    out = np.empty((steps, target.size))
+    first = application_steps(log.t, t0, dt)
+    plan: TrajectoryPlan | None = None
+    pending = 0
+    for k in range(steps):
+        now = t0 + k * dt
+        while pending < len(log) and first[pending] <= k:
+            if log.goals is not None:
+                goal = log.goals[pending]
+                start = now if goal.start is None else goal.start
+                plan = TrajectoryPlan(goal, start, target)
+            else:
+                row = log.targets[pending]
+                target = np.where(np.isnan(row), target, row)
+            pending += 1
+        if plan is not None and plan.sample(now, target):
+            plan = None
+        out[k] = target
+    return out
+
+
+def delayed(targets: np.ndarray, history: int, delay_steps: float) -> np.ndarray:
+    """``targets`` (history + T, n) delayed by ``delay_steps`` (>= 0, may be fractional).
+
+    The first ``history`` rows are what was commanded before the sequence; returns the (T, n)
+    rows the actuators see. Whole values equal :func:`shift_commands` exactly.
+    """
+    whole = int(np.floor(delay_steps))
+    frac = float(delay_steps - whole)
+    if whole + 1 > history:
+        raise ValueError(f'delay of {delay_steps:.2f} steps needs more than {history} steps '
+                         'of command history')
+    out = shift_commands(targets, whole, targets[0])[history:]
+    if frac > 0.0:
+        later = shift_commands(targets, whole + 1, targets[0])[history:]
+        out = (1.0 - frac) * out + frac * later
+    return out

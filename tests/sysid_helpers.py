@@ -1,0 +1,115 @@
+"""Helpers for the sysid tests: stand-in data from the simulator's physics wrapper, as bags.
+
+:func:`simulate` drives :class:`simops_sim.physics.Physics` (the wrapper the simulator node
+runs) with an excitation streamed as one-point JointTrajectory commands, exactly as the
+node would apply them; :func:`write_bag` stores the result as a rosbag2 MCAP bag that looks
+like the recorder's (JointState with header stamps, commands with receive times only).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import mujoco
+import numpy as np
+from ros_helpers import REPO
+from rosbags.rosbag2 import StoragePlugin, Writer
+from rosbags.typesys import Stores, get_typestore
+
+from simops_core.robot_spec import RobotSpec, load_robot_spec
+from simops_core.sim_params import SimParams, load_sim_params
+from simops_sim.physics import Physics
+from simops_sim.trajectory import parse_trajectory
+from simops_sysid.excitation import fourier_excitation
+from simops_sysid.replay import CommandLog, physics_targets
+
+STORE = get_typestore(Stores.ROS2_JAZZY)
+SPEC: RobotSpec = load_robot_spec('fr3')
+HIDDEN = REPO / 'config/sim_params/standin_hidden.yaml'
+MODEL = REPO / 'models/fr3/scene.xml'
+TRAJECTORY_TOPIC = '/fr3_arm_controller/joint_trajectory'
+CLOCK_OFFSET = 1_700_000_000.0   # s between the receive clock and the stamp clock
+
+
+@dataclass(frozen=True)
+class StandinData:
+    """Joint states ``t`` (N,) s, ``q``/``qd``/``effort`` (N, 9); command arrival ``arrival``
+    (M,) s and targets ``commands`` (M, 7) rad sent as one-point trajectories of ``period`` s.
+    """
+
+    t: np.ndarray
+    q: np.ndarray
+    qd: np.ndarray
+    effort: np.ndarray
+    arrival: np.ndarray
+    commands: np.ndarray
+    period: float
+
+
+def simulate(duration: float, seed: int = 0, params: SimParams | None = None,
+             noise: float = 1e-4, rate: float = 50.0) -> StandinData:
+    """Run the stand-in (hidden physics by default) through an excitation of ``duration`` s."""
+    params = params or load_sim_params(HIDDEN)
+    rng = np.random.default_rng(seed)
+    excitation = fourier_excitation(SPEC, duration, seed, 0.25, rate)
+    period = 1.0 / rate
+    arrival = excitation.t + 0.5 + rng.uniform(0.0, 1e-3, excitation.t.size)
+    goals = tuple(parse_trajectory(list(SPEC.arm_joints), [period], [list(q)], [[]],
+                                   SPEC.arm_joints, None) for q in excitation.q)
+    physics = Physics(mujoco.MjModel.from_xml_path(str(MODEL)), SPEC, params=params)
+    physics.reset_keyframe('home')
+    dt = physics.timestep
+    steps = round((duration + 1.5) / dt)
+    targets = physics_targets(CommandLog('sim', arrival, goals=goals), 0.0, steps, dt,
+                              SPEC.home)
+    rows = np.empty((steps, 3, len(SPEC.joint_names)))
+    for k in range(steps):
+        physics.set_arm_target(targets[k])
+        physics.step()
+        physics.read_joints(rows[k])
+    t = dt * np.arange(1, steps + 1)
+    q = rows[:, 0] + rng.normal(0.0, noise, rows[:, 0].shape)
+    return StandinData(t, q, rows[:, 1], rows[:, 2], arrival, excitation.q, period)
+
+
+def write_bag(path: Path, data: StandinData, names: list[str] | None = None,
+              topic: str = '/franka/joint_states', stamps: np.ndarray | None = None,
+              commands: bool = True) -> Path:
+    """Store ``data`` as an MCAP bag; ``names``/``stamps`` override what the states carry."""
+    types = STORE.types
+    names = list(names or SPEC.joint_names)
+    stamps = data.t if stamps is None else stamps
+    with Writer(path, version=8, storage_plugin=StoragePlugin.MCAP) as writer:
+        states = writer.add_connection(topic, 'sensor_msgs/msg/JointState', typestore=STORE)
+        for k, stamp in enumerate(stamps):
+            ns = round(stamp * 1e9)
+            header = types['std_msgs/msg/Header'](
+                stamp=types['builtin_interfaces/msg/Time'](sec=ns // 10**9, nanosec=ns % 10**9),
+                frame_id='fr3_link0')
+            msg = types['sensor_msgs/msg/JointState'](
+                header=header, name=names, position=data.q[k], velocity=data.qd[k],
+                effort=data.effort[k])
+            writer.write(states, round((data.t[k] + CLOCK_OFFSET) * 1e9) + 200_000,
+                         STORE.serialize_cdr(msg, msg.__msgtype__))
+        if commands:
+            _write_commands(writer, data)
+    return path
+
+
+def _write_commands(writer: Writer, data: StandinData) -> None:
+    types = STORE.types
+    connection = writer.add_connection(TRAJECTORY_TOPIC, 'trajectory_msgs/msg/JointTrajectory',
+                                       typestore=STORE)
+    period = types['builtin_interfaces/msg/Duration'](sec=0, nanosec=round(data.period * 1e9))
+    header = types['std_msgs/msg/Header'](
+        stamp=types['builtin_interfaces/msg/Time'](sec=0, nanosec=0), frame_id='')
+    empty = np.zeros(0)
+    for arrival, target in zip(data.arrival, data.commands, strict=True):
+        point = types['trajectory_msgs/msg/JointTrajectoryPoint'](
+            positions=target.copy(), velocities=empty, accelerations=empty, effort=empty,
+            time_from_start=period)
+        msg = types['trajectory_msgs/msg/JointTrajectory'](
+            header=header, joint_names=list(SPEC.arm_joints), points=[point])
+        writer.write(connection, round((arrival + CLOCK_OFFSET) * 1e9),
+                     STORE.serialize_cdr(msg, msg.__msgtype__))
