@@ -82,8 +82,9 @@ class ExciteNode(Node):
         self._command_pub = self.create_publisher(
             message, topic.name, QoSProfile(**topic.qos.as_profile_kwargs()))
         state = topics['joint_states']
-        self.create_subscription(JointState, state.name, self._on_joint_state,
-                                 QoSProfile(**state.qos.as_profile_kwargs()), raw=True)
+        subscription = self.create_subscription(
+            JointState, state.name, self._on_joint_state,
+            QoSProfile(**state.qos.as_profile_kwargs()), raw=True)
         self._latest: tuple[bytes, float] | None = None
         self._columns: np.ndarray | None = None
         self._safety: safety.SafetyState | None = None
@@ -93,8 +94,8 @@ class ExciteNode(Node):
         self.create_timer(self.period, self._on_tick)
         self.get_logger().info(
             f'exciting {joints} joints for {self.excitation.duration:g} s at {self.rate:g} Hz '
-            f'(seed {value("seed").value}, {fraction:g} of the limits) on {topic.name}; '
-            f'waiting for {state.name}')
+            f'(seed {value("seed").value}, {fraction:g} of the limits) on '
+            f'{self._command_pub.topic_name}; waiting for {subscription.topic_name}')
 
     def _declare_parameters(self) -> None:
         def describe(text: str, low: float | None = None, high: float | None = None,

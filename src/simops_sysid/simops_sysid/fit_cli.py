@@ -82,12 +82,12 @@ def build_parser() -> argparse.ArgumentParser:
                         help='split recordings into sequences of about S s (5-20; default 10)')
     parser.add_argument('--rate', type=float, default=100.0, metavar='HZ',
                         help='measurement rate the residual uses (default 100 Hz)')
-    parser.add_argument('--grouped-iters', type=int, default=10, metavar='N',
+    parser.add_argument('--grouped-iters', type=int, default=8, metavar='N',
                         help='LM iterations with the Jacobian finite-differenced per '
-                             'parameter kind (default 10)')
-    parser.add_argument('--full-iters', type=int, default=2, metavar='N',
+                             'parameter kind (default 8)')
+    parser.add_argument('--full-iters', type=int, default=1, metavar='N',
                         help='then LM iterations with it finite-differenced per parameter '
-                             '(>= 1, default 2)')
+                             '(>= 1, default 1)')
     parser.add_argument('--threads', type=int, default=os.cpu_count() or 1,
                         help='rollout threads (default: all cores)')
     return parser

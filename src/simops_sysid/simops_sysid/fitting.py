@@ -359,7 +359,7 @@ class FitResult:
 
 
 def fit(problem: Problem, params: sysid.ParameterDict, base: SimParams,
-        iterations: tuple[int, int] = (10, 3),
+        iterations: tuple[int, int] = (8, 1),
         progress: Callable[[int, float, float], None] | None = None) -> FitResult:
     """Levenberg-Marquardt from ``params``' current values (mujoco.sysid.optimize).
 
