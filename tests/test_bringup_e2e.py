@@ -1,0 +1,208 @@
+"""Both bringup profiles end to end through ``simops-launch``: real nodes over DDS, no mocks.
+
+- ``sim``: the simulator, the shipped policy and the recorder (``record:=true``); the arm
+  reaches a goal published on /goal_pose, the episode is a readable bag, and Ctrl-C (SIGINT
+  to the runner) stops every node cleanly with no orphaned process.
+- ``real_robot standin:=true``: the stand-in arm with hidden physics behind franka_ros2's
+  topic names; the policy stays DISABLED and silent until ``~/enable``, then drives the arm
+  through JointTrajectory messages; the e-stop holds the arm, and its release does not
+  resume motion.
+
+The runner is the installed ``simops-launch`` (``make build`` first) in the test session's
+isolated domain, so the probe shares the domain with the nodes.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+from geometry_msgs.msg import PoseStamped
+from policy_helpers import SPEC, STATE, TOPICS, call_enable, qos, states
+from recorder_helpers import trigger
+from ros_helpers import NodeProcess, RosProbe, installed_executable, wait_until
+from sensor_msgs.msg import JointState
+from std_msgs.msg import Bool, String
+from trajectory_msgs.msg import JointTrajectory
+
+from simops_core.bag_reader import read_bag
+from simops_core.observation import JointIndex
+from simops_core.trajectory import load_trajectory
+from simops_learning.reach_env import SUCCESS_RADIUS
+
+STARTUP = 60.0             # s for every node to come up on two shared cores
+REACH_TIMEOUT = 40.0       # s of wall time for the policy to reach the goal
+GOAL = np.array([0.5, 0.15, 0.3])    # m in the base frame, inside the training workspace
+FAR_GOAL = np.array([0.35, -0.25, 0.15])
+EE_POSE = TOPICS['ee_pose'].name
+ESTOP = TOPICS['estop'].name
+FRANKA_STATES = '/franka/joint_states'
+FRANKA_TRAJECTORY = '/fr3_arm_controller/joint_trajectory'
+SETTLE = 1.0               # s for the stand-in's servos to settle after the e-stop
+HELD = 1.0                 # s the settled arm is watched
+STILL = 1e-3               # rad of motion allowed while held
+HOLD_TOLERANCE = 5e-3      # rad between the held arm and the hold target (friction)
+
+
+@pytest.fixture
+def launch(ros_env: dict[str, str], tmp_path: Path) -> Iterator[object]:
+    """Start ``simops-launch`` with arguments; every runner is stopped at the end."""
+    started: list[NodeProcess] = []
+
+    def start(*args: str) -> NodeProcess:
+        argv = [str(installed_executable('simops_bringup', 'simops-launch')), *args]
+        proc = NodeProcess(argv, tmp_path / f'launch{len(started)}.log', env=ros_env)
+        started.append(proc)
+        return proc
+
+    yield start
+    for proc in started:
+        proc.stop()
+
+
+def node_pids(output: str) -> dict[str, int]:
+    """The node pids the runner reports (``[simops-launch] started sim (pid 123)``)."""
+    return {m[1]: int(m[2]) for m in re.finditer(r'\[simops-launch\] started (\w+) \(pid (\d+)\)',
+                                                 output)}
+
+
+def group_alive(pgid: int) -> bool:
+    """Whether any process is left in the process group (each node leads its own)."""
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def goal_message(position: np.ndarray) -> PoseStamped:
+    msg = PoseStamped()
+    msg.header.frame_id = SPEC.base_frame
+    msg.pose.position.x, msg.pose.position.y, msg.pose.position.z = map(float, position)
+    msg.pose.orientation.w = 1.0
+    return msg
+
+
+def distance(pose: PoseStamped, goal: np.ndarray) -> float:
+    p = pose.pose.position
+    return float(np.linalg.norm([p.x - goal[0], p.y - goal[1], p.z - goal[2]]))
+
+
+def stop_cleanly(proc: NodeProcess) -> str:
+    """Ctrl-C the runner; check that every node exited 0 and no process is left."""
+    pids = node_pids(proc.output)
+    assert proc.stop(timeout=30) == 0, proc.output[-3000:]
+    out = proc.log_path.read_text()
+    assert '[simops-launch] SIGINT received; shutting down' in out
+    assert 'sending SIGTERM' not in out and 'SIGKILL' not in out, out[-3000:]
+    for name in pids:
+        assert f'[simops-launch] {name} exited with code 0' in out, out[-3000:]
+    assert wait_until(lambda: not any(group_alive(pid) for pid in pids.values()), 5), pids
+    return out
+
+
+def test_sim_profile_reaches_the_goal_records_a_bag_and_stops_on_ctrl_c(
+        launch: object, ros_probe: RosProbe, tmp_path: Path) -> None:
+    episodes = tmp_path / 'episodes'
+    ros_probe.subscribe(EE_POSE, PoseStamped, 100)
+    ros_probe.subscribe(STATE, String, qos('policy_state'))
+    ros_probe.publisher(TOPICS['goal_pose'].name, PoseStamped,
+                        qos('goal_pose')).publish(goal_message(GOAL))
+    proc = launch('sim', 'record:=true', f'record_dir:={episodes}')
+    assert wait_until(lambda: set(node_pids(proc.output)) == {'sim', 'policy', 'recorder'},
+                      STARTUP), proc.output
+    assert trigger(ros_probe, '/recorder/start', timeout=STARTUP).success
+    assert wait_until(lambda: 'RUNNING' in states(ros_probe), STARTUP), proc.output[-3000:]
+    reached = wait_until(lambda: any(distance(p, GOAL) < SUCCESS_RADIUS
+                                     for p in ros_probe.messages(EE_POSE)), REACH_TIMEOUT)
+    closest = min(distance(p, GOAL) for p in ros_probe.messages(EE_POSE))
+    assert reached, f'closest approach {closest * 1e3:.1f} mm\n{proc.output[-3000:]}'
+    pids = node_pids(proc.output)
+    assert all(group_alive(pid) for pid in pids.values())
+
+    out = stop_cleanly(proc)  # the open episode is finished by the recorder on SIGINT
+    assert '[simops-launch] sending SIGINT to sim, policy, recorder' in out
+    bags = sorted(p.parent for p in episodes.rglob('metadata.yaml'))
+    assert len(bags) == 1, list(episodes.rglob('*'))
+    read_bag(bags[0]).require(TOPICS['joint_states'].name, TOPICS['joint_commands'].name,
+                              EE_POSE, TOPICS['goal_pose'].name, STATE)
+    recorded = load_trajectory(bags[0], SPEC.joint_names).poses[EE_POSE].position
+    assert np.min(np.linalg.norm(recorded - GOAL, axis=1)) < SUCCESS_RADIUS
+
+
+class ArmWatch:
+    """The stand-in's arm positions with their (monotonic) receive times.
+
+    The probe keeps only the newest few of the 1 kHz joint states (the state QoS), so what it
+    stores is current even when it cannot keep up with every message.
+    """
+
+    def __init__(self, probe: RosProbe) -> None:
+        self.index = JointIndex(SPEC.arm_joints)
+        self.samples: list[tuple[float, np.ndarray]] = []
+        probe.node.create_subscription(JointState, FRANKA_STATES, self._store,
+                                       qos('joint_states'))
+
+    def _store(self, msg: JointState) -> None:
+        self.samples.append((time.monotonic(),
+                             self.index.select(msg.name, msg.position, np.zeros(7))))
+
+    def since(self, start: float) -> np.ndarray:
+        """Positions (N, 7) rad received after monotonic time ``start``."""
+        return np.array([q for t, q in list(self.samples) if t > start])
+
+
+def test_real_robot_standin_waits_for_enable_drives_the_trajectory_topic_and_estop_holds(
+        launch: object, ros_probe: RosProbe) -> None:
+    arm = ArmWatch(ros_probe)
+    ros_probe.subscribe(FRANKA_TRAJECTORY, JointTrajectory, 500)
+    ros_probe.subscribe(STATE, String, qos('policy_state'))
+    goal = ros_probe.publisher(TOPICS['goal_pose'].name, PoseStamped, qos('goal_pose'))
+    goal.publish(goal_message(FAR_GOAL))
+    estop = ros_probe.publisher(ESTOP, Bool, qos('estop'))
+
+    proc = launch('real_robot', 'standin:=true', 'record:=false')
+    assert wait_until(lambda: set(node_pids(proc.output)) == {'standin', 'policy'}, STARTUP)
+    assert wait_until(lambda: len(arm.samples) > 10, STARTUP), proc.output[-3000:]
+    assert wait_until(lambda: states(ros_probe)[-1:] == ['DISABLED'], STARTUP)
+    disabled = time.monotonic()
+    time.sleep(2.0)  # goal, object pose and joint states are all there: still DISABLED
+    assert set(states(ros_probe)) == {'DISABLED'}
+    assert ros_probe.messages(FRANKA_TRAJECTORY) == []
+    assert np.abs(arm.since(disabled) - SPEC.home).max() < 1e-3  # the arm rests at home
+
+    assert call_enable(ros_probe, True).success
+    assert wait_until(lambda: states(ros_probe)[-1:] == ['RUNNING'], 20), proc.output[-3000:]
+    assert 'RAMPING' in states(ros_probe)
+    commands = ros_probe.messages(FRANKA_TRAJECTORY)
+    assert commands and all(list(c.joint_names) == list(SPEC.arm_joints) for c in commands)
+    running = time.monotonic()
+    time.sleep(1.0)
+    moving = arm.since(running)
+    assert np.abs(moving[-1] - moving[0]).max() > 0.02, 'the policy did not move the arm'
+
+    estop.publish(Bool(data=True))
+    assert wait_until(lambda: states(ros_probe)[-1:] == ['ESTOP'], 5), states(ros_probe)[-5:]
+    stopped = time.monotonic()
+    goal.publish(goal_message(GOAL))  # a policy that is not held would head there
+    time.sleep(SETTLE + HELD)
+    holds = {tuple(c.points[0].positions) for c in ros_probe.messages(FRANKA_TRAJECTORY)[-20:]}
+    assert len(holds) == 1, 'the e-stopped policy must repeat one hold target'
+    hold = np.array(holds.pop())
+    held = arm.since(stopped + SETTLE)
+    assert len(held) > 50
+    first, last = held[:20].mean(axis=0), held[-20:].mean(axis=0)  # 1e-4 rad encoder noise
+    assert np.abs(last - first).max() < STILL, last - first
+    assert np.abs(last - hold).max() < HOLD_TOLERANCE, last - hold
+
+    estop.publish(Bool(data=False))  # release latches HOLD: no motion until ~/enable
+    assert wait_until(lambda: states(ros_probe)[-1:] == ['HOLD'], 5), states(ros_probe)[-5:]
+    released = time.monotonic()
+    time.sleep(1.0)
+    assert np.abs(arm.since(released)[-20:].mean(axis=0) - last).max() < STILL
+    stop_cleanly(proc)
