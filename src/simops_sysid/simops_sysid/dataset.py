@@ -7,9 +7,11 @@ come from a ``JointTrajectory`` topic or the ``joint_commands`` topic of config/
 
 Clocks: joint states carry header stamps (sim time on the stand-in, the robot's clock on a
 real arm); streamed commands and unstamped trajectories carry only the bag's receive time.
-The receive clock is mapped onto the stamp clock with the smallest observed
-``receive - stamp`` of the joint states (the transport latency floor); what remains of the
-latency is absorbed by the fitted command delay.
+A command received at ``w`` reached the arm while it was at the state stamped on the newest
+joint state received before ``w``, so its arrival on the stamp clock is that stamp plus half
+a joint-state period. This follows a simulator that runs late and catches up, or a robot
+clock that drifts, message by message; the transport latency that remains is absorbed by
+the fitted command delay.
 
 Every array is in the robot spec's joint order; times are s on the joint-state clock,
 relative to the recording's first joint state.
@@ -39,6 +41,7 @@ from simops_sysid.replay import CommandLog, physics_targets
 STREAM_HOLD = 0.5           # s a streamed command stays in force (the node's command_timeout)
 MIN_SEQUENCE = 2.0          # s, shortest sequence worth fitting
 MAX_GAP = 0.05              # s, longest gap between joint states inside the data
+MAX_LAG = 0.02             # s a joint state may arrive later than the fastest one did
 
 
 class DataError(ValueError):
@@ -51,6 +54,8 @@ class Recording:
 
     ``t`` (N,) s; ``q``, ``qd``, ``effort`` (N, 9) rad, rad/s, N*m in ``spec.joint_names``
     order; ``commands`` on the same clock; ``joint_states_topic`` where the states came from.
+    ``lag`` (N,) s: how much later than the fastest one each joint state was received; a
+    stalled or catching-up arm (or transport) shows here, and there command timing is lost.
     """
 
     bag: Path
@@ -60,6 +65,7 @@ class Recording:
     qd: np.ndarray
     effort: np.ndarray
     commands: CommandLog
+    lag: np.ndarray
 
     @property
     def command_span(self) -> tuple[float, float]:
@@ -136,12 +142,13 @@ def load_recording(bag: str | Path, spec: RobotSpec, topics: dict[str, TopicSpec
                         f'{k + 1} at {stamps[k + 1]:.6f} s follows {stamps[k]:.6f} s)')
     if not np.all(np.isfinite(series.position[:, :len(spec.arm_joints)])):
         raise DataError(f'{bag}: {topic} lacks a position for some arm joint in some messages')
-    offset = float(np.min(received - stamps)) if np.all(stamps > 0) else 0.0
     origin = float(series.t[0])
+    clock = ReceiveClock(received, stamps if np.all(stamps > 0) else received)
     command_topic = max(commands, key=lambda n: raw.topics[n].count)
-    log = _commands(raw, command_topic, spec, store, offset, origin)
+    log = _commands(raw, command_topic, spec, store, clock, origin)
+    lag = received - stamps if np.all(stamps > 0) else np.zeros_like(stamps)
     return Recording(Path(bag), topic, series.t - origin, series.position, series.velocity,
-                     np.nan_to_num(series.effort), log)
+                     np.nan_to_num(series.effort), log, lag - lag.min())
 
 
 def _joint_states(raw: RawBag, candidates: list[str], spec: RobotSpec, store: object
@@ -163,13 +170,37 @@ def _joint_states(raw: RawBag, candidates: list[str], spec: RobotSpec, store: ob
     return best, joint_series(raw, best, spec.joint_names, store)
 
 
-def _commands(raw: RawBag, topic: str, spec: RobotSpec, store: object, offset: float,
+@dataclass(frozen=True)
+class ReceiveClock:
+    """Maps receive times (s) onto the joint-state stamp clock through the joint states.
+
+    ``received`` (N,) s when each joint state was recorded, ``stamps`` (N,) s its header stamp.
+    """
+
+    received: np.ndarray
+    stamps: np.ndarray
+
+    def __call__(self, when: np.ndarray) -> np.ndarray:
+        """Stamp-clock times of the receive times ``when`` (M,) s (see the module docstring)."""
+        order = np.argsort(self.received, kind='stable')
+        received, stamps = self.received[order], self.stamps[order]
+        newest = np.maximum.accumulate(stamps)
+        half = 0.5 * float(np.median(np.diff(stamps))) if stamps.size > 1 else 0.0
+        index = np.searchsorted(received, when, side='right') - 1
+        early = index < 0   # before the first joint state: assume the median latency
+        out = newest[np.maximum(index, 0)] + half
+        latency = float(np.median(received - stamps))
+        return np.where(early, np.asarray(when) - latency, out)
+
+
+def _commands(raw: RawBag, topic: str, spec: RobotSpec, store: object, clock: ReceiveClock,
               origin: float) -> CommandLog:
     """Commands of ``topic`` on the joint-state clock, relative to ``origin`` s."""
     arm = spec.arm_joints
     if raw.topics[topic].type == FLOAT_ARRAY:
         series = command_series(raw, topic, arm, store)
-        return CommandLog(topic, series.t - offset - origin, targets=series.position)
+        received = np.sort(np.asarray(raw.topics[topic].log_time, dtype=np.int64) * 1e-9)
+        return CommandLog(topic, clock(received) - origin, targets=series.position)
     goals: list[TrajectoryGoal] = []
     arrival = []
     for msg, received in zip(raw.decode(topic, store), raw.topics[topic].log_time, strict=True):
@@ -184,19 +215,21 @@ def _commands(raw: RawBag, topic: str, spec: RobotSpec, store: object, offset: f
         except TrajectoryError as exc:
             raise DataError(f'{raw.path}: {topic} message {len(goals)}: {exc}') from None
         goals.append(goal)
-        arrival.append(received * 1e-9 - offset - origin)
+        arrival.append(received * 1e-9)
     order = np.argsort(arrival, kind='stable')
-    return CommandLog(topic, np.asarray(arrival)[order], goals=tuple(goals[i] for i in order))
+    return CommandLog(topic, clock(np.asarray(arrival)[order]) - origin,
+                      goals=tuple(goals[i] for i in order))
 
 
 def split_sequences(rec: Recording, dt: float, length: float, rate: float,
-                    history: int, joints: Sequence[int]) -> list[SequenceData]:
+                    history: int, joints: Sequence[int]) -> tuple[list[SequenceData], int]:
     """Cut ``rec``'s commanded span into sequences of about ``length`` s.
 
     Each sequence starts on a joint-state sample with its measured state; measurements are
     decimated to about ``rate`` Hz; ``joints`` are the arm-joint indices that are fitted.
-    Raises :class:`DataError` when the span is shorter than :data:`MIN_SEQUENCE` or the
-    joint states have gaps.
+    Sequences in which a joint state lagged more than :data:`MAX_LAG` are left out. Returns
+    the sequences and how many were left out. Raises :class:`DataError` when the span is
+    shorter than :data:`MIN_SEQUENCE`, the joint states have gaps, or every sequence lagged.
     """
     start, end = rec.command_span
     if end - start < MIN_SEQUENCE:
@@ -220,6 +253,7 @@ def split_sequences(rec: Recording, dt: float, length: float, rate: float,
     targets = physics_targets(rec.commands, t0 - history * dt, total + history, dt, initial)
     width = float(rec.q[index, 7:].sum())
     sequences = []
+    lagging = 0
     for i in range(count):
         first = int(np.searchsorted(rec.t, edges[i]))
         s0 = float(rec.t[first])
@@ -227,10 +261,19 @@ def split_sequences(rec: Recording, dt: float, length: float, rate: float,
         steps = int((edges[i + 1] - s0) / dt)
         if steps * dt < MIN_SEQUENCE / 2:
             continue
+        window = (rec.t >= s0 - history * dt) & (rec.t <= s0 + steps * dt)
+        if rec.lag[window].max() > MAX_LAG:
+            lagging += 1
+            continue
         sel = np.flatnonzero((rec.t > s0) & (rec.t <= s0 + steps * dt))[::every]
         sequences.append(SequenceData(
             name=f'{rec.bag.name}[{i}]', t0=s0, dt=dt, history=history,
             targets=targets[k0:k0 + history + steps], gripper=width,
             qpos0=rec.q[first].copy(), qvel0=rec.qd[first].copy(), t=rec.t[sel],
             q=rec.q[sel][:, arm], qd=rec.qd[sel][:, arm], effort=rec.effort[sel][:, arm]))
-    return sequences
+    if not sequences:
+        raise DataError(f'{rec.bag}: every sequence has joint states that arrived more than '
+                        f'{MAX_LAG * 1e3:g} ms late (worst {rec.lag.max() * 1e3:.0f} ms): the '
+                        'arm or the recorder was starved, so command timing is unknown; '
+                        'record again on a less loaded machine')
+    return sequences, lagging

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from simops_core.bag_reader import METADATA_FILE, read_metadata, storage_files
+from simops_core.bag_reader import METADATA_FILE, BagError, read_metadata, storage_files
 from simops_core.paths import resolve_resource
 from simops_core.robot_spec import SpecError, load_robot_spec
 from simops_core.sim_params import SimParamsError, save_sim_params
@@ -78,8 +78,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help='SimParams YAML to write (default config/sim_params.yaml)')
     parser.add_argument('--report', type=Path, metavar='DIR',
                         help='write plots and summary.md into DIR')
-    parser.add_argument('--sequence-length', type=float, default=10.0, metavar='S',
-                        help='split recordings into sequences of about S s (5-20; default 10)')
+    parser.add_argument('--sequence-length', type=float, default=5.0, metavar='S',
+                        help='split recordings into sequences of about S s (5-20; default 5)')
     parser.add_argument('--rate', type=float, default=100.0, metavar='HZ',
                         help='measurement rate the residual uses (default 100 Hz)')
     parser.add_argument('--grouped-iters', type=int, default=8, metavar='N',
@@ -102,7 +102,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _run(options)
     except UsageError as exc:
         return _fail(EXIT_USAGE, str(exc))
-    except DataError as exc:
+    except (DataError, BagError) as exc:
         return _fail(EXIT_DATA, str(exc))
     except (SpecError, TopicConfigError, ModelError, SimParamsError, FileNotFoundError) as exc:
         return _fail(EXIT_CONFIG, str(exc))
@@ -146,12 +146,16 @@ def _run(options: argparse.Namespace) -> int:
         for bag in bags:
             recording = load_recording(bag, robot, topics)
             recordings.append(recording)
-            out += split_sequences(recording, dt, options.sequence_length, options.rate,
-                                   history, joints)
-            print(f'{bag}: {recording.joint_states_topic} + {recording.commands.source}, '
-                  f'{len(out)} sequences so far', flush=True)
+            kept, lagging = split_sequences(recording, dt, options.sequence_length,
+                                            options.rate, history, joints)
+            out += kept
+            print(f'{bag}: {recording.joint_states_topic} + {recording.commands.source}: '
+                  f'{len(kept)} sequences, {sum(s.duration for s in kept):.1f} s'
+                  + (f' ({lagging} left out: joint states arrived late)' if lagging else ''),
+                  flush=True)
         return out, recordings
 
+    hashes = {bag: bag_sha256(bag) for bag in [*options.bag, *options.holdout]}
     train, recordings = sequences(options.bag)
     held, _ = sequences(options.holdout)
     params = parameters.build_parameters(base, kinds, joint_names, fit_model.index.mass_bodies)
@@ -186,7 +190,7 @@ def _run(options: argparse.Namespace) -> int:
         held_eval = (fitting.evaluate(held_problem, params, base),
                      fitting.evaluate(held_problem, params, fitted))
     out = fitted.with_provenance(**_provenance(options, model_path, result, train_eval,
-                                               held_eval, seconds))
+                                               held_eval, seconds, hashes))
     options.out.parent.mkdir(parents=True, exist_ok=True)
     save_sim_params(out, options.out)
     for label, pair in (('training', train_eval), ('held-out', held_eval)):
@@ -204,7 +208,7 @@ def _run(options: argparse.Namespace) -> int:
 def _provenance(options: argparse.Namespace, model: Path, result: fitting.FitResult,
                 train: tuple[fitting.Evaluation, fitting.Evaluation],
                 held: tuple[fitting.Evaluation, fitting.Evaluation] | None,
-                seconds: float) -> dict[str, object]:
+                seconds: float, hashes: dict[Path, str]) -> dict[str, object]:
     def residuals(pair: tuple[fitting.Evaluation, fitting.Evaluation]) -> dict[str, object]:
         before, after = pair
         return {'position_rms_mrad': {'nominal': round(before.rms_q_total * 1e3, 4),
@@ -217,12 +221,11 @@ def _provenance(options: argparse.Namespace, model: Path, result: fitting.FitRes
         'fitted_by': 'simops_sysid fit (mujoco.sysid)',
         'date': datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds'),
         'model': str(model), 'robot': options.robot, 'parameters': options.params,
-        'bags': [{'path': str(b), 'sha256': bag_sha256(b)} for b in options.bag],
+        'bags': [{'path': str(b), 'sha256': hashes[b]} for b in options.bag],
         'data_s': round(seconds, 2), 'iterations': result.iterations,
         'fit_wall_s': round(result.wall, 1), 'residual_training': residuals(train)}
     if held is not None:
-        entries['holdout'] = [{'path': str(b), 'sha256': bag_sha256(b)}
-                              for b in options.holdout]
+        entries['holdout'] = [{'path': str(b), 'sha256': hashes[b]} for b in options.holdout]
         entries['residual_holdout'] = residuals(held)
     return entries
 
