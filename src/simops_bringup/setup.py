@@ -46,7 +46,7 @@ setup(
     license='Apache-2.0',
     entry_points={
         'console_scripts': [
-            'simops-demo = simops_bringup.demo:main',
+            'simops-demo = simops_bringup.demo.cli:main',
             'simops-launch = simops_bringup.runner:main',
         ],
     },

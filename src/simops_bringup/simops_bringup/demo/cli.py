@@ -1,0 +1,142 @@
+"""``simops-demo``: the SimOps loop against the stand-in robot (README command 1).
+
+Excite the stand-in arm and record, run a policy episode while recording, ``fit`` the
+simulator to the recordings, and validate the policy in the nominal and the calibrated
+simulator (:mod:`simops_bringup.demo.loop`). Prints progress and a final summary table:
+parameter recovery against the stand-in's hidden truth, replay error before and after the
+fit, the policy episode and the validation verdicts. Everything (logs, bags, fitted
+SimParams, reports, plots, summary) goes to ``--out`` (default ``demo_out/``). Every process
+runs in a ROS domain of its own with DDS on loopback.
+
+Exit codes: 0 done and the fit within the sysid bar; 1 a step failed or the fit missed the
+bar (one line on stderr names the step and its log); 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import yaml
+
+from simops_bringup.demo.loop import Demo, fit, record_on_standin, validate
+from simops_bringup.demo.plots import plot_policy_episode, plot_recovery
+from simops_bringup.demo.steps import Progress, StepError
+from simops_bringup.demo.summary import (
+    Summary,
+    Validation,
+    recovery,
+    replay_errors,
+    within_bar,
+    write_summary,
+)
+from simops_bringup.graph import STANDIN_PARAMS
+from simops_core.dds_isolation import NoFreeDomainError, claim_domain_id, isolated_env
+from simops_core.paths import resolve_resource
+from simops_core.robot_spec import load_robot_spec
+from simops_core.sim_params import load_sim_params
+from simops_core.topics import load_topics
+from simops_learning.reach_env import SUCCESS_RADIUS
+
+PROG = 'simops-demo'
+NOMINAL_PARAMS = 'config/sim_params/fr3_nominal.yaml'
+STEPS = 4
+MARKER = '.simops-demo'
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The command-line interface."""
+    parser = argparse.ArgumentParser(prog=PROG, description=(
+        'Run the SimOps loop against the stand-in robot: excite and record, a policy episode '
+        'while recording, fit, and validation in the nominal and calibrated simulator. '
+        'Writes logs, bags, the fit, reports, plots and a summary to --out.'))
+    parser.add_argument('--out', type=Path, default=Path('demo_out'),
+                        help='output directory; a previous demo output there is replaced '
+                             '(default demo_out)')
+    parser.add_argument('--policy', default='models/policy/fr3_reach.pt',
+                        help='policy to deploy and validate (default: the shipped one)')
+    parser.add_argument('--validate-episodes', type=int, default=10, metavar='N',
+                        help='simops-validate episodes per grid configuration (default 10)')
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the demo; return the exit code."""
+    args = build_parser().parse_args(argv)
+    try:
+        policy = resolve_resource(args.policy)
+        claim = claim_domain_id()
+    except (FileNotFoundError, NoFreeDomainError) as exc:
+        print(f'{PROG}: error: {exc}', file=sys.stderr)
+        return 1
+    out = args.out.resolve()
+    if out.exists() and any(out.iterdir()) and not (out / MARKER).is_file():
+        print(f'{PROG}: error: {out} is not empty and holds no earlier demo output; pass '
+              'another --out', file=sys.stderr)
+        claim.release()
+        return 1
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir(parents=True)
+    (out / MARKER).write_text('written by simops-demo; replaced by its next run\n')
+    env = isolated_env(claim.domain_id)
+    os.environ.update(env)  # before the operator's rclpy context exists
+    progress = Progress(STEPS)
+    demo = Demo(out, env, load_robot_spec('fr3'), policy, SUCCESS_RADIUS,
+                args.validate_episodes, progress)
+    print(f'SimOps demo: the loop against the stand-in FR3 (hidden physics); ROS_DOMAIN_ID='
+          f'{claim.domain_id}, DDS on loopback; output in {out}', flush=True)
+    try:
+        record_on_standin(demo)
+        fitted = fit(demo)
+        validations = validate(demo, fitted)
+        summary = _summarize(demo, fitted, validations)
+    except StepError as exc:
+        print(f'{PROG}: error: {exc}', file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print(f'{PROG}: interrupted; every process it started has been stopped',
+              file=sys.stderr)
+        return 130
+    finally:
+        claim.release()
+    print('\n' + '\n'.join(summary.lines()))
+    print(f'\nWrote {out}: summary.txt, summary.json, plots/, fit/, validate/, episodes/, logs/')
+    if not within_bar(summary.recovered):
+        print(f'{PROG}: error: the fitted parameters miss the sysid bar; see '
+              f'{out / "fit" / "report"}', file=sys.stderr)
+        return 1
+    return 0
+
+
+def _summarize(demo: Demo, fitted_path: Path, validations: list[Validation]) -> Summary:
+    """Read what the tools wrote, compare with the hidden truth, plot, write the summary."""
+    step = 'summary'
+    try:
+        standin = yaml.safe_load(resolve_resource(STANDIN_PARAMS).read_text())
+        truth = load_sim_params(resolve_resource(
+            standin['/**']['ros__parameters']['sim_params_file']))
+        fitted = load_sim_params(fitted_path)
+        rows = recovery(fitted, truth, load_sim_params(resolve_resource(NOMINAL_PARAMS)),
+                        demo.spec.arm_joints)
+        replay = replay_errors(fitted.provenance, {
+            'residual_training': 'excitation (fitted on)',
+            'residual_holdout': 'policy episode (held out)'})
+        summary = Summary(rows, replay, demo.goals, validations, demo.progress.durations)
+        plots = demo.out / 'plots'
+        plots.mkdir()
+        plot_recovery(rows, plots / 'parameter_recovery.png')
+        topics = load_topics()
+        plot_policy_episode(demo.bags['policy'], topics['ee_pose'].name,
+                            topics['goal_pose'].name, demo.success_radius,
+                            plots / 'policy_episode.png')
+        write_summary(summary, demo.out)
+    except (OSError, KeyError, ValueError) as exc:
+        raise StepError(step, f'{type(exc).__name__}: {exc}') from None
+    return summary
+
+
+if __name__ == '__main__':
+    raise SystemExit(main())

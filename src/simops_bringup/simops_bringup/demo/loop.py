@@ -1,0 +1,221 @@
+"""The four steps of ``simops-demo``, each calling the existing tools.
+
+1. ``simops-launch real_robot standin:=true``: the stand-in arm and the disabled policy,
+   beside the graph's recorder (see :func:`_recorder_argv`); the operator opens an
+   episode, then runs ``excite`` with the node graph's own command line (so the bag holds
+   the whole excitation) and closes it.
+2. In the same launch: a second episode while the policy, enabled through ``~/enable``,
+   visits a few goals; then Ctrl-C (SIGINT) to the launch, which must exit 0.
+3. ``fit`` on the excitation bag, with the policy episode held out.
+4. ``simops-validate`` of the policy in the nominal and in the calibrated simulator.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from simops_bringup.commands import (
+    ExecutableNotFoundError,
+    command_line,
+    find_executable,
+    format_value,
+)
+from simops_bringup.demo.ros_operator import Operator, OperatorError, wait_until
+from simops_bringup.demo.steps import Child, Progress, StepError, run_tool
+from simops_bringup.demo.summary import Goal, Validation
+from simops_bringup.graph import NodeSpec, build_graph
+from simops_core.robot_spec import RobotSpec
+from simops_core.topics import load_topics
+from simops_recorder.record_node import DEFAULT_TOPIC_KEYS
+
+EXCITE_SECONDS = 60.0      # s of excitation (the sysid acceptance's training length)
+EXCITE_SEED = 0
+GOALS = ((0.5, 0.15, 0.3), (0.45, -0.2, 0.2), (0.6, 0.0, 0.4))  # m, base frame
+GOAL_TIMEOUT = 10.0        # s for the policy to reach one goal
+DWELL = 1.0                # s on a goal after reaching it (or not)
+STARTUP = 60.0             # s for the launch to come up on two shared cores
+FIT_TIMEOUT = 600.0        # s
+VALIDATE_TIMEOUT = 400.0   # s per simops-validate run
+VALIDATE_GRID = ('servo_gain=0.8,1,1.25', 'delay=0,1,2')
+PROGRESS_PERIOD = 15.0     # s between progress lines of a long wait
+VERDICT_CODES = (0, 3, 4)  # simops-validate: pass, marginal, fail (1, 2: it broke)
+STEP_EXCITE = 'step 1 (excite and record)'
+STEP_POLICY = 'step 2 (policy episode)'
+
+
+@dataclass
+class Demo:
+    """Where the demo writes, what it runs with, and what the steps produced."""
+
+    out: Path
+    env: dict[str, str]
+    spec: RobotSpec
+    policy: Path
+    success_radius: float
+    validate_episodes: int
+    progress: Progress
+    bags: dict[str, Path] = field(default_factory=dict)
+    goals: list[Goal] = field(default_factory=list)
+
+    def log(self, name: str) -> Path:
+        """The log file of a step's process."""
+        return self.out / 'logs' / f'{name}.log'
+
+    def tool(self, step: str, package: str, executable: str) -> str:
+        """An installed executable, found like ``ros2 run``."""
+        try:
+            return str(find_executable(package, executable))
+        except ExecutableNotFoundError as exc:
+            raise StepError(step, str(exc)) from None
+
+
+def record_on_standin(demo: Demo) -> None:
+    """Steps 1 and 2 in one launch of the real_robot profile with the stand-in."""
+    values = {'standin': 'true', 'record': 'false', 'policy': str(demo.policy)}
+    launch = [demo.tool(STEP_EXCITE, 'simops_bringup', 'simops-launch'), 'real_robot',
+              *(f'{name}:={value}' for name, value in values.items())]
+    nodes = {n.name: n for n in build_graph('real_robot', values | {
+        'record': 'true', 'record_dir': str(demo.out / 'episodes'), 'excite': 'true'})}
+    steps = ((1, 'Excite the stand-in arm and record', STEP_EXCITE,
+              lambda g, o: _excite(demo, g, o, command_line(nodes['excite']))),
+             (2, 'Run a policy episode while recording', STEP_POLICY,
+              lambda g, o: _policy_episode(demo, g, o)))
+    with Child(launch, demo.log('launch'), demo.env) as graph, \
+            Child(_recorder_argv(nodes['recorder']), demo.log('recorder'), demo.env) as recorder:
+        operator = Operator(demo.spec.base_frame)
+        try:
+            for number, title, step, body in steps:
+                with demo.progress.step(number, title):
+                    try:
+                        body(graph, operator)
+                    except (OperatorError, ExecutableNotFoundError) as exc:
+                        raise StepError(step, str(exc), demo.log('launch')) from None
+        finally:
+            operator.close()
+        codes = {'recorder': recorder.stop(), 'simops-launch': graph.stop()}
+    for name, code in codes.items():
+        if code != 0:
+            raise StepError(STEP_POLICY, f'{name} exited with code {code} on Ctrl-C instead '
+                            'of 0', demo.log('launch' if name == 'simops-launch' else name))
+    demo.progress.note('Ctrl-C: simops-launch and the recorder stopped cleanly (exit 0)')
+
+
+def _recorder_argv(node: NodeSpec) -> list[str]:
+    """The graph's recorder, told the remapped names of the topics to record.
+
+    The recorder subscribes to its ``topics`` on a node without the command line's
+    remappings, so in the real_robot profile it would record /joint_states instead of the
+    arm's /franka/joint_states; naming the remapped topics explicitly avoids that.
+    """
+    topics = load_topics()
+    remap = dict(node.remappings)
+    names = tuple(remap.get(topics[key].name, topics[key].name) for key in DEFAULT_TOPIC_KEYS)
+    return [*command_line(node), '-p', f'topics:={format_value(names)}']
+
+
+def _excite(demo: Demo, graph: Child, operator: Operator, argv: list[str]) -> None:
+    step = STEP_EXCITE
+    if not operator.wait_for_arm(STARTUP) or not graph.running():
+        raise StepError(step, 'the stand-in arm and the policy did not come up within '
+                        f'{STARTUP:.0f} s', demo.log('launch'))
+    demo.progress.note(f'stand-in up; policy {operator.state}; recording to '
+                       f'{operator.start_recording("excite")}')
+    argv += ['-p', f'duration:={EXCITE_SECONDS}', '-p', f'seed:={EXCITE_SEED}']
+    with Child(argv, demo.log('excite'), demo.env) as excite:
+        deadline = time.monotonic() + EXCITE_SECONDS + STARTUP
+        started = None
+        while (code := excite.wait(1.0)) is None:
+            if not graph.running():
+                raise StepError(step, 'simops-launch stopped during the excitation',
+                                demo.log('launch'))
+            if time.monotonic() > deadline:
+                raise StepError(step, 'excite did not finish in time', demo.log('excite'))
+            if started is None and excite.output_has('exciting'):
+                started = last = time.monotonic()
+                demo.progress.note(f'excite: {EXCITE_SECONDS:.0f} s Fourier excitation '
+                                   f'(seed {EXCITE_SEED}) on the arm\'s JointTrajectory topic')
+            elif started is not None and time.monotonic() - last >= PROGRESS_PERIOD:
+                last = time.monotonic()
+                demo.progress.note(f'excite: {last - started:.0f} of {EXCITE_SECONDS:.0f} s')
+    if code != 0:
+        raise StepError(step, f'excite exited with code {code}', demo.log('excite'))
+    demo.bags['excite'] = Path(operator.stop_recording())
+    demo.progress.note(f'excitation finished at home; bag {demo.bags["excite"]}')
+
+
+def _policy_episode(demo: Demo, graph: Child, operator: Operator) -> None:
+    step = STEP_POLICY
+    demo.progress.note(f'recording to {operator.start_recording("policy")}')
+    operator.publish_goal(np.array(GOALS[0]))
+    operator.enable(True)
+    if not operator.wait_state('RUNNING', STARTUP):
+        raise StepError(step, f'the policy did not reach RUNNING (state {operator.state})',
+                        demo.log('launch'))
+    demo.progress.note('policy enabled through ~/enable: RUNNING')
+    for position in GOALS:
+        goal = np.array(position)
+        operator.publish_goal(goal)
+        started = time.monotonic()
+        reached = wait_until(lambda g=goal: operator.distance(g) < demo.success_radius,
+                             GOAL_TIMEOUT, interval=0.01)
+        seconds = time.monotonic() - started
+        time.sleep(DWELL)
+        result = Goal(position, reached, seconds, operator.distance(goal))
+        demo.goals.append(result)
+        demo.progress.note(f'goal {position} m: ' + (
+            f'reached in {seconds:.1f} s' if reached else f'not reached in {GOAL_TIMEOUT:.0f} s')
+            + f'; {result.final * 1e3:.1f} mm away after {DWELL:.0f} s more')
+        if not graph.running():
+            raise StepError(step, 'simops-launch stopped during the episode', demo.log('launch'))
+    operator.enable(False)
+    demo.bags['policy'] = Path(operator.stop_recording())
+    demo.progress.note('policy disabled through ~/enable; episode closed')
+
+
+def fit(demo: Demo) -> Path:
+    """Step 3: ``fit`` on the excitation, the policy episode held out; return the file."""
+    step = 'step 3 (fit)'
+    out = demo.out / 'fit'
+    params = out / 'fitted_sim_params.yaml'
+    with demo.progress.step(3, 'Fit the simulator to the recordings'):
+        argv = [demo.tool(step, 'simops_sysid', 'fit'), '--bag', str(demo.bags['excite']),
+                '--holdout', str(demo.bags['policy']), '--out', str(params),
+                '--report', str(out / 'report')]
+        run_tool(step, argv, demo.log('fit'), demo.env, FIT_TIMEOUT, echo=_fit_echo(demo))
+    return params
+
+
+def _fit_echo(demo: Demo) -> Callable[[str], None]:
+    def echo(line: str) -> None:
+        if line.startswith(('fitting ', 'iteration', 'training ', 'held-out ')):
+            demo.progress.note(f'fit: {line.strip()}')
+    return echo
+
+
+def validate(demo: Demo, fitted: Path) -> list[Validation]:
+    """Step 4: ``simops-validate`` in the nominal and the calibrated simulator."""
+    step = 'step 4 (validate)'
+    results = []
+    with demo.progress.step(4, 'Validate the policy in the nominal and calibrated simulator'):
+        exe = demo.tool(step, 'simops_learning', 'simops-validate')
+        for physics, extra in (('nominal', []), ('calibrated', ['--sim-params', str(fitted)])):
+            folder = demo.out / 'validate' / physics
+            argv = [exe, '--policy', str(demo.policy), '--grid', *VALIDATE_GRID,
+                    '--episodes', str(demo.validate_episodes), '--workers', '2',
+                    '--out', str(folder), *extra]
+            run_tool(step, argv, demo.log(f'validate_{physics}'), demo.env, VALIDATE_TIMEOUT,
+                     ok=VERDICT_CODES, echo=_verdict_echo(demo, physics))
+            results.append(Validation.load(f'{physics} physics', folder / 'validation.json'))
+    return results
+
+
+def _verdict_echo(demo: Demo, physics: str) -> Callable[[str], None]:
+    def echo(line: str) -> None:
+        if line.startswith('verdict:'):
+            demo.progress.note(f'{physics}: {line.strip()}')
+    return echo

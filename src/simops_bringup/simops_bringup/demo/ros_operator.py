@@ -1,0 +1,157 @@
+"""The demo's operator: an rclpy node that does what a person at the arm would do.
+
+It calls the recorder's ``~/start``/``~/stop`` and the policy's ``~/enable``, publishes goals
+on /goal_pose and watches /policy/state and /ee_pose (100 Hz; it leaves the 1 kHz joint
+states alone, to keep the CPU for the stand-in's real-time physics). Topic names come from
+config/topics.yaml, node names are the bringup graph's. The caller must have put the
+isolated DDS environment into ``os.environ`` before creating it.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable
+
+import numpy as np
+import rclpy
+from geometry_msgs.msg import PoseStamped
+from rclpy.context import Context
+from rclpy.executors import SingleThreadedExecutor
+from rclpy.qos import QoSProfile
+from std_msgs.msg import String
+from std_srvs.srv import SetBool, Trigger
+
+from simops_core.topics import load_topics
+
+SERVICE_TIMEOUT = 30.0  # s for a service to appear and answer
+RECORDER = '/recorder'  # node names of the bringup graph (simops_bringup.graph)
+POLICY = '/policy'
+
+
+class OperatorError(RuntimeError):
+    """A service is missing or refused, or the graph did not reach an expected state."""
+
+
+def wait_until(predicate: Callable[[], bool], timeout: float, interval: float = 0.05) -> bool:
+    """Poll ``predicate`` until it is true or ``timeout`` s pass; return its last value."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(interval)
+    return predicate()
+
+
+class Operator:
+    """See the module docstring. Close it with :meth:`close`."""
+
+    def __init__(self, base_frame: str) -> None:
+        topics = load_topics()
+        self.base_frame = base_frame
+        self.context = Context()
+        rclpy.init(context=self.context)
+        self.node = rclpy.create_node('simops_demo_operator', context=self.context)
+        self._lock = threading.Lock()
+        self.state = ''
+        self.ee: np.ndarray | None = None
+
+        def qos(key: str) -> QoSProfile:
+            return QoSProfile(**topics[key].qos.as_profile_kwargs())
+
+        node = self.node
+        node.create_subscription(String, topics['policy_state'].name, self._on_state,
+                                 qos('policy_state'))
+        node.create_subscription(PoseStamped, topics['ee_pose'].name, self._on_ee, qos('ee_pose'))
+        self._goal = node.create_publisher(PoseStamped, topics['goal_pose'].name,
+                                           qos('goal_pose'))
+        self._info = node.create_publisher(String, f'{RECORDER}/episode_info', 10)
+        self.executor = SingleThreadedExecutor(context=self.context)
+        self.executor.add_node(node)
+        self._thread = threading.Thread(target=self._spin, daemon=True)
+        self._thread.start()
+
+    def _spin(self) -> None:
+        while self.context.ok():
+            try:
+                self.executor.spin_once(timeout_sec=0.05)
+            except Exception:  # the context went down while spinning
+                if self.context.ok():
+                    raise
+                return
+
+    def _on_state(self, msg: String) -> None:
+        with self._lock:
+            self.state = msg.data
+
+    def _on_ee(self, msg: PoseStamped) -> None:
+        p = msg.pose.position
+        with self._lock:
+            self.ee = np.array([p.x, p.y, p.z])
+
+    # --- services ------------------------------------------------------------------------
+
+    def _call(self, kind: type, service: str, request: object) -> object:
+        client = self.node.create_client(kind, service)
+        try:
+            if not client.wait_for_service(timeout_sec=SERVICE_TIMEOUT):
+                raise OperatorError(f'service {service} did not appear within '
+                                    f'{SERVICE_TIMEOUT:.0f} s')
+            future = client.call_async(request)
+            if not wait_until(future.done, SERVICE_TIMEOUT):
+                raise OperatorError(f'service {service} did not answer')
+            response = future.result()
+        finally:
+            self.node.destroy_client(client)
+        if not response.success:
+            raise OperatorError(f'{service} refused: {response.message}')
+        return response
+
+    def start_recording(self, label: str) -> str:
+        """Open a recorder episode labelled ``label``; return its bag directory."""
+        if not wait_until(lambda: self._info.get_subscription_count() > 0, SERVICE_TIMEOUT):
+            raise OperatorError(f'the recorder does not listen on {RECORDER}/episode_info')
+        self._info.publish(String(data=json.dumps({'label': label})))
+        time.sleep(0.2)  # the label reaches the recorder before the start request
+        return self._call(Trigger, f'{RECORDER}/start', Trigger.Request()).message
+
+    def stop_recording(self) -> str:
+        """Finish the open episode; return its bag directory."""
+        return self._call(Trigger, f'{RECORDER}/stop', Trigger.Request()).message
+
+    def enable(self, on: bool) -> None:
+        """Call the policy's ``~/enable``."""
+        self._call(SetBool, f'{POLICY}/enable', SetBool.Request(data=on))
+
+    # --- topics --------------------------------------------------------------------------
+
+    def publish_goal(self, position: np.ndarray) -> None:
+        """Publish a goal position (m) in the robot's base frame."""
+        msg = PoseStamped()
+        msg.header.frame_id = self.base_frame
+        msg.pose.position.x, msg.pose.position.y, msg.pose.position.z = map(float, position)
+        msg.pose.orientation.w = 1.0
+        self._goal.publish(msg)
+
+    def wait_for_arm(self, timeout: float) -> bool:
+        """Wait until the arm publishes its flange pose and the policy its state."""
+        return wait_until(lambda: self.ee is not None and bool(self.state), timeout)
+
+    def wait_state(self, state: str, timeout: float) -> bool:
+        """Wait until the policy's state is ``state``."""
+        return wait_until(lambda: self.state == state, timeout)
+
+    def distance(self, goal: np.ndarray) -> float:
+        """The flange's current distance (m) to ``goal``; inf before the first pose."""
+        with self._lock:
+            ee = self.ee
+        return float('inf') if ee is None else float(np.linalg.norm(ee - goal))
+
+    def close(self) -> None:
+        """Shut the node down."""
+        if self.context.ok():
+            rclpy.shutdown(context=self.context)
+        self._thread.join(timeout=5)
+        self.executor.shutdown()
+        self.node.destroy_node()

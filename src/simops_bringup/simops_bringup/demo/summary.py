@@ -1,0 +1,182 @@
+"""What ``simops-demo`` reports: parameter recovery, replay error, policy episode, validation.
+
+Pure Python over the files the tools wrote: the fitted SimParams (``fit`` puts the replay
+residuals in its provenance), the stand-in's hidden truth and the model's nominal SimParams,
+and ``simops-validate``'s validation.json. The recovery bar is the sysid issue's: every
+fitted parameter within 10 % of the truth, median at most 5 %.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from simops_core.sim_params import SimParams
+
+JOINT_KINDS = ('damping', 'armature', 'frictionloss', 'kp', 'kv')
+UNITS = {'damping': 'N*m*s/rad', 'armature': 'kg*m^2', 'frictionloss': 'N*m',
+         'kp': 'N*m/rad', 'kv': 'N*m*s/rad', 'command_delay': 'ms'}
+MAX_ERROR = 0.10
+MEDIAN_ERROR = 0.05
+
+
+@dataclass(frozen=True)
+class Recovered:
+    """One fitted parameter against the hidden truth (and where the fit started)."""
+
+    name: str          # e.g. fr3_joint1.damping or command_delay
+    kind: str
+    nominal: float
+    truth: float
+    fitted: float
+
+    @property
+    def error(self) -> float:
+        """Relative error of the fit against the truth."""
+        return abs(self.fitted - self.truth) / abs(self.truth)
+
+
+def recovery(fitted: SimParams, truth: SimParams, nominal: SimParams,
+             joints: Sequence[str]) -> list[Recovered]:
+    """Every parameter the fit wrote for ``joints`` (and the delay), against the truth."""
+    rows = []
+    for joint in joints:
+        got = fitted.joints.get(joint)
+        if got is None:
+            continue
+        for kind in JOINT_KINDS:
+            value = getattr(got, kind)
+            if value is not None:
+                rows.append(Recovered(f'{joint}.{kind}', kind,
+                                      float(getattr(nominal.joints[joint], kind)),
+                                      float(getattr(truth.joints[joint], kind)), float(value)))
+    if fitted.command_delay is not None:
+        rows.append(Recovered('command_delay', 'command_delay', float(nominal.command_delay or 0),
+                              float(truth.command_delay or 0), float(fitted.command_delay)))
+    return rows
+
+
+def within_bar(rows: Sequence[Recovered]) -> bool:
+    """The sysid bar: every error at most 10 %, median at most 5 %."""
+    errors = [r.error for r in rows]
+    return bool(errors) and max(errors) <= MAX_ERROR and float(np.median(errors)) <= MEDIAN_ERROR
+
+
+@dataclass(frozen=True)
+class Goal:
+    """One goal of the policy episode and how the flange did on it.
+
+    ``position`` (m, base frame); ``reached``: whether the flange got within the success
+    radius, after ``seconds``; ``final``: its distance (m) after dwelling there.
+    """
+
+    position: tuple[float, float, float]
+    reached: bool
+    seconds: float
+    final: float
+
+
+@dataclass(frozen=True)
+class Validation:
+    """The verdict and success rates of one simops-validate run."""
+
+    physics: str
+    verdict: str
+    mean_success: float
+    min_success: float
+    configs: int
+
+    @classmethod
+    def load(cls, physics: str, path: Path) -> Validation:
+        """Read ``validation.json``."""
+        data = json.loads(path.read_text())
+        return cls(physics, data['verdict'], data['mean_success'], data['min_success'],
+                   len(data['configs']))
+
+
+@dataclass
+class Summary:
+    """Everything the final table shows."""
+
+    recovered: list[Recovered]
+    replay: Mapping[str, Mapping[str, float]]   # training / held-out -> nominal / fitted mrad
+    goals: list[Goal]
+    validations: list[Validation]
+    durations: Mapping[str, float]
+
+    def lines(self) -> list[str]:
+        """The summary as aligned text lines (what the terminal shows)."""
+        out = ['Parameter recovery against the stand-in\'s hidden truth (mean over joints)',
+               f'  {"parameter":<14}{"nominal":>11}{"truth":>11}{"fitted":>11}'
+               f'{"max error":>11}  unit']
+        for kind in dict.fromkeys(r.kind for r in self.recovered):
+            rows = [r for r in self.recovered if r.kind == kind]
+            scale = 1e3 if kind == 'command_delay' else 1.0
+            mean = {k: scale * float(np.mean([getattr(r, k) for r in rows]))
+                    for k in ('nominal', 'truth', 'fitted')}
+            out.append(f'  {kind:<14}{mean["nominal"]:>11.4g}{mean["truth"]:>11.4g}'
+                       f'{mean["fitted"]:>11.4g}{max(r.error for r in rows):>10.1%}  '
+                       f'{UNITS[kind]}')
+        errors = [r.error for r in self.recovered]
+        worst = max(self.recovered, key=lambda r: r.error)
+        out.append(f'  {len(errors)} parameters: worst {worst.name} {worst.error:.1%}, median '
+                   f'{np.median(errors):.1%} -> '
+                   f'{"within" if within_bar(self.recovered) else "MISSES"} the bar '
+                   f'(all <= {MAX_ERROR:.0%}, median <= {MEDIAN_ERROR:.0%})')
+        out += ['', 'Replay error (joint position RMS, open-loop replay of the recorded commands)',
+                f'  {"recording":<30}{"nominal":>12}{"fitted":>12}']
+        for label, pair in self.replay.items():
+            out.append(f'  {label:<30}{pair["nominal"]:>9.3f} mrad{pair["fitted"]:>7.3f} mrad')
+        reached = sum(g.reached for g in self.goals)
+        out += ['', f'Policy episode on the stand-in: {reached}/{len(self.goals)} goals reached']
+        for g in self.goals:
+            out.append(f'  goal ({g.position[0]:.2f}, {g.position[1]:.2f}, {g.position[2]:.2f})'
+                       f' m: ' + (f'reached in {g.seconds:.1f} s' if g.reached else
+                                  'not reached') + f', then {g.final * 1e3:.1f} mm away')
+        out += ['', 'Validation of the shipped policy',
+                f'  {"simulator physics":<30}{"verdict":>10}{"mean":>9}{"min":>9}']
+        for v in self.validations:
+            out.append(f'  {v.physics:<30}{v.verdict.upper():>10}{v.mean_success:>9.0%}'
+                       f'{v.min_success:>9.0%}')
+        out += ['', 'Wall time: ' + ', '.join(f'{name} {seconds:.0f} s'
+                                             for name, seconds in self.durations.items())
+                + f'; total {sum(self.durations.values()):.0f} s']
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form, per parameter."""
+        return {
+            'parameters': [asdict(r) | {'error': r.error} for r in self.recovered],
+            'within_bar': within_bar(self.recovered), 'replay_rms_mrad': dict(self.replay),
+            'goals': [asdict(g) for g in self.goals],
+            'validation': [asdict(v) for v in self.validations],
+            'durations_s': dict(self.durations),
+        }
+
+
+def replay_errors(provenance: Mapping[str, Any], labels: Mapping[str, str]
+                  ) -> dict[str, dict[str, float]]:
+    """Position RMS before and after the fit, from the fitted file's provenance.
+
+    ``labels`` maps the provenance keys (``residual_training``, ``residual_holdout``) to
+    the names shown.
+    """
+    out = {}
+    for key, label in labels.items():
+        if key in provenance:
+            rms = provenance[key]['position_rms_mrad']
+            out[label] = {'nominal': float(rms['nominal']), 'fitted': float(rms['fitted'])}
+    return out
+
+
+def write_summary(summary: Summary, folder: Path) -> list[Path]:
+    """Write summary.txt and summary.json into ``folder``."""
+    text, data = folder / 'summary.txt', folder / 'summary.json'
+    text.write_text('\n'.join(summary.lines()) + '\n')
+    data.write_text(json.dumps(summary.to_dict(), indent=2) + '\n')
+    return [text, data]
