@@ -1,4 +1,5 @@
-"""Training: DAgger is reproducible per seed, and simops-train exports what the node loads.
+"""Training: reproducible per seed, the module applies the expert's law, and simops-train
+exports what the node loads.
 
 Training runs on a tiny budget here (seconds); the shipped policy is tested as an artefact.
 """
@@ -15,13 +16,15 @@ from ros_helpers import REPO
 
 from simops_core.policy_card import file_sha256, load_policy_card
 from simops_core.robot_spec import load_robot_spec
+from simops_learning.network import PosturePolicy
 from simops_learning.reach_card import reach_card
+from simops_learning.reach_env import FR3ReachEnv
 from simops_learning.train import TrainConfig, train
 from simops_policy.model import load_model
 
 SPEC = load_robot_spec('fr3')
-TINY = TrainConfig(seed=3, iterations=2, episodes=2, max_steps=15, max_updates=20, workers=1,
-                   hidden=(32,))
+TINY = TrainConfig(seed=3, goals=20, hidden=(16,), updates=30, eval_episodes=1, workers=1,
+                   gain_candidates=(0.2,))
 
 
 def test_same_seed_same_weights() -> None:
@@ -30,24 +33,38 @@ def test_same_seed_same_weights() -> None:
     for (name, a), (_, b) in zip(first.state_dict().items(), second.state_dict().items(),
                                  strict=True):
         assert torch.equal(a, b), name
-    assert 0 < meta['samples'] <= 2 * 2 * 15
-    other, _ = train(TrainConfig(**{**TINY.__dict__, 'seed': 4}), log=lambda line: None)
-    assert not torch.equal(other.state_dict()['body.0.weight'],
-                           first.state_dict()['body.0.weight'])
+    assert meta['goals'] == 20 and meta['gain'] == 0.2
+
+
+def test_policy_module_applies_the_expert_law() -> None:
+    """Goal and joint positions decoded from the observation; vector-saturated P law."""
+    env = FR3ReachEnv()
+    policy = PosturePolicy(env.card, SPEC, (8,), gain=0.2).eval()
+    for seed, goal in ((0, [0.5, 0.1, 0.3]), (1, [0.35, -0.2, 0.1])):
+        obs, _ = env.reset(seed=seed, options={'goal': goal, 'ramp_time': 0.0})
+        for _ in range(3):
+            obs, *_ = env.step(np.full(8, 0.5, np.float32))
+        with torch.no_grad():
+            action = policy(torch.as_tensor(obs)[None])[0].numpy()
+            posture = policy.posture(torch.tensor([goal], dtype=torch.float32))[0].numpy()
+        q = env.pipeline.raw.joint_position[:7]
+        dq = 0.2 * (posture - q) / env.card.action.scale
+        dq /= max(1.0, np.abs(dq).max())
+        np.testing.assert_allclose(action, [*dq, 1.0], atol=1e-4)
 
 
 def test_cli_exports_both_formats_with_cards(tmp_path: Path) -> None:
     stem = tmp_path / 'tiny'
     run = subprocess.run([str(REPO / '.venv/bin/simops-train'), '--out', str(stem),
-                          '--iterations', '1', '--episodes', '2', '--workers', '1',
-                          '--max-updates', '5'], capture_output=True, text=True, timeout=300)
+                          '--goals', '20', '--updates', '5', '--eval-episodes', '1',
+                          '--workers', '1'], capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr
-    assert 'iteration 1/1' in run.stdout
+    assert 'labelled 20 goals' in run.stdout and 'chose gain' in run.stdout
     pt_card = load_policy_card(stem.with_suffix('.yaml'), SPEC.joint_names, SPEC.arm_joints)
     pt2_card = load_policy_card(tmp_path / 'tiny.pt2.yaml', SPEC.joint_names, SPEC.arm_joints)
     assert pt_card.sha256 == file_sha256(stem.with_suffix('.pt'))
     assert pt2_card.sha256 == file_sha256(stem.with_suffix('.pt2'))
-    assert pt_card.training['algorithm'] == 'dagger' and pt_card.training['seed'] == 0
+    assert pt_card.training['seed'] == 0 and pt_card.training['goals'] == 20
     scripted = load_model(stem.with_suffix('.pt'), pt_card)
     exported = load_model(stem.with_suffix('.pt2'), pt2_card)
     obs = np.random.default_rng(0).normal(size=pt_card.observation_size).astype(np.float32)
@@ -57,7 +74,7 @@ def test_cli_exports_both_formats_with_cards(tmp_path: Path) -> None:
 def test_cli_rejects_bad_arguments(tmp_path: Path) -> None:
     bad = tmp_path / 'dr.yaml'
     bad.write_text('randomization: {mass: [2.0, 1.0]}\n')
-    for args in (['--iterations', '0'], ['--randomization', str(bad)]):
+    for args in (['--goals', '5'], ['--randomization', str(bad)]):
         run = subprocess.run([str(REPO / '.venv/bin/simops-train'), *args],
                              capture_output=True, text=True, timeout=60)
         assert run.returncode == 2 and run.stderr.startswith('simops-train: error:'), run.stderr
@@ -70,7 +87,7 @@ def test_shipped_policy_and_cards() -> None:
     expected = reach_card(SPEC, card.sha256, card.training)
     assert card.observation_size == 66 and card.action.reference == 'last_command'
     assert expected['observation']['history'] == card.history
-    assert card.training['algorithm'] == 'dagger'
+    assert card.training['seed'] == 0 and card.training['randomized_success_by_gain']
     assert POLICY.stat().st_size < 500_000 and EXPORTED.stat().st_size < 1_000_000
     scripted = load_model(POLICY, card)
     exported = load_model(EXPORTED, load_policy_card(EXPORTED_CARD, SPEC.joint_names,

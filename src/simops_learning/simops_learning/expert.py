@@ -1,13 +1,16 @@
 """Analytic reaching expert: an IK goal posture, then joint-space tracking of it.
 
 Per goal, :meth:`ReachExpert.solve` finds a joint posture ``q*`` that puts the flange on the
-goal by damped least squares on the MuJoCo flange Jacobian (kinematics only), from ``home``,
-with the joint limits (minus the node's margin) enforced at every iteration. The 6-D task is
-the flange position, the hand's approach axis and its long axis kept horizontal: the
-approach axis points down for high goals and tilts radially outward for goals near the
-table (the fingers reach 0.11 m below the flange, so a vertical hand cannot bring the flange
-below about 0.12 m). A null-space pull toward ``home`` keeps ``q*`` a smooth function of the
-goal, which is what makes it easy to imitate.
+goal by damped least squares on the MuJoCo flange Jacobian (kinematics only), with the joint
+limits (minus a margin) enforced at every iteration. It starts from, and in the null space
+pulls toward, a reference posture: ``home`` with joint 5 turned by ``wrist_bend``, which keeps
+link 6 above the hand when the hand tilts for goals near the table. Task priorities: the
+flange position, then the hand's approach axis, then the reference posture. The approach
+axis points down for high goals and tilts radially outward for goals near the table (the
+fingers reach 0.11 m below the flange, so a vertical hand cannot bring the flange below
+about 0.12 m) or near the base. Nothing else constrains the roll, so ``q*`` is a smooth
+function of the goal (a roll target made it jump between wrist branches), which is what
+makes the expert easy to imitate.
 
 :meth:`ReachExpert.act` then commands ``k · (q* - q)`` per control step from the measured arm
 position ``q``, scaled down as a vector (so joints arrive together) to at most one action
@@ -29,8 +32,6 @@ from simops_sim.physics import ModelIndex
 
 HAND_BODY = 'fr3_hand'
 ARM_DOF = 7
-SQRT_HALF = float(np.sqrt(0.5))
-ROLL_SIGN = 1.0
 
 
 @dataclass(frozen=True)
@@ -38,21 +39,23 @@ class ExpertGains:
     """Expert settings.
 
     ``gain``: fraction of the joint error commanded per control step; ``damping``: DLS
-    damping; ``iterations`` and ``tolerance`` (m) of the IK; ``orientation_weight`` of the
+    damping; ``iterations`` of the IK, which stops early once no joint moves more than
+    ``tolerance`` (rad); ``orientation_weight`` of the
     axis errors against the position error (m per rad); ``posture``: null-space pull toward
     home per iteration; ``tilt_high``/``tilt_low`` goal heights (m) between which the approach
     axis tilts from straight down to ``tilt_max`` (rad) radially outward; ``margin`` (rad)
     kept clear of the joint limits. Goals closer to the base axis than ``near_far`` (m) tilt
     the approach axis outward too, up to ``tilt_near`` (rad) at ``near_close``, where a
-    vertical hand would fold the elbow into its limit.
+    vertical hand would fold the elbow into its limit. ``wrist_bend`` (rad) turns joint 5 of
+    the reference posture (start and null-space target) away from ``home``.
     """
 
     gain: float = 0.2
     damping: float = 0.02
-    iterations: int = 150
+    iterations: int = 300
     tolerance: float = 1e-4
     orientation_weight: float = 0.5
-    posture: float = 0.02
+    posture: float = 0.2
     tilt_high: float = 0.30
     tilt_low: float = 0.08
     tilt_max: float = 1.3
@@ -60,6 +63,7 @@ class ExpertGains:
     near_far: float = 0.45
     near_close: float = 0.3
     margin: float = 0.06
+    wrist_bend: float = 1.0
 
 
 class ReachExpert:
@@ -78,6 +82,8 @@ class ReachExpert:
         self._jacr = np.zeros((3, model.nv))
         self._goal: np.ndarray | None = None
         self._posture = spec.home.copy()
+        self.reference = spec.home.copy()
+        self.reference[4] += self.gains.wrist_bend
         self.residual = 0.0
 
     def desired_axis(self, goal: np.ndarray) -> np.ndarray:
@@ -99,8 +105,7 @@ class ReachExpert:
         lower = self.spec.position_lower + g.margin
         upper = self.spec.position_upper - g.margin
         axis = self.desired_axis(goal)
-        down = np.array([0.0, 0.0, -1.0])
-        q = self.spec.home.copy()
+        q = self.reference.copy()
         dofs = index.dof_adr[:ARM_DOF]
         eye = np.eye(ARM_DOF)
         for _ in range(g.iterations):
@@ -109,19 +114,12 @@ class ReachExpert:
             mujoco.mj_comPos(model, data)
             error = goal - data.xpos[index.flange_body]
             approach = data.xmat[self.hand].reshape(3, 3)[:, 2]
-            wrist = data.xmat[index.flange_body].reshape(3, 3)[:, 0]
             omega = np.cross(approach, axis)
-            # Roll the wrist so that the hand's long axis is horizontal with link 6 (at -x of
-            # link 7) above the flange: x of link 7 at 45 degrees below the horizontal.
-            sideways = down - (down @ approach) * approach
-            if np.linalg.norm(sideways) > 0.2:
-                sideways /= np.linalg.norm(sideways)
-                wanted = SQRT_HALF * (sideways + ROLL_SIGN * np.cross(approach, sideways))
-                omega += (np.cross(wrist, wanted) @ approach) * approach
-            if np.linalg.norm(error) < g.tolerance and np.linalg.norm(omega) < 1e-3:
-                break
             mujoco.mj_jacBody(model, data, self._jacp, self._jacr, index.flange_body)
-            jac_p, jac_r = self._jacp[:, dofs], self._jacr[:, dofs]
+            jac_p = self._jacp[:, dofs]
+            # Only the two rotations that tilt the approach axis: the roll stays free for
+            # the posture task, so q* does not depend on the path the iterations take.
+            jac_r = (np.eye(3) - np.outer(approach, approach)) @ self._jacr[:, dofs]
             # Position first; orientation, then posture, in the remaining null spaces.
             pinv_p = _damped_pinv(jac_p, g.damping)
             step = pinv_p @ error
@@ -130,11 +128,13 @@ class ReachExpert:
             pinv_r = _damped_pinv(reduced, g.damping * 5)
             step += null @ pinv_r @ (g.orientation_weight * omega - jac_r @ step)
             null = null @ (eye - pinv_r @ reduced)
-            step += null @ ((self.spec.home - q) * g.posture)
+            step += null @ ((self.reference - q) * g.posture)
             largest = np.max(np.abs(step))
             if largest > 0.2:
                 step *= 0.2 / largest
             q = np.clip(q + step, lower, upper)
+            if largest < g.tolerance:
+                break
         data.qpos[index.qpos_adr[:ARM_DOF]] = q
         mujoco.mj_kinematics(model, data)
         self.residual = float(np.linalg.norm(goal - data.xpos[index.flange_body]))

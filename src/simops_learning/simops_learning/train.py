@@ -1,16 +1,25 @@
-"""``simops-train``: DAgger from the IK expert under domain randomisation; exports the policy.
+"""``simops-train``: the default reach policy, cloned from the IK expert, then evaluated.
 
-Iteration 0 rolls out the expert (:mod:`simops_learning.expert`); every later iteration rolls
-out the learner, executing the expert's action instead with probability ``beta = 0.5 ** i``
-per step, and the expert labels every visited state. The randomisation level follows a
-linear curriculum over the first half of the iterations. The MLP is refit on the aggregate
-after each iteration. Rollouts run in worker processes (one env each, one torch thread).
-Same seed, same worker count → same data and the same weights.
+1. Goals are drawn uniformly from the workspace, slightly enlarged (seeded), and the expert
+   (:mod:`simops_learning.expert`) labels each with its goal posture q* (7,) rad, in worker
+   processes.
+2. The posture network of :class:`~simops_learning.network.PosturePolicy` is fit to them by
+   mean squared error (Adam, cosine schedule, one torch thread); a held-out tenth of the
+   goals measures its joint and flange errors.
+3. The feedback gain is chosen among candidates by closed-loop rollouts of the scripted
+   module in the env under full domain randomisation (the node's safety pipeline, action
+   delay, mass, friction, damping, servo gain, noise, ramp): the randomisation ranges, which
+   ``--randomization`` takes from a validation report's suggestion, shape the controller.
+
+The policy's feedback law is the expert's, so imitation reduces to the posture map, which
+depends on the goal alone: no state-distribution shift, hence no DAgger rounds. Same seed and
+settings give the same weights (labelling is deterministic, fitting single-threaded).
 """
 
 from __future__ import annotations
 
 import argparse
+import io
 import multiprocessing
 import sys
 import time
@@ -23,182 +32,183 @@ import torch
 
 from simops_learning.domain import DomainRandomization, load_randomization
 from simops_learning.expert import ExpertGains, ReachExpert
-from simops_learning.network import MlpPolicy, export_policy
-from simops_learning.reach_env import FR3ReachEnv
+from simops_learning.network import PosturePolicy, export_policy
+from simops_learning.reach_env import WORKSPACE_HIGH, WORKSPACE_LOW, FR3ReachEnv
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+GOAL_MARGIN = 0.01        # m the sampled goals extend beyond the workspace on every side
+HELD_OUT = 0.1            # fraction of the goals kept for the error estimate
 
 
 @dataclass(frozen=True)
 class TrainConfig:
-    """DAgger settings: sizes are counts, ``learning_rate`` per Adam step."""
+    """Training settings; counts are goals, updates and episodes."""
 
     seed: int = 0
-    iterations: int = 10
-    episodes: int = 96                 # per iteration, over all workers
-    max_steps: int = 160               # per rollout episode
-    hidden: tuple[int, ...] = (256, 256)
-    epochs: int = 30                   # passes over the aggregate per iteration (capped)
-    max_updates: int = 4000            # Adam steps per iteration at most
-    batch: int = 512
-    learning_rate: float = 1e-3
-    action_noise: float = 0.1          # std of the noise on executed learner actions
+    goals: int = 4000
+    hidden: tuple[int, ...] = (128, 128)
+    updates: int = 20000
+    batch: int = 256
+    learning_rate: float = 3e-3
+    eval_episodes: int = 60          # per candidate gain
+    gain_candidates: tuple[float, ...] = (0.15, 0.2, 0.3)
     workers: int = 2
+    gains: ExpertGains = field(default_factory=ExpertGains)
     randomization: DomainRandomization = field(default_factory=DomainRandomization)
 
 
-@dataclass(frozen=True)
-class RolloutJob:
-    """One worker's share of an iteration."""
-
-    seeds: tuple[int, ...]
-    beta: float
-    level: float
-    max_steps: int
-    action_noise: float
-    randomization: DomainRandomization
-    hidden: tuple[int, ...]
-    weights: dict[str, torch.Tensor] | None
-
-
-@dataclass
-class RolloutData:
-    """Visited observations (N, obs), expert labels (N, act) and per-episode outcomes."""
-
-    observations: np.ndarray
-    labels: np.ndarray
-    successes: list[bool]
-    steps: int
-
-
-def collect(job: RolloutJob) -> RolloutData:
-    """Run ``job``'s episodes with the mixed policy; label every state with the expert."""
-    torch.set_num_threads(1)
-    env = FR3ReachEnv(randomization=job.randomization)
+def label_goals(goals: np.ndarray) -> np.ndarray:
+    """Worker: the expert's posture (N, 7) rad for goals (N, 3) m."""
+    env = FR3ReachEnv()
     expert = ReachExpert(env.physics.model, env.physics.index, env.spec_robot,
-                         env.card.action.scale, ExpertGains())
-    learner = None
-    if job.weights is not None:
-        learner = MlpPolicy(env.card.observation_size, env.card.action.size, job.hidden)
-        learner.load_state_dict(job.weights)
-        learner.eval()
-    observations, labels, successes = [], [], []
+                         env.card.action.scale)
+    return np.array([expert.solve(goal) for goal in goals])
+
+
+@dataclass(frozen=True)
+class EvalJob:
+    """Closed-loop evaluation episodes for one worker."""
+
+    policy: bytes                  # TorchScript archive
+    seeds: tuple[int, ...]
+    randomization: DomainRandomization
+
+
+def evaluate(job: EvalJob) -> list[bool]:
+    """Worker: success per episode of the scripted policy under full randomisation."""
+    torch.set_num_threads(1)
+    module = torch.jit.load(io.BytesIO(job.policy))
+    env = FR3ReachEnv(randomization=job.randomization)
+    successes = []
     for seed in job.seeds:
-        rng = np.random.default_rng(seed)
-        obs, info = env.reset(seed=seed, options={'level': job.level})
-        for _ in range(job.max_steps):
-            label = expert.act(env.pipeline.raw.joint_position, env.goal)
-            observations.append(obs)
-            labels.append(label)
-            action = label
-            if learner is not None and rng.random() >= job.beta:
-                with torch.inference_mode():
-                    action = learner(torch.as_tensor(obs)[None])[0].numpy().astype(float)
-                action = action + rng.normal(0.0, job.action_noise, action.shape)
+        obs, info = env.reset(seed=seed, options={'level': 1.0})
+        while True:
+            with torch.inference_mode():
+                action = module(torch.as_tensor(obs)[None])[0].numpy().astype(float)
             obs, _, terminated, truncated, info = env.step(action)
             if terminated or truncated:
                 break
         successes.append(bool(info['is_success']))
-    return RolloutData(np.asarray(observations, np.float32), np.asarray(labels, np.float32),
-                       successes, len(observations))
+    return successes
 
 
-def fit(policy: MlpPolicy, observations: np.ndarray, labels: np.ndarray, config: TrainConfig,
+def fit(policy: PosturePolicy, goals: np.ndarray, postures: np.ndarray, config: TrainConfig,
         generator: torch.Generator) -> float:
-    """Refit ``policy`` on the aggregate by MSE; return the last epoch's mean loss."""
-    optimizer = torch.optim.Adam(policy.parameters(), lr=config.learning_rate)
-    x, y = torch.as_tensor(observations), torch.as_tensor(labels)
-    count = len(x)
-    updates = min(config.max_updates, config.epochs * max(count // config.batch, 1))
-    schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, updates)
-    policy.train()
-    losses = []
-    for update in range(updates):
-        if update % max(count // config.batch, 1) == 0:
-            order = torch.randperm(count, generator=generator)
-        start = (update % max(count // config.batch, 1)) * config.batch
-        batch = order[start:start + config.batch]
-        loss = torch.nn.functional.mse_loss(policy(x[batch]), y[batch])
+    """Fit the posture network by MSE on standardised postures; return the last loss."""
+    x = torch.as_tensor(goals, dtype=torch.float32)
+    y = torch.as_tensor(postures, dtype=torch.float32)
+    optimizer = torch.optim.Adam(policy.body.parameters(), lr=config.learning_rate)
+    schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, config.updates)
+    scale = policy.posture_std
+    loss = torch.zeros(())
+    for _ in range(config.updates):
+        batch = torch.randint(len(x), (config.batch,), generator=generator)
+        loss = torch.mean(((policy.posture(x[batch]) - y[batch]) / scale) ** 2)
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
         schedule.step()
-        losses.append(loss.item())
-    policy.eval()
-    return float(np.mean(losses[-max(count // config.batch, 1):]))
+    return loss.item()
 
 
-def train(config: TrainConfig, log: Any = print) -> tuple[MlpPolicy, dict[str, Any]]:
-    """Run DAgger; return the policy and the training metadata for its card."""
+def flange_errors(env: FR3ReachEnv, postures: np.ndarray, goals: np.ndarray) -> np.ndarray:
+    """Flange-goal distance (N,) m of postures (N, 7) by forward kinematics."""
+    import mujoco
+
+    data = mujoco.MjData(env.physics.model)
+    index = env.physics.index
+    out = []
+    for q, goal in zip(postures, goals, strict=True):
+        data.qpos[index.qpos_adr[:7]] = q
+        mujoco.mj_kinematics(env.physics.model, data)
+        out.append(np.linalg.norm(data.xpos[index.flange_body] - goal))
+    return np.array(out)
+
+
+def train(config: TrainConfig, log: Any = print) -> tuple[PosturePolicy, dict[str, Any]]:
+    """Label, fit and evaluate; return the policy and the training metadata for its card."""
     torch.set_num_threads(1)
     torch.manual_seed(config.seed)
     generator = torch.Generator().manual_seed(config.seed)
-    probe = FR3ReachEnv()
-    policy = MlpPolicy(probe.card.observation_size, probe.card.action.size, config.hidden)
     started = time.monotonic()
-    observations = np.zeros((0, probe.card.observation_size), np.float32)
-    labels = np.zeros((0, probe.card.action.size), np.float32)
-    history = []
+    env = FR3ReachEnv()
+    rng = np.random.default_rng(config.seed)
+    goals = rng.uniform(WORKSPACE_LOW - GOAL_MARGIN, WORKSPACE_HIGH + GOAL_MARGIN,
+                        (config.goals, 3))
     context = multiprocessing.get_context('spawn')
     with context.Pool(config.workers) as pool:
-        for iteration in range(config.iterations):
-            beta = 0.5 ** iteration
-            level = min(1.0, iteration / max(config.iterations // 2, 1))
-            seeds = [config.seed * 1_000_003 + iteration * 10_000 + i
-                     for i in range(config.episodes)]
-            weights = None if iteration == 0 else {
-                k: v.clone() for k, v in policy.state_dict().items()}
-            jobs = [RolloutJob(tuple(seeds[w::config.workers]), beta, level, config.max_steps,
-                               config.action_noise, config.randomization, config.hidden,
-                               weights) for w in range(config.workers)]
-            results = pool.map(collect, jobs)
-            observations = np.concatenate([observations, *(r.observations for r in results)])
-            labels = np.concatenate([labels, *(r.labels for r in results)])
-            successes = [s for r in results for s in r.successes]
-            if iteration == 0:
-                policy.set_normalization(observations)
-            loss = fit(policy, observations, labels, config, generator)
-            rate = float(np.mean(successes))
-            history.append({'iteration': iteration, 'beta': beta, 'level': level,
-                            'samples': len(observations), 'rollout_success': rate,
-                            'loss': loss})
-            log(f'iteration {iteration + 1}/{config.iterations}: beta {beta:.3f}, level '
-                f'{level:.2f}, {len(observations)} samples, rollout success {rate:.0%}, '
-                f'loss {loss:.5f}, {time.monotonic() - started:.0f} s')
+        chunks = np.array_split(goals, config.workers * 4)
+        postures = np.concatenate(pool.map(label_goals, chunks))
+        log(f'labelled {len(goals)} goals with the IK expert in '
+            f'{time.monotonic() - started:.0f} s')
+        held = max(1, int(len(goals) * HELD_OUT))
+        policy = PosturePolicy(env.card, env.spec_robot, config.hidden, config.gains.gain)
+        policy.eval()
+        policy.set_normalization(goals[held:], postures[held:])
+        loss = fit(policy, goals[held:], postures[held:], config, generator)
+        policy.eval()
+        with torch.no_grad():
+            predicted = policy.posture(torch.as_tensor(goals[:held], dtype=torch.float32))
+        joint_rms = float(np.sqrt(np.mean((predicted.numpy() - postures[:held]) ** 2)))
+        flange = flange_errors(env, predicted.numpy().astype(float), goals[:held])
+        log(f'fit {config.updates} updates: loss {loss:.2e}, held-out joint RMS '
+            f'{joint_rms:.4f} rad, flange error median {1000 * np.median(flange):.1f} mm, '
+            f'95th percentile {1000 * np.percentile(flange, 95):.1f} mm, '
+            f'{time.monotonic() - started:.0f} s')
+        results = {}
+        for gain in config.gain_candidates:
+            policy.gain_per_unit = gain / env.card.action.scale
+            buffer = io.BytesIO()
+            torch.jit.save(torch.jit.script(policy), buffer)
+            seeds = [config.seed * 1_000_003 + 500_000 + i for i in range(config.eval_episodes)]
+            jobs = [EvalJob(buffer.getvalue(), tuple(seeds[w::config.workers]),
+                            config.randomization) for w in range(config.workers)]
+            results[gain] = float(np.mean([s for part in pool.map(evaluate, jobs)
+                                           for s in part]))
+            log(f'gain {gain:g}: closed-loop success under full randomisation '
+                f'{results[gain]:.1%} of {config.eval_episodes} episodes, '
+                f'{time.monotonic() - started:.0f} s')
+    best = max(results, key=lambda g: (results[g], -abs(g - config.gains.gain)))
+    policy.gain_per_unit = best / env.card.action.scale
+    log(f'chose gain {best:g}')
     metadata = {
-        'framework': f'torch {torch.__version__}', 'algorithm': 'dagger',
-        'expert': 'ik-dls joint-space (simops_learning.expert)', 'seed': config.seed,
-        'iterations': config.iterations, 'episodes_per_iteration': config.episodes,
-        'samples': len(observations), 'hidden': list(config.hidden),
-        'randomization': asdict(config.randomization),
+        'framework': f'torch {torch.__version__}',
+        'algorithm': 'behaviour cloning of the IK expert\'s goal posture',
+        'policy': 'posture MLP (goal -> q*) + proportional joint law (simops_learning.network)',
+        'seed': config.seed, 'goals': config.goals, 'hidden': list(config.hidden),
+        'updates': config.updates, 'gain': best,
+        'randomized_success_by_gain': {f'{g:g}': r for g, r in results.items()},
+        'held_out_joint_rms_rad': round(joint_rms, 5),
+        'held_out_flange_error_median_m': round(float(np.median(flange)), 5),
+        'randomization': {**asdict(config.randomization),
+                          'ramp_times': list(config.randomization.ramp_times)},
+        'eval_episodes': config.eval_episodes,
         'wall_time_s': round(time.monotonic() - started, 1),
-        'final_rollout_success': history[-1]['rollout_success'],
     }
     return policy, metadata
 
 
 def main(argv: list[str] | None = None) -> int:
     """CLI entry point; see ``simops-train --help``."""
-    parser = argparse.ArgumentParser(
-        prog='simops-train', description='Train the FR3 reach policy by DAgger from the IK '
-        'expert and export .pt, .pt2 and the policy card.')
-    parser.add_argument('--out', default='models/policy/fr3_reach',
-                        help='output stem: writes STEM.pt, STEM.pt2, STEM.yaml, STEM.pt2.yaml')
     defaults = TrainConfig()
+    parser = argparse.ArgumentParser(
+        prog='simops-train', description='Train the FR3 reach policy from the IK expert and '
+        'export STEM.pt, STEM.pt2 and their cards (STEM.yaml, STEM.pt2.yaml).')
+    parser.add_argument('--out', default='models/policy/fr3_reach', help='output stem')
     parser.add_argument('--seed', type=int, default=defaults.seed)
-    parser.add_argument('--iterations', type=int, default=defaults.iterations)
-    parser.add_argument('--episodes', type=int, default=defaults.episodes,
-                        help='rollout episodes per iteration')
+    parser.add_argument('--goals', type=int, default=defaults.goals,
+                        help='goals labelled by the expert')
+    parser.add_argument('--updates', type=int, default=defaults.updates, help='Adam steps')
+    parser.add_argument('--eval-episodes', type=int, default=defaults.eval_episodes,
+                        help='randomised rollouts per candidate gain')
     parser.add_argument('--workers', type=int, default=defaults.workers)
-    parser.add_argument('--max-updates', type=int, default=defaults.max_updates,
-                        help='Adam steps per iteration at most')
     parser.add_argument('--randomization', type=Path,
                         help='YAML with a "randomization" mapping (e.g. the dr_suggestion.yaml '
                              'that simops-validate writes); default: the built-in ranges')
     args = parser.parse_args(argv)
-    if min(args.iterations, args.episodes, args.workers, args.max_updates) < 1:
-        print('simops-train: error: --iterations, --episodes, --workers and --max-updates '
-              'must be >= 1', file=sys.stderr)
+    if min(args.goals, args.updates, args.eval_episodes, args.workers) < 1 or args.goals < 10:
+        print('simops-train: error: --goals must be >= 10 and --updates, --eval-episodes and '
+              '--workers >= 1', file=sys.stderr)
         return EXIT_USAGE
     try:
         randomization = (load_randomization(args.randomization) if args.randomization
@@ -206,13 +216,14 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:
         print(f'simops-train: error: {exc}', file=sys.stderr)
         return EXIT_USAGE
-    config = TrainConfig(seed=args.seed, iterations=args.iterations, episodes=args.episodes,
-                         workers=args.workers, max_updates=args.max_updates,
+    config = TrainConfig(seed=args.seed, goals=args.goals, updates=args.updates,
+                         eval_episodes=args.eval_episodes, workers=args.workers,
                          randomization=randomization)
     policy, metadata = train(config, log=lambda line: print(line, flush=True))
+    env = FR3ReachEnv()
     stem = Path(args.out)
     try:
-        paths = export_policy(policy, FR3ReachEnv().spec_robot, stem, metadata)
+        paths = export_policy(policy, env.spec_robot, stem, env.card.observation_size, metadata)
     except OSError as exc:
         print(f'simops-train: error: cannot write {stem}: {exc}', file=sys.stderr)
         return EXIT_FAILED
