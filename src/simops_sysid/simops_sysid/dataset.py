@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from scipy.ndimage import uniform_filter1d
 
 from simops_core.bag_reader import BagError, RawBag, message_typestore, read_bag
 from simops_core.robot_spec import RobotSpec
@@ -42,6 +43,7 @@ STREAM_HOLD = 0.5           # s a streamed command stays in force (the node's co
 MIN_SEQUENCE = 2.0          # s, shortest sequence worth fitting
 MAX_GAP = 0.05              # s, longest gap between joint states inside the data
 MAX_LAG = 0.02             # s a joint state may arrive later than the fastest one did
+EFFORT_WINDOW = 0.1         # s, moving average on the effort before it is compared
 
 
 class DataError(ValueError):
@@ -221,6 +223,17 @@ def _commands(raw: RawBag, topic: str, spec: RobotSpec, store: object, clock: Re
                       goals=tuple(goals[i] for i in order))
 
 
+def average_effort(effort: np.ndarray, samples: int) -> np.ndarray:
+    """Centred moving average over ``samples`` rows of ``effort`` (N, J) N*m.
+
+    Commands reach the arm with a transport jitter of a millisecond or so; the servo effort
+    ``kp (u - q)`` jumps with it, while the motion does not. Left in, that noise in the
+    replayed input pulls ``kp`` down (errors in variables); averaged over a few command
+    periods, in the measurement and the replay alike, it nearly cancels.
+    """
+    return uniform_filter1d(effort, max(1, samples), axis=0, mode='nearest')
+
+
 def split_sequences(rec: Recording, dt: float, length: float, rate: float,
                     history: int, joints: Sequence[int]) -> tuple[list[SequenceData], int]:
     """Cut ``rec``'s commanded span into sequences of about ``length`` s.
@@ -252,6 +265,7 @@ def split_sequences(rec: Recording, dt: float, length: float, rate: float,
     initial = rec.q[index, :7]
     targets = physics_targets(rec.commands, t0 - history * dt, total + history, dt, initial)
     width = float(rec.q[index, 7:].sum())
+    effort = average_effort(rec.effort, round(EFFORT_WINDOW / period))
     sequences = []
     lagging = 0
     for i in range(count):
@@ -265,12 +279,14 @@ def split_sequences(rec: Recording, dt: float, length: float, rate: float,
         if rec.lag[window].max() > MAX_LAG:
             lagging += 1
             continue
-        sel = np.flatnonzero((rec.t > s0) & (rec.t <= s0 + steps * dt))[::every]
+        margin = EFFORT_WINDOW / 2   # where the averaged effort sees the sequence's ends
+        sel = np.flatnonzero((rec.t > s0 + margin)
+                             & (rec.t <= s0 + steps * dt - margin))[::every]
         sequences.append(SequenceData(
             name=f'{rec.bag.name}[{i}]', t0=s0, dt=dt, history=history,
             targets=targets[k0:k0 + history + steps], gripper=width,
             qpos0=rec.q[first].copy(), qvel0=rec.qd[first].copy(), t=rec.t[sel],
-            q=rec.q[sel][:, arm], qd=rec.qd[sel][:, arm], effort=rec.effort[sel][:, arm]))
+            q=rec.q[sel][:, arm], qd=rec.qd[sel][:, arm], effort=effort[sel][:, arm]))
     if not sequences:
         raise DataError(f'{rec.bag}: every sequence has joint states that arrived more than '
                         f'{MAX_LAG * 1e3:g} ms late (worst {rec.lag.max() * 1e3:.0f} ms): the '

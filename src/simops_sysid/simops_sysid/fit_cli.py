@@ -88,6 +88,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument('--full-iters', type=int, default=1, metavar='N',
                         help='then LM iterations with it finite-differenced per parameter '
                              '(>= 1, default 1)')
+    parser.add_argument('--effort-scale', type=float, default=fitting.Scales.effort,
+                        metavar='NM', help='N*m of effort error weighed like 1 mrad of '
+                        f'position (default {fitting.Scales.effort:g})')
     parser.add_argument('--threads', type=int, default=os.cpu_count() or 1,
                         help='rollout threads (default: all cores)')
     return parser
@@ -120,6 +123,8 @@ def _run(options: argparse.Namespace) -> int:
         raise UsageError(f'--sequence-length {options.sequence_length} s is outside 5-20 s')
     if not 10.0 <= options.rate <= 1000.0:
         raise UsageError(f'--rate {options.rate} Hz is outside 10-1000 Hz')
+    if not options.effort_scale > 0:
+        raise UsageError(f'--effort-scale must be > 0 N*m, got {options.effort_scale}')
     if options.grouped_iters < 0 or options.full_iters < 1:
         raise UsageError('--grouped-iters must be >= 0 and --full-iters >= 1')
     try:
@@ -165,7 +170,8 @@ def _run(options: argparse.Namespace) -> int:
         params[parameters.DELAY].update_from_vector(np.array([guess]))
         print(f'command delay starts from {guess * 1e3:.1f} ms (targets vs effort '
               'cross-correlation)', flush=True)
-    problem = fitting.make_problem(fit_model, train, joints, base, threads=options.threads)
+    scales = fitting.Scales(effort=options.effort_scale)
+    problem = fitting.make_problem(fit_model, train, joints, base, scales, options.threads)
     seconds = sum(s.duration for s in train)
     print(f'fitting {params.size} parameters ({",".join(kinds)}) to {len(train)} sequences, '
           f'{seconds:.1f} s', flush=True)
@@ -181,12 +187,15 @@ def _run(options: argparse.Namespace) -> int:
         return _fail(EXIT_FIT, 'the fit diverged (non-finite parameters or objective); '
                                'check the bags and --params')
     fitted = parameters.whole_step_delay(result.values, dt)
+    if parameters.DELAY in result.params:
+        print(f'command delay: fitted {result.values.command_delay * 1e3:.2f} ms, written as '
+              f'{fitted.command_delay * 1e3:g} ms (whole {dt * 1e3:g} ms physics steps)')
     train_eval = (fitting.evaluate(problem, params, base),
                   fitting.evaluate(problem, params, fitted))
     held_eval = None
     if held:
-        held_problem = fitting.make_problem(fit_model, held, joints, base,
-                                            threads=options.threads)
+        held_problem = fitting.make_problem(fit_model, held, joints, base, scales,
+                                            options.threads)
         held_eval = (fitting.evaluate(held_problem, params, base),
                      fitting.evaluate(held_problem, params, fitted))
     out = fitted.with_provenance(**_provenance(options, model_path, result, train_eval,

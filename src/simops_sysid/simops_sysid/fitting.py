@@ -10,7 +10,9 @@ hooks it asks for:
   candidate command delay (:func:`simops_sysid.replay.delayed`) and calls
   ``mujoco.sysid.sysid_rollout``;
 - ``modify_residual``: :class:`JointResidual` compares arm joint position, velocity and
-  effort at the measured times, each divided by its scale in :class:`Scales`.
+  effort (both averaged over ``EFFORT_WINDOW``, see
+  :func:`simops_sysid.dataset.average_effort`) at the measured times, each divided by its
+  scale in :class:`Scales`.
 
 The fitting model is the simulator's MJCF reduced to the robot (the bodies under the spec's
 base frame; the table, the object and the goal never touch the arm during excitation, and
@@ -40,7 +42,7 @@ from mujoco.minimize import IterLog
 from simops_core.robot_spec import RobotSpec
 from simops_core.sim_params import SimParams
 from simops_sim.physics import ModelIndex, index_model, nominal_sim_params
-from simops_sysid.dataset import SequenceData
+from simops_sysid.dataset import EFFORT_WINDOW, SequenceData, average_effort
 from simops_sysid.parameters import (
     DELAY,
     JOINT_KINDS,
@@ -187,9 +189,11 @@ class JointResidual:
         """Residual (K * 3J,) and the predicted / measured series at the K measured times."""
         index = self.fit_model.index
         nq = model.nq
+        effort = pred.data[:, self.fit_model.effort_adr[self.joints]]
+        steps = round(EFFORT_WINDOW / model.opt.timestep)
         columns = np.hstack((state[:, 1 + index.qpos_adr[self.joints]],
                              state[:, 1 + nq + index.dof_adr[self.joints]],
-                             pred.data[:, self.fit_model.effort_adr[self.joints]]))
+                             average_effort(effort, steps)))
         predicted = sysid.TimeSeries(state[:, 0], columns, self.mapping).resample(
             new_times=measured.times)
         residual = (measured.data - predicted.data) / self._scale
