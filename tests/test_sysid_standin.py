@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import mujoco
 import numpy as np
 import pytest
 from recorder_helpers import episodes, trigger
@@ -27,7 +28,8 @@ from simops_bringup.graph import NodeSpec, build_graph
 from simops_core.robot_spec import load_robot_spec
 from simops_core.sim_params import load_sim_params
 from simops_core.topics import load_topics
-from simops_sysid.dataset import MAX_LAG, load_recording
+from simops_sim.physics import Physics
+from simops_sysid.dataset import load_recording, split_sequences
 
 SPEC = load_robot_spec('fr3')
 HIDDEN = load_sim_params(REPO / 'config/sim_params/standin_hidden.yaml')
@@ -171,34 +173,37 @@ def test_report_has_plots_table_bounds_and_warnings(fitted: Fitted) -> None:
     assert 'iteration   1' in fitted.output
 
 
-def test_sim_node_with_the_fit_reproduces_the_held_out_bag(fitted: Fitted,
-                                                          tmp_path: Path) -> None:
-    """The fitted file in a plain sim node (no hidden physics) replays like the stand-in."""
-    nodes = graph(tmp_path / 'episodes')
-    sim_argv = [*command_line(nodes['standin']), '-p', f'sim_params_file:={fitted.params}',
-                '-p', 'joint_state_noise:=0.0']
-    probe = RosProbe('sysid_replay')
-    try:
-        with NodeProcess(sim_argv, tmp_path / 'sim.log') as sim, \
-                NodeProcess(recorder(nodes['recorder']), tmp_path / 'rec.log') as rec:
-            assert wait_until(lambda: 'recording' in rec.output, STARTUP), rec.output
-            assert wait_until(lambda: 'joint_states at' in sim.output, STARTUP), sim.output
-            record_episode(probe, nodes['excite'], tmp_path / 'excite.log', HELD_S, 1)
-    finally:
-        probe.close()
-    (replayed,) = episodes(tmp_path / 'episodes')
-    topics = load_topics()
-    real, sim = load_recording(fitted.held, SPEC, topics), load_recording(replayed, SPEC, topics)
-    # Same excitation (seed 1): compare on the time since each run's first command, where
-    # neither run lagged (the fit's own data-quality rule, MAX_LAG).
-    t = np.arange(0.5, HELD_S - 0.5, 0.01)
-    on_real, on_sim = t + real.commands.t[0], t + sim.commands.t[0]
-    good = (np.interp(on_real, real.t, real.lag) <= MAX_LAG) & (
-        np.interp(on_sim, sim.t, sim.lag) <= MAX_LAG)
-    assert good.mean() > 0.3, 'both runs lagged most of the time; the machine is too loaded'
-    ours = np.array([np.interp(on_sim[good], sim.t, sim.q[:, j]) for j in range(7)])
-    theirs = np.array([np.interp(on_real[good], real.t, real.q[:, j]) for j in range(7)])
-    rms = float(np.sqrt(np.mean((ours - theirs) ** 2))) * 1e3
+def test_the_nodes_physics_with_the_fit_reproduces_the_held_out_bag(fitted: Fitted) -> None:
+    """The simulator node's wrapper (Physics) loaded with the output file, driven by the
+    held-out bag's commands as the node applies them, moves like the stand-in did: to the
+    error the fit reported, and 5x better than nominal physics.
+
+    (Comparing a second real-time run instead is confounded by the shared machine: excite's
+    timer stalls stretch the excitation differently in every run.)
+    """
+    recording = load_recording(fitted.held, SPEC, load_topics())
+    physics = Physics(mujoco.MjModel.from_xml_path(str(REPO / 'models/fr3/scene.xml')), SPEC,
+                      params=load_sim_params(fitted.params))
+    dt = physics.timestep
+    errors = []
+    for seq in split_sequences(recording, dt, 5.0, 100.0, 60, list(range(7)))[0]:
+        physics.reset_joints(seq.qpos0, seq.qvel0)
+        for row in seq.targets[:seq.history]:  # fill the delay line with what was commanded
+            physics.set_arm_target(row)
+            physics.step()
+        physics.data.qpos[physics.index.qpos_adr] = seq.qpos0  # then start from the measured
+        physics.data.qvel[physics.index.dof_adr] = seq.qvel0   # state, as the fit does
+        mujoco.mj_forward(physics.model, physics.data)
+        joints = np.empty((3, 9))
+        q = np.empty((seq.steps, 7))
+        for k, row in enumerate(seq.targets[seq.history:]):
+            physics.set_arm_target(row)
+            physics.step()
+            physics.read_joints(joints)
+            q[k] = joints[0, :7]
+        t = seq.t0 + dt * np.arange(1, seq.steps + 1)
+        errors.append(np.array([np.interp(seq.t, t, q[:, j]) for j in range(7)]).T - seq.q)
+    rms = float(np.sqrt(np.mean(np.concatenate(errors) ** 2))) * 1e3
     held = load_sim_params(fitted.params).provenance['residual_holdout']['position_rms_mrad']
     assert rms * 5 <= held['nominal'], (rms, held)
-    assert rms <= 2.0 * held['fitted'] + 0.3, (rms, held)
+    assert abs(rms - held['fitted']) <= 0.5 * held['fitted'] + 0.05, (rms, held)
