@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from simops_core.bag_reader import METADATA_FILE, BagError, read_metadata, storage_files
+from simops_core.bag_reader import BagError, read_metadata, storage_files
 from simops_core.paths import resolve_resource
 from simops_core.robot_spec import SpecError, load_robot_spec
 from simops_core.sim_params import SimParamsError, save_sim_params
@@ -240,9 +240,13 @@ def _provenance(options: argparse.Namespace, model: Path, result: fitting.FitRes
 
 
 def bag_sha256(bag: Path) -> str:
-    """SHA-256 over a bag's metadata.yaml and storage files, in recording order."""
+    """SHA-256 over a bag's storage files, in recording order.
+
+    metadata.yaml names the bag's folder, so it is left out: a recording hashes the same
+    wherever it lies.
+    """
     digest = hashlib.sha256()
-    for file in [bag / METADATA_FILE, *storage_files(bag, read_metadata(bag))]:
+    for file in storage_files(bag, read_metadata(bag)):
         with file.open('rb') as stream:
             for block in iter(lambda: stream.read(1 << 20), b''):
                 digest.update(block)
