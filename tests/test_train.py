@@ -74,10 +74,10 @@ def test_cli_exports_both_formats_with_cards(tmp_path: Path) -> None:
 def test_cli_rejects_bad_arguments(tmp_path: Path) -> None:
     bad = tmp_path / 'dr.yaml'
     bad.write_text('randomization: {mass: [2.0, 1.0]}\n')
-    for args in (['--goals', '5'], ['--randomization', str(bad)]):
-        run = subprocess.run([str(REPO / '.venv/bin/simops-train'), *args],
-                             capture_output=True, text=True, timeout=60)
-        assert run.returncode == 2 and run.stderr.startswith('simops-train: error:'), run.stderr
+    run = subprocess.run([str(REPO / '.venv/bin/simops-train'), '--randomization', str(bad)],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 2 and run.stderr.startswith('simops-train: error:'), run.stderr
+    assert 'randomization.mass' in run.stderr
 
 
 def test_shipped_policy_and_cards() -> None:
