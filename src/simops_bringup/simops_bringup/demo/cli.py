@@ -20,12 +20,15 @@ import shutil
 import sys
 from pathlib import Path
 
+import numpy as np
 import yaml
 
 from simops_bringup.demo.loop import Demo, fit, record_on_standin, validate
 from simops_bringup.demo.plots import plot_policy_episode, plot_recovery
 from simops_bringup.demo.steps import Progress, StepError
 from simops_bringup.demo.summary import (
+    MAX_ERROR,
+    MEDIAN_ERROR,
     Summary,
     Validation,
     recovery,
@@ -105,8 +108,12 @@ def main(argv: list[str] | None = None) -> int:
     print('\n' + '\n'.join(summary.lines()))
     print(f'\nWrote {out}: summary.txt, summary.json, plots/, fit/, validate/, episodes/, logs/')
     if not within_bar(summary.recovered):
-        print(f'{PROG}: error: the fitted parameters miss the sysid bar; see '
-              f'{out / "fit" / "report"}', file=sys.stderr)
+        worst = max(summary.recovered, key=lambda r: r.error)
+        median = float(np.median([r.error for r in summary.recovered]))
+        print(f'{PROG}: error: the fit misses the sysid bar (worst {worst.name} '
+              f'{worst.error:.1%}, median {median:.1%}; bar: all <= {MAX_ERROR:.0%}, median '
+              f'<= {MEDIAN_ERROR:.0%}); see {out / "fit" / "report" / "summary.md"}',
+              file=sys.stderr)
         return 1
     return 0
 
