@@ -84,7 +84,6 @@ class ReachExpert:
         self._posture = spec.home.copy()
         self.reference = spec.home.copy()
         self.reference[4] += self.gains.wrist_bend
-        self.residual = 0.0
 
     def desired_axis(self, goal: np.ndarray) -> np.ndarray:
         """Approach axis (3,) for ``goal``: down, tilted radially outward near table or base."""
@@ -100,7 +99,7 @@ class ReachExpert:
         return np.cos(tilt) * np.array([0.0, 0.0, -1.0]) + np.sin(tilt) * radial
 
     def solve(self, goal: np.ndarray) -> np.ndarray:
-        """The goal posture q* (7,) rad; ``residual`` holds its flange error (m)."""
+        """The goal posture q* (7,) rad."""
         g, data, index, model = self.gains, self.data, self.index, self.model
         lower = self.spec.position_lower + g.margin
         upper = self.spec.position_upper - g.margin
@@ -135,9 +134,6 @@ class ReachExpert:
             q = np.clip(q + step, lower, upper)
             if largest < g.tolerance:
                 break
-        data.qpos[index.qpos_adr[:ARM_DOF]] = q
-        mujoco.mj_kinematics(model, data)
-        self.residual = float(np.linalg.norm(goal - data.xpos[index.flange_body]))
         return q
 
     def act(self, measured: np.ndarray, goal: np.ndarray) -> np.ndarray:
