@@ -64,13 +64,14 @@ def test_summary_table_shows_recovery_replay_goals_and_verdicts() -> None:
                       [Goal((0.5, 0.1, 0.3), True, 1.2, 0.004),
                        Goal((0.6, 0.0, 0.4), False, 10.0, 0.05)],
                       [Validation('nominal physics', 'pass', 0.9, 0.8, 9)],
-                      {'excite': 70.0, 'fit': 120.0})
+                      {'excite': 70.0, 'fit': 120.0}, 41.5)
     text = '\n'.join(summary.lines())
     assert 'worst fr3_joint2.kv 20.0%, median 2.0% -> MISSES the bar' in text
     assert 'kv' in text and '20.0%' in text
     assert '30.000 mrad  1.500 mrad' in text
     assert '1/2 goals reached' in text and 'not reached, then 50.0 mm away' in text
     assert 'PASS' in text and 'total 190 s' in text
+    assert 'fitted on 41.5 s of the excitation' in text
     assert summary.to_dict()['within_bar'] is False
 
 

@@ -131,7 +131,8 @@ def _summarize(demo: Demo, fitted_path: Path, validations: list[Validation]) -> 
         replay = replay_errors(fitted.provenance, {
             'residual_training': 'excitation (fitted on)',
             'residual_holdout': 'policy episode (held out)'})
-        summary = Summary(rows, replay, demo.goals, validations, demo.progress.durations)
+        summary = Summary(rows, replay, demo.goals, validations, demo.progress.durations,
+                          fitted.provenance.get('data_s'))
         plots = demo.out / 'plots'
         plots.mkdir()
         plot_recovery(rows, plots / 'parameter_recovery.png')

@@ -108,6 +108,7 @@ class Summary:
     goals: list[Goal]
     validations: list[Validation]
     durations: Mapping[str, float]
+    fitted_seconds: float | None = None   # s of recording the fit used (its provenance)
 
     def lines(self) -> list[str]:
         """The summary as aligned text lines (what the terminal shows)."""
@@ -128,6 +129,9 @@ class Summary:
                    f'{np.median(errors):.1%} -> '
                    f'{"within" if within_bar(self.recovered) else "MISSES"} the bar '
                    f'(all <= {MAX_ERROR:.0%}, median <= {MEDIAN_ERROR:.0%})')
+        if self.fitted_seconds is not None:
+            out.append(f'  fitted on {self.fitted_seconds:.1f} s of the excitation (fit leaves '
+                       'out sequences whose joint states arrived late)')
         out += ['', 'Replay error (joint position RMS, open-loop replay of the recorded commands)',
                 f'  {"recording":<30}{"nominal":>12}{"fitted":>12}']
         for label, pair in self.replay.items():
@@ -155,7 +159,7 @@ class Summary:
             'within_bar': within_bar(self.recovered), 'replay_rms_mrad': dict(self.replay),
             'goals': [asdict(g) for g in self.goals],
             'validation': [asdict(v) for v in self.validations],
-            'durations_s': dict(self.durations),
+            'durations_s': dict(self.durations), 'fitted_seconds': self.fitted_seconds,
         }
 
 
