@@ -208,10 +208,6 @@ def test_real_robot_standin_waits_for_enable_drives_the_trajectory_topic_and_est
     stop_cleanly(proc)
 
 
-@pytest.mark.xfail(strict=True, reason='the recorder subscribes to its topics on an io node '
-                   'without the command-line remappings (simops_recorder.record_node), so '
-                   'real_robot record:=true stores an empty /joint_states, not '
-                   '/franka/joint_states')
 def test_real_robot_recorder_records_the_arms_joint_states(launch: object, ros_probe: RosProbe,
                                                            tmp_path: Path) -> None:
     episodes = tmp_path / 'episodes'

@@ -117,7 +117,9 @@ class Recorder(Node):
         self.mode = p['mode']
         self.identity = RecorderIdentity(p['robot'], p['robot_mode'], p['policy_sha256'],
                                          self._sim_params_hash(p['sim_params_file']))
-        self.wanted = list(dict.fromkeys(p['topics']))
+        # Resolve through this node's remappings, like every other node's topics: with
+        # -r /joint_states:=/franka/joint_states the bag holds what is on the wire.
+        self.wanted = list(dict.fromkeys(self.resolve_topic_name(t) for t in p['topics']))
         self.typestore = get_typestore(Stores.ROS2_JAZZY)
         self.recorded: dict[str, _Recorded] = {}
         self.skipped: set[str] = set()
