@@ -8,8 +8,9 @@ fit, the policy episode and the validation verdicts. Everything (logs, bags, fit
 SimParams, reports, plots, summary) goes to ``--out`` (default ``demo_out/``). Every process
 runs in a ROS domain of its own with DDS on loopback.
 
-Exit codes: 0 done and the fit within the sysid bar; 1 a step failed or the fit missed the
-bar (one line on stderr names the step and its log); 130 interrupted.
+Exit codes: 0 every step ran (a fit that misses the sysid bar is reported in the summary and
+on stderr); 1 a step failed (one line on stderr names the step and its log), or with
+``--strict`` the fit missed the bar; 130 interrupted.
 """
 
 from __future__ import annotations
@@ -61,6 +62,8 @@ def build_parser() -> argparse.ArgumentParser:
                              '(default demo_out)')
     parser.add_argument('--policy', default='models/policy/fr3_reach.pt',
                         help='policy to deploy and validate (default: the shipped one)')
+    parser.add_argument('--strict', action='store_true',
+                        help='exit 1 when the fit misses the sysid bar (for CI gating)')
     parser.add_argument('--validate-episodes', type=int, default=10, metavar='N',
                         help='simops-validate episodes per grid configuration (default 10)')
     return parser
@@ -110,11 +113,12 @@ def main(argv: list[str] | None = None) -> int:
     if not within_bar(summary.recovered):
         worst = max(summary.recovered, key=lambda r: r.error)
         median = float(np.median([r.error for r in summary.recovered]))
-        print(f'{PROG}: error: the fit misses the sysid bar (worst {worst.name} '
+        print(f'{PROG}: {"error" if args.strict else "warning"}: the fit misses the sysid '
+              f'bar (worst {worst.name} '
               f'{worst.error:.1%}, median {median:.1%}; bar: all <= {MAX_ERROR:.0%}, median '
               f'<= {MEDIAN_ERROR:.0%}); see {out / "fit" / "report" / "summary.md"}',
               file=sys.stderr)
-        return 1
+        return 1 if args.strict else 0
     return 0
 
 

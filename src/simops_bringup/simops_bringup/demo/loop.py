@@ -1,7 +1,7 @@
 """The four steps of ``simops-demo``, each calling the existing tools.
 
 1. ``simops-launch real_robot standin:=true``: the stand-in arm and the disabled policy,
-   beside the graph's recorder (see :func:`_recorder_argv`); the operator opens an
+   beside the graph's recorder; the operator opens an
    episode, then runs ``excite`` with the node graph's own command line (so the bag holds
    the whole excitation) and closes it.
 2. In the same launch: a second episode while the policy, enabled through ``~/enable``,
@@ -23,15 +23,12 @@ from simops_bringup.commands import (
     ExecutableNotFoundError,
     command_line,
     find_executable,
-    format_value,
 )
 from simops_bringup.demo.ros_operator import Operator, OperatorError, wait_until
 from simops_bringup.demo.steps import Child, Progress, StepError, run_tool
 from simops_bringup.demo.summary import Goal, Validation
-from simops_bringup.graph import NodeSpec, build_graph
+from simops_bringup.graph import build_graph
 from simops_core.robot_spec import RobotSpec
-from simops_core.topics import load_topics
-from simops_recorder.record_node import DEFAULT_TOPIC_KEYS
 
 EXCITE_SECONDS = 60.0      # s of excitation (the sysid acceptance's training length)
 EXCITE_SEED = 0
@@ -88,7 +85,7 @@ def record_on_standin(demo: Demo) -> None:
              (2, 'Run a policy episode while recording', STEP_POLICY,
               lambda g, o: _policy_episode(demo, g, o)))
     with Child(launch, demo.log('launch'), demo.env) as graph, \
-            Child(_recorder_argv(nodes['recorder']), demo.log('recorder'), demo.env) as recorder:
+            Child(command_line(nodes['recorder']), demo.log('recorder'), demo.env) as recorder:
         operator = Operator(demo.spec.base_frame)
         try:
             for number, title, step, body in steps:
@@ -105,19 +102,6 @@ def record_on_standin(demo: Demo) -> None:
             raise StepError(STEP_POLICY, f'{name} exited with code {code} on Ctrl-C instead '
                             'of 0', demo.log('launch' if name == 'simops-launch' else name))
     demo.progress.note('Ctrl-C: simops-launch and the recorder stopped cleanly (exit 0)')
-
-
-def _recorder_argv(node: NodeSpec) -> list[str]:
-    """The graph's recorder, told the remapped names of the topics to record.
-
-    The recorder subscribes to its ``topics`` on a node without the command line's
-    remappings, so in the real_robot profile it would record /joint_states instead of the
-    arm's /franka/joint_states; naming the remapped topics explicitly avoids that.
-    """
-    topics = load_topics()
-    remap = dict(node.remappings)
-    names = tuple(remap.get(topics[key].name, topics[key].name) for key in DEFAULT_TOPIC_KEYS)
-    return [*command_line(node), '-p', f'topics:={format_value(names)}']
 
 
 def _excite(demo: Demo, graph: Child, operator: Operator, argv: list[str]) -> None:
