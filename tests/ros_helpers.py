@@ -87,8 +87,9 @@ class NodeProcess:
 
     @property
     def output(self) -> str:
-        """Everything the process has printed so far."""
-        self._log.flush()
+        """Everything the process has printed so far (also after :meth:`stop`)."""
+        if not self._log.closed:
+            self._log.flush()
         return self.log_path.read_text(errors='replace')
 
     def wait(self, timeout: float) -> int:

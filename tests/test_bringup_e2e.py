@@ -213,6 +213,8 @@ def test_real_robot_recorder_records_the_arms_joint_states(launch: object, ros_p
     episodes = tmp_path / 'episodes'
     proc = launch('real_robot', 'standin:=true', 'record:=true', f'record_dir:={episodes}')
     assert wait_until(lambda: 'subscribed to /ee_pose' in proc.output, STARTUP), proc.output
+    # The whole graph is up (the policy imports torch for seconds) before Ctrl-C ends it.
+    assert wait_until(lambda: 'fr3_reach.pt (' in proc.output, STARTUP), proc.output
     assert trigger(ros_probe, '/recorder/start', timeout=STARTUP).success
     time.sleep(1.0)
     bag = Path(trigger(ros_probe, '/recorder/stop').message)
