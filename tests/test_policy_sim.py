@@ -39,6 +39,8 @@ def test_both_command_interfaces_reach_the_simulator(ros_probe: RosProbe, tmp_pa
                                  '-p', f'command_interface:={interface}',
                                  log_path=tmp_path / 'policy.log') as node:
         wait_state(ros_probe, node, 'RUNNING', timeout=30)
+        # The policy may see the simulator before the probe's own subscription matches it.
+        ros_probe.wait_for_messages(topic, 1, timeout=30)
         start = measured()
         time.sleep(1.5)
         moved = measured() - start
