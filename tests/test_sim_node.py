@@ -229,7 +229,7 @@ def test_bad_commands_never_crash_and_hold_the_last_valid_target(ros_probe: RosP
         assert wait_until(lambda: int(diagnostics(ros_probe)['dropped_commands']) >= 7, 5)
         log = node.output
         assert 'expected 7 arm targets' in log and 'fr3_joint1 target is nan' in log
-        assert "unknown joint 'not_a_joint'" in log and 'far ahead of sim time' in log
+        assert "unknown joint 'not_a_joint'" in log and 'ahead of this node' in log
         assert node.stop() == 0, log
 
 
@@ -263,3 +263,36 @@ def test_renamed_model_runs_through_joint_map(ros_probe: RosProbe, tmp_path: Pat
         stream_until(ros_probe, pub, target, until=t0 + 0.6)
         assert np.abs(np.array(ros_probe.messages(states)[-1].position[:7]) - target).max() < 0.01
         assert node.stop() == 0, node.output
+
+
+def test_without_clock_stamps_are_system_time_and_start_trajectories(ros_probe: RosProbe,
+                                                                      tmp_path: Path) -> None:
+    """A stand-in for a real arm (publish_clock false) stamps like its driver: system time.
+
+    A trajectory stamped 0.5 s ahead on the system clock waits for that stamp, then moves.
+    """
+    states = subscribe_states(ros_probe)
+    with start_sim(tmp_path, 'publish_clock:=false') as node:
+        ros_probe.wait_for_messages(states, timeout=30)
+        first = stamp(ros_probe.messages(states)[-1])
+        assert abs(first - time.time()) < 0.5, first
+        pub = ros_probe.publisher(topic('joint_trajectory').name, JointTrajectory,
+                                  qos('joint_trajectory'))
+        assert wait_until(lambda: pub.get_subscription_count() > 0, timeout=20)
+        time.sleep(0.3)
+        start = round(time.time() + 0.5, 3)
+        msg = JointTrajectory(joint_names=['fr3_joint1'],
+                              points=[JointTrajectoryPoint(positions=[SPEC.home[0] + 0.3])])
+        msg.points[0].time_from_start.sec = 1
+        msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(round(start * 1e9),
+                                                                1_000_000_000)
+        pub.publish(msg)
+        assert wait_until(lambda: stamp(ros_probe.messages(states)[-1]) > start + 1.5, 10)
+        received = [(stamp(m), m.position[0]) for m in ros_probe.messages(states)]
+        assert node.stop() == 0, node.output
+    times = np.array([t for t, _ in received])
+    joint1 = np.array([q for _, q in received]) - SPEC.home[0]
+    assert np.all(np.diff(times) > 0)
+    assert np.abs(joint1[(times > start - 0.4) & (times < start)]).max() < 2e-3
+    assert 0.05 < joint1[np.searchsorted(times, start + 0.5)] < 0.25
+    assert abs(joint1[-1] - 0.3) < 5e-3

@@ -11,7 +11,11 @@ diagnostics. Parameters, topics and services follow docs/interfaces.md.
   ``control_period`` of sim time; with none for ``lockstep_timeout`` wall seconds the sim
   advances one period holding its targets. Commands queue, one per period, so the same
   seed and command sequence give bit-identical states.
-- Stamps are sim time (``/clock``); ``~/reset`` restarts sim time at 0.
+- Stamps are sim time (``/clock``) when ``publish_clock`` is true; ``~/reset`` restarts sim
+  time at 0. Without ``/clock`` the node stands in for a real arm, whose driver stamps on the
+  ROS system clock: stamps are sim time plus an offset chosen when the realtime schedule is
+  (re)anchored (start, reset, un-pause, a stall over 1 s), so a step's stamp is the system time
+  it was scheduled for. A ``JointTrajectory``'s ``header.stamp`` is read on the same clock.
 - ``joint_states``: names, position, velocity, effort for the arm and fingers every
   1 / ``joint_state_rate`` s of sim time; effort is the actuator torque including the
   gravity-holding torque, like Franka's measured ``tau_J`` (see :mod:`simops_sim.physics`).
@@ -37,7 +41,7 @@ import sys
 import threading
 import time
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -114,6 +118,7 @@ class SimNode(Node):
         self._last_warning: dict[str, float] = {}
         self._step_index = 0
         self._anchor: tuple[float, int] | None = None   # (wall time, step index) of pacing
+        self._stamp_offset = 0                 # ns from sim time to stamps (module docstring)
         self._reset_physics(randomize=self.randomize)
         self._create_interfaces()
         self._thread = threading.Thread(target=self._run, name='physics', daemon=True)
@@ -298,12 +303,17 @@ class SimNode(Node):
         except TrajectoryError as exc:
             self._reject(self.topics['joint_trajectory'].name, str(exc))
             return
-        if stamp - self.physics.time > MAX_TRAJECTORY_LEAD:  # e.g. a wall-clock stamp
-            self._reject(self.topics['joint_trajectory'].name,
-                         f'header.stamp {stamp:.3f} s is far ahead of sim time '
-                         f'{self.physics.time:.3f} s; stamp with sim time (use_sim_time) or '
-                         'leave it zero to start now')
-            return
+        if stamp > 0:
+            with self._lock:
+                start = stamp - 1e-9 * self._stamp_offset
+                lead = start - self.physics.time
+            if lead > MAX_TRAJECTORY_LEAD:  # e.g. a wall-clock stamp against /clock
+                clock = 'sim time (use_sim_time)' if self.publish_clock else 'system time'
+                self._reject(self.topics['joint_trajectory'].name,
+                             f'header.stamp {stamp:.3f} s lies {lead:.0f} s ahead of this '
+                             f'node\'s clock; stamp with {clock} or leave it zero to start now')
+                return
+            goal = replace(goal, start=start)
         self._enqueue(goal)
 
     def _enqueue(self, command: ArmCommand | TrajectoryGoal) -> None:
@@ -352,6 +362,13 @@ class SimNode(Node):
         self._inbox.clear()
         self._step_index = 0
         self._anchor = None
+        self._anchor_stamps()
+
+    def _anchor_stamps(self) -> None:
+        """Without /clock, map the current sim time onto the system clock's now."""
+        if not self.publish_clock:
+            self._stamp_offset = (self.get_clock().now().nanoseconds
+                                  - round(self.physics.time * 1e9))
 
     def _apply(self, command: ArmCommand | TrajectoryGoal) -> None:
         now = self.physics.time
@@ -385,7 +402,7 @@ class SimNode(Node):
     def _publish_state(self, force_all: bool = False) -> None:
         index = self._step_index
         if force_all or index % self._state_every == 0:
-            nanoseconds = round(self.physics.time * 1e9)
+            nanoseconds = self._stamp_ns()
             self.physics.read_joints(self._state_wire.rows)
             if self.joint_state_noise:
                 position = self._state_wire.rows[0]
@@ -395,7 +412,7 @@ class SimNode(Node):
             if self.publish_clock:
                 self._clock_pub.publish(self._clock_wire.encode(nanoseconds))
         if force_all or index % self._pose_every == 0:
-            nanoseconds = round(self.physics.time * 1e9)
+            nanoseconds = self._stamp_ns()
             bodies = self.physics.index
             pos, quat = self.physics.body_pose(bodies.flange_body)
             self._ee_pub.publish(self._pose_wire.encode(nanoseconds, pos, quat))
@@ -403,8 +420,12 @@ class SimNode(Node):
                 pos, quat = self.physics.body_pose(bodies.object_body)
                 self._object_pub.publish(self._pose_wire.encode(nanoseconds, pos, quat))
 
+    def _stamp_ns(self) -> int:
+        """Stamp (ns) of the current physics state: sim time, or its scheduled system time."""
+        return round(self.physics.time * 1e9) + self._stamp_offset
+
     def _stamp(self) -> Time:
-        nanoseconds = round(self.physics.time * 1e9)
+        nanoseconds = self._stamp_ns()
         return Time(sec=nanoseconds // 1_000_000_000, nanosec=nanoseconds % 1_000_000_000)
 
     def _run(self) -> None:
@@ -445,6 +466,7 @@ class SimNode(Node):
                 with self._lock:
                     if self._anchor is None:
                         self._anchor = (time.monotonic(), self._step_index)
+                        self._anchor_stamps()
                     wall0, step0 = self._anchor
                     due = wall0 + (self._step_index + 1 - step0) * dt / factor
                 delay = due - time.monotonic()
