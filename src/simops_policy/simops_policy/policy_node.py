@@ -18,25 +18,21 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import rclpy
-from builtin_interfaces.msg import Duration
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from geometry_msgs.msg import PoseStamped
 from rcl_interfaces.msg import FloatingPointRange, ParameterDescriptor
-from rclpy.callback_groups import CallbackGroup
 from rclpy.exceptions import InvalidParameterTypeException, InvalidParameterValueException
 from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from rclpy.qos import QoSProfile
 from rclpy.serialization import deserialize_message
-from rclpy.subscription import Subscription
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Bool, Float64MultiArray, String
 from std_srvs.srv import SetBool
-from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
+from trajectory_msgs.msg import JointTrajectory
 
 from simops_core import safety
 from simops_core.observation import (
@@ -52,6 +48,8 @@ from simops_core.topics import TopicConfigError, load_topics
 from simops_policy.model import ModelError, PolicyModel, load_model
 from simops_policy.stats import WindowStats
 from simops_policy.supervisor import Decision, Mode, Supervisor
+from simops_ros.commands import point_command
+from simops_ros.polled import Polled, PolledGroup, never_called
 
 NODE_NAME = 'policy'
 COMMAND_INTERFACES = ('float64_array', 'joint_trajectory')
@@ -65,50 +63,6 @@ FINGER_SOURCES = frozenset({'gripper_width'})
 
 class ConfigError(Exception):
     """A bad parameter, card or model; the message says what is wrong and how to fix it."""
-
-
-class PolledGroup(CallbackGroup):
-    """Subscriptions the control thread takes from itself; no executor ever runs them.
-
-    The 1 kHz joint states and the object pose skip the executor's per-message Python
-    callbacks (and the GIL time they cost the control thread); the control thread takes the
-    newest message at each tick with its DDS receipt time.
-    """
-
-    def can_execute(self, entity: Any) -> bool:
-        """Never: executors leave these subscriptions out of their wait sets."""
-        return False
-
-    def beginning_execution(self, entity: Any) -> bool:
-        """Never."""
-        return False
-
-    def ending_execution(self, entity: Any) -> None:
-        """Nothing to release."""
-
-
-@dataclass
-class Polled:
-    """Newest message of a polled subscription: serialised bytes, DDS receipt time (ns)."""
-
-    subscription: Subscription
-    raw: bytes | None = None
-    received_ns: int = 0
-
-    def take_newest(self) -> bool:
-        """Drain the subscription's queue, keep the newest message; True if one arrived."""
-        newest = None
-        with self.subscription.handle:
-            while True:
-                taken = self.subscription.handle.take_message(self.subscription.msg_type, True)
-                if taken is None:
-                    break
-                newest = taken
-        if newest is None:
-            return False
-        self.raw = newest[0]
-        self.received_ns = newest[1]['received_timestamp'] or time.time_ns()
-        return True
 
 
 @dataclass
@@ -282,10 +236,10 @@ class PolicyNode(Node):
                                                qos('diagnostics'))
         polled = PolledGroup()
         self._joint_states = Polled(self.create_subscription(
-            JointState, name('joint_states'), _never_called, qos('joint_states'), raw=True,
+            JointState, name('joint_states'), never_called, qos('joint_states'), raw=True,
             callback_group=polled))
         self._object_pose = Polled(self.create_subscription(
-            PoseStamped, name('object_pose'), _never_called, qos('object_pose'), raw=True,
+            PoseStamped, name('object_pose'), never_called, qos('object_pose'), raw=True,
             callback_group=polled))
         self.create_subscription(PoseStamped, name('goal_pose'), self._on_goal_pose,
                                  qos('goal_pose'))
@@ -530,11 +484,8 @@ class PolicyNode(Node):
             data = target + ([state.gripper] if self.card.action.gripper else [])
             self._command_pub.publish(Float64MultiArray(data=data))
         else:
-            nanoseconds = round(self.period * 1e9)
-            point = JointTrajectoryPoint(positions=target, time_from_start=Duration(
-                sec=nanoseconds // 1_000_000_000, nanosec=nanoseconds % 1_000_000_000))
-            self._command_pub.publish(JointTrajectory(joint_names=list(self.spec.arm_joints),
-                                                      points=[point]))
+            self._command_pub.publish(point_command(
+                self.spec.arm_joints, target, self.period, self.get_clock().now().to_msg()))
         now = time.monotonic()
         with self._lock:
             self._counters.commands += 1
@@ -589,11 +540,6 @@ class PolicyNode(Node):
         """Stop and join the control thread."""
         self._running.clear()
         self._thread.join(timeout=5.0)
-
-
-def _never_called(msg: Any) -> None:
-    """Callback of the polled subscriptions, which no executor runs (see PolledGroup)."""
-    raise AssertionError('a polled subscription was executed')
 
 
 def _sleep_until(deadline: float, running: threading.Event) -> bool:

@@ -5,19 +5,21 @@ pipeline (:mod:`simops_core.safety`): at ``control_rate`` Hz it takes the next s
 the trajectory as the wanted target, blends in from the measured position over the ramp,
 runs it through ``safety.step`` (position limits minus a margin, ``amplitude_fraction`` of
 the velocity and acceleration limits) and publishes it on the command topic the policy uses
-(``joint_commands`` or ``joint_trajectory``, config/topics.yaml). Without a joint state
-newer than :data:`STALE_STATE` s it holds. When the trajectory is done it holds ``home``
+(``joint_commands`` or ``joint_trajectory``, config/topics.yaml). A trajectory command is
+stamped with the time it was computed and reaches its point one control period later, so a
+recording times every command exactly (:mod:`simops_ros.commands`). The 1 kHz joint states
+are polled at each tick, not handled per message. Without a joint state received within
+:data:`STALE_STATE` s it holds. When the trajectory is done it holds ``home``
 for a moment and exits with code 0. Parameters are in docs/interfaces.md.
 """
 
 from __future__ import annotations
 
 import sys
+import time
 
 import numpy as np
 import rclpy
-from builtin_interfaces.msg import Duration
-from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor
 from rclpy.exceptions import InvalidParameterTypeException, InvalidParameterValueException
 from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
@@ -25,11 +27,14 @@ from rclpy.qos import QoSProfile
 from rclpy.serialization import deserialize_message
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
-from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
+from trajectory_msgs.msg import JointTrajectory
 
 from simops_core import safety
 from simops_core.robot_spec import SpecError, load_robot_spec
 from simops_core.topics import TopicConfigError, load_topics
+from simops_ros.commands import point_command
+from simops_ros.parameters import describe
+from simops_ros.polled import Polled, PolledGroup, never_called
 from simops_sysid.excitation import ExcitationError, fourier_excitation
 
 NODE_NAME = 'excite'
@@ -82,10 +87,9 @@ class ExciteNode(Node):
         self._command_pub = self.create_publisher(
             message, topic.name, QoSProfile(**topic.qos.as_profile_kwargs()))
         state = topics['joint_states']
-        subscription = self.create_subscription(
-            JointState, state.name, self._on_joint_state,
-            QoSProfile(**state.qos.as_profile_kwargs()), raw=True)
-        self._latest: tuple[bytes, float] | None = None
+        self._joint_states = Polled(self.create_subscription(
+            JointState, state.name, never_called, QoSProfile(**state.qos.as_profile_kwargs()),
+            raw=True, callback_group=PolledGroup()))
         self._columns: np.ndarray | None = None
         self._safety: safety.SafetyState | None = None
         self._tick = 0
@@ -95,20 +99,10 @@ class ExciteNode(Node):
         self.get_logger().info(
             f'exciting {joints} joints for {self.excitation.duration:g} s at {self.rate:g} Hz '
             f'(seed {value("seed").value}, {fraction:g} of the limits) on '
-            f'{self._command_pub.topic_name}; waiting for {subscription.topic_name}')
+            f'{self._command_pub.topic_name}; waiting for '
+            f'{self._joint_states.subscription.topic_name}')
 
     def _declare_parameters(self) -> None:
-        def describe(text: str, low: float | None = None, high: float | None = None,
-                     integer: bool = False) -> ParameterDescriptor:
-            descriptor = ParameterDescriptor(description=text)
-            if integer and low is not None:
-                descriptor.integer_range = [IntegerRange(from_value=int(low),
-                                                         to_value=int(high), step=1)]
-            elif low is not None:
-                descriptor.floating_point_range = [FloatingPointRange(
-                    from_value=low, to_value=high, step=0.0)]
-            return descriptor
-
         declarations = [
             ('robot', 'config/robot/fr3.yaml', describe('robot spec YAML or name')),
             ('duration', 60.0, describe('excitation length including the ramps (s)',
@@ -128,17 +122,13 @@ class ExciteNode(Node):
         except (InvalidParameterValueException, InvalidParameterTypeException) as exc:
             raise ConfigError(f'{exc}; see the parameter table in docs/interfaces.md') from None
 
-    def _on_joint_state(self, payload: bytes) -> None:
-        self._latest = (payload, self.get_clock().now().nanoseconds * 1e-9)
-
     def _measured(self) -> np.ndarray | None:
-        """The newest arm position (7,) rad, or None when missing or stale."""
-        if self._latest is None:
+        """The newest arm position (7,) rad, or None when missing or stale (wall time)."""
+        polled = self._joint_states
+        polled.take_newest()
+        if polled.raw is None or time.time_ns() - polled.received_ns > STALE_STATE * 1e9:
             return None
-        payload, received = self._latest
-        if self.get_clock().now().nanoseconds * 1e-9 - received > STALE_STATE:
-            return None
-        msg = deserialize_message(payload, JointState)
+        msg = deserialize_message(polled.raw, JointState)
         if self._columns is None:
             names = list(msg.name)
             missing = [j for j in self.spec.arm_joints if j not in names]
@@ -186,11 +176,8 @@ class ExciteNode(Node):
         if self.interface == 'float64_array':
             self._command_pub.publish(Float64MultiArray(data=target.tolist()))
             return
-        nanoseconds = round(self.period * 1e9)
-        point = JointTrajectoryPoint(positions=target.tolist(), time_from_start=Duration(
-            sec=nanoseconds // 1_000_000_000, nanosec=nanoseconds % 1_000_000_000))
-        self._command_pub.publish(JointTrajectory(joint_names=list(self.spec.arm_joints),
-                                                  points=[point]))
+        self._command_pub.publish(point_command(self.spec.arm_joints, target, self.period,
+                                                self.get_clock().now().to_msg()))
 
 
 def main(args: list[str] | None = None) -> int:

@@ -1,0 +1,62 @@
+"""Subscriptions a node's own thread or timer takes the newest message from.
+
+High-rate topics (1 kHz joint states) cost a Python callback per message when an executor
+runs them; a control loop that needs only the newest message takes it at its tick instead.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from rclpy.callback_groups import CallbackGroup
+from rclpy.subscription import Subscription
+
+
+class PolledGroup(CallbackGroup):
+    """A callback group no executor runs: its subscriptions are only read with take_newest."""
+
+    def can_execute(self, entity: Any) -> bool:
+        """Never: executors leave these subscriptions out of their wait sets."""
+        return False
+
+    def beginning_execution(self, entity: Any) -> bool:
+        """Never."""
+        return False
+
+    def ending_execution(self, entity: Any) -> None:
+        """Nothing to release."""
+
+
+def never_called(msg: Any) -> None:
+    """Callback of polled subscriptions, which no executor runs (see PolledGroup)."""
+    raise AssertionError('a polled subscription was executed')
+
+
+@dataclass
+class Polled:
+    """Newest message of a polled subscription: serialised bytes, DDS receipt time (ns).
+
+    Create the subscription with ``raw=True``, callback :func:`never_called` and a
+    :class:`PolledGroup`.
+    """
+
+    subscription: Subscription
+    raw: bytes | None = None
+    received_ns: int = 0
+
+    def take_newest(self) -> bool:
+        """Drain the subscription's queue, keep the newest message; True if one arrived."""
+        newest = None
+        with self.subscription.handle:
+            while True:
+                taken = self.subscription.handle.take_message(self.subscription.msg_type, True)
+                if taken is None:
+                    break
+                newest = taken
+        if newest is None:
+            return False
+        self.raw = newest[0]
+        self.received_ns = newest[1]['received_timestamp'] or time.time_ns()
+        return True
