@@ -23,7 +23,6 @@ import numpy as np
 import rclpy
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from geometry_msgs.msg import PoseStamped
-from rcl_interfaces.msg import FloatingPointRange, ParameterDescriptor
 from rclpy.exceptions import InvalidParameterTypeException, InvalidParameterValueException
 from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
@@ -49,6 +48,7 @@ from simops_policy.model import ModelError, PolicyModel, load_model
 from simops_policy.stats import WindowStats
 from simops_policy.supervisor import Decision, Mode, Supervisor
 from simops_ros.commands import point_command
+from simops_ros.parameters import describe
 from simops_ros.polled import Polled, PolledGroup, never_called
 
 NODE_NAME = 'policy'
@@ -109,14 +109,6 @@ class PolicyNode(Node):
     # --- configuration -------------------------------------------------------------------
 
     def _declare_parameters(self) -> None:
-        def describe(text: str, low: float | None = None,
-                     high: float | None = None) -> ParameterDescriptor:
-            descriptor = ParameterDescriptor(description=text)
-            if low is not None:
-                descriptor.floating_point_range = [FloatingPointRange(
-                    from_value=low, to_value=high, step=0.0)]
-            return descriptor
-
         declarations = [
             ('model_path', 'models/policy/fr3_reach.pt',
              describe('TorchScript .pt or torch.export .pt2 policy (path or resource)')),

@@ -49,7 +49,6 @@ import rclpy
 from builtin_interfaces.msg import Time
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from geometry_msgs.msg import PoseStamped
-from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor
 from rclpy.exceptions import InvalidParameterTypeException, InvalidParameterValueException
 from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
@@ -64,6 +63,7 @@ from trajectory_msgs.msg import JointTrajectory
 from simops_core.robot_spec import SpecError, load_robot_spec
 from simops_core.sim_params import SimParams, SimParamsError, load_sim_params
 from simops_core.topics import TopicConfigError, load_topics
+from simops_ros.parameters import describe
 from simops_sim.commands import ArmCommand, CommandError, parse_joint_command
 from simops_sim.physics import ModelError, Physics, load_model, parse_joint_map
 from simops_sim.trajectory import TrajectoryError, TrajectoryGoal, TrajectoryPlan, parse_trajectory
@@ -135,17 +135,6 @@ class SimNode(Node):
     # --- configuration -------------------------------------------------------------------
 
     def _declare_parameters(self) -> None:
-        def describe(text: str, low: float | None = None, high: float | None = None,
-                     integer: bool = False) -> ParameterDescriptor:
-            descriptor = ParameterDescriptor(description=text)
-            if integer and low is not None:
-                descriptor.integer_range = [IntegerRange(from_value=int(low),
-                                                         to_value=int(high), step=1)]
-            elif low is not None:
-                descriptor.floating_point_range = [FloatingPointRange(
-                    from_value=low, to_value=high, step=0.0)]
-            return descriptor
-
         declarations = [
             ('model', 'models/fr3/scene.xml', describe('MJCF scene (path or resource)')),
             ('robot', 'config/robot/fr3.yaml', describe('robot spec YAML or name')),
