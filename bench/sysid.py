@@ -5,8 +5,8 @@ with config/sim_params/standin_hidden.yaml, 1e-4 rad position noise) runs an exc
 the result is written as a bag (tests/sysid_helpers.py) and fitted with the installed
 ``fit`` from nominal, exactly as a user would run it. A 20 s held-out bag (another seed) is
 evaluated each time. Printed per length: fit wall time, iterations, median and worst
-relative parameter error against the hidden truth, and the held-out joint-position RMS
-replay error with nominal and fitted physics (mrad).
+relative parameter error against the hidden truth, the held-out joint-position RMS replay
+error with nominal and fitted physics (mrad), and which parameter was worst.
 
     nice -n 10 .venv/bin/python bench/sysid.py [--lengths 15 30 60]
 
@@ -37,15 +37,16 @@ from simops_core.sim_params import load_sim_params  # noqa: E402
 KINDS = ('damping', 'armature', 'frictionloss', 'kp', 'kv')
 
 
-def relative_errors(fitted: Path) -> np.ndarray:
+def relative_errors(fitted: Path) -> dict[str, float]:
     """Relative error of every fitted parameter against the stand-in's hidden truth."""
     truth, got = load_sim_params(HIDDEN), load_sim_params(fitted)
-    errors = [abs(got.command_delay - truth.command_delay) / truth.command_delay]
+    errors = {'command_delay': abs(got.command_delay - truth.command_delay)
+              / truth.command_delay}
     for joint in SPEC.arm_joints:
         for kind in KINDS:
             want = getattr(truth.joints[joint], kind)
-            errors.append(abs(getattr(got.joints[joint], kind) - want) / want)
-    return np.array(errors)
+            errors[f'{joint}.{kind}'] = abs(getattr(got.joints[joint], kind) - want) / want
+    return errors
 
 
 def main() -> int:
@@ -57,7 +58,7 @@ def main() -> int:
         folder = Path(tmp)
         held = write_bag(folder / 'held', simulate(20.0, seed=99))
         print(f'{"data s":>6} {"wall s":>7} {"iters":>5} {"median %":>8} {"worst %":>8} '
-              f'{"held-out nominal mrad":>21} {"fitted mrad":>11} {"load":>5}')
+              f'{"held-out nominal mrad":>21} {"fitted mrad":>11} {"load":>5}  worst parameter')
         for length in options.lengths:
             bag = write_bag(folder / f'train{length:g}', simulate(length, seed=1))
             out = folder / f'fit{length:g}.yaml'
@@ -70,12 +71,15 @@ def main() -> int:
             if result.returncode:
                 print(result.stdout + result.stderr, file=sys.stderr)
                 return 1
-            errors = 100 * relative_errors(out)
+            named = relative_errors(out)
+            worst = max(named, key=named.get)
+            errors = 100 * np.array(list(named.values()))
             provenance = load_sim_params(out).provenance
             rms = provenance['residual_holdout']['position_rms_mrad']
             print(f'{length:6.0f} {wall:7.1f} {provenance["iterations"]:5d} '
                   f'{np.median(errors):8.2f} {errors.max():8.2f} {rms["nominal"]:21.3f} '
-                  f'{rms["fitted"]:11.3f} {max(load, os.getloadavg()[0]):5.1f}', flush=True)
+                  f'{rms["fitted"]:11.3f} {max(load, os.getloadavg()[0]):5.1f}  {worst}',
+                  flush=True)
     return 0
 
 

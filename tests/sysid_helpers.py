@@ -2,8 +2,9 @@
 
 :func:`simulate` drives :class:`simops_sim.physics.Physics` (the wrapper the simulator node
 runs) with an excitation streamed as one-point JointTrajectory commands, exactly as the
-node would apply them; :func:`write_bag` stores the result as a rosbag2 MCAP bag that looks
-like the recorder's (JointState with header stamps, commands with receive times only).
+node would apply them: stamped like excite's (the segment starts at the stamp) or unstamped
+(it starts on arrival). :func:`write_bag` stores the result as a rosbag2 MCAP bag that looks
+like the recorder's: header stamps on the arm's clock, receive times on the recorder's.
 """
 
 from __future__ import annotations
@@ -35,7 +36,8 @@ CLOCK_OFFSET = 1_700_000_000.0   # s between the receive clock and the stamp clo
 @dataclass(frozen=True)
 class StandinData:
     """Joint states ``t`` (N,) s, ``q``/``qd``/``effort`` (N, 9); command arrival ``arrival``
-    (M,) s and targets ``commands`` (M, 7) rad sent as one-point trajectories of ``period`` s.
+    (M,) s and targets ``commands`` (M, 7) rad sent as one-point trajectories of ``period`` s,
+    with header ``stamps`` (M,) s (all zero when unstamped). Times on the arm's clock.
     """
 
     t: np.ndarray
@@ -45,18 +47,25 @@ class StandinData:
     arrival: np.ndarray
     commands: np.ndarray
     period: float
+    stamps: np.ndarray
 
 
 def simulate(duration: float, seed: int = 0, params: SimParams | None = None,
-             noise: float = 1e-4, rate: float = 50.0) -> StandinData:
-    """Run the stand-in (hidden physics by default) through an excitation of ``duration`` s."""
+             noise: float = 1e-4, rate: float = 50.0, stamped: bool = True) -> StandinData:
+    """Run the stand-in (hidden physics by default) through an excitation of ``duration`` s.
+
+    Commands are computed every ``1 / rate`` s and arrive 0.2-1.5 ms later.
+    """
     params = params or load_sim_params(HIDDEN)
     rng = np.random.default_rng(seed)
     excitation = fourier_excitation(SPEC, duration, seed, 0.25, rate)
     period = 1.0 / rate
-    arrival = excitation.t + 0.5 + rng.uniform(0.0, 1e-3, excitation.t.size)
+    computed = excitation.t + 0.5
+    arrival = computed + rng.uniform(0.2e-3, 1.5e-3, computed.size)
+    stamps = computed if stamped else np.zeros_like(computed)
     goals = tuple(parse_trajectory(list(SPEC.arm_joints), [period], [list(q)], [[]],
-                                   SPEC.arm_joints, None) for q in excitation.q)
+                                   SPEC.arm_joints, stamp if stamped else None)
+                  for q, stamp in zip(excitation.q, stamps, strict=True))
     physics = Physics(mujoco.MjModel.from_xml_path(str(MODEL)), SPEC, params=params)
     physics.reset_keyframe('home')
     dt = physics.timestep
@@ -70,7 +79,7 @@ def simulate(duration: float, seed: int = 0, params: SimParams | None = None,
         physics.read_joints(rows[k])
     t = dt * np.arange(1, steps + 1)
     q = rows[:, 0] + rng.normal(0.0, noise, rows[:, 0].shape)
-    return StandinData(t, q, rows[:, 1], rows[:, 2], arrival, excitation.q, period)
+    return StandinData(t, q, rows[:, 1], rows[:, 2], arrival, excitation.q, period, stamps)
 
 
 def write_bag(path: Path, data: StandinData, names: list[str] | None = None,
@@ -102,10 +111,12 @@ def _write_commands(writer: Writer, data: StandinData) -> None:
     connection = writer.add_connection(TRAJECTORY_TOPIC, 'trajectory_msgs/msg/JointTrajectory',
                                        typestore=STORE)
     period = types['builtin_interfaces/msg/Duration'](sec=0, nanosec=round(data.period * 1e9))
-    header = types['std_msgs/msg/Header'](
-        stamp=types['builtin_interfaces/msg/Time'](sec=0, nanosec=0), frame_id='')
     empty = np.zeros(0)
-    for arrival, target in zip(data.arrival, data.commands, strict=True):
+    for arrival, target, stamp in zip(data.arrival, data.commands, data.stamps, strict=True):
+        ns = round(stamp * 1e9)
+        header = types['std_msgs/msg/Header'](
+            stamp=types['builtin_interfaces/msg/Time'](sec=ns // 10**9, nanosec=ns % 10**9),
+            frame_id='')
         point = types['trajectory_msgs/msg/JointTrajectoryPoint'](
             positions=target.copy(), velocities=empty, accelerations=empty, effort=empty,
             time_from_start=period)

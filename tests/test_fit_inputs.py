@@ -76,7 +76,8 @@ def test_non_monotonic_stamps(tmp_path: Path, data: StandinData) -> None:
 def test_too_little_data(tmp_path: Path, data: StandinData) -> None:
     keep = data.t < 1.5
     short = StandinData(data.t[keep], data.q[keep], data.qd[keep], data.effort[keep],
-                        data.arrival[:10], data.commands[:10], data.period)
+                        data.arrival[:10], data.commands[:10], data.period,
+                        data.stamps[:10])
     bag = write_bag(tmp_path / 'short', short)
     one_line_error(run_fit('--bag', bag, '--out', tmp_path / 'p.yaml'), EXIT_DATA,
                    'too little data')

@@ -34,9 +34,12 @@ def test_whole_step_delays_are_the_nodes_rule_and_fractions_blend() -> None:
         delayed(targets, 3, 3.5)
 
 
-@pytest.fixture(scope='module')
-def problem(tmp_path_factory: pytest.TempPathFactory) -> tuple[fitting.Problem, object]:
-    bag = write_bag(tmp_path_factory.mktemp('replay') / 'bag', simulate(8.0, noise=0.0))
+@pytest.fixture(scope='module', params=['stamped', 'unstamped'])
+def problem(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+            ) -> tuple[fitting.Problem, object]:
+    """Commands stamped as excite stamps them (the default), or unstamped (start on arrival)."""
+    data = simulate(8.0, noise=0.0, stamped=request.param == 'stamped')
+    bag = write_bag(tmp_path_factory.mktemp('replay') / 'bag', data)
     recording = load_recording(bag, SPEC, load_topics())
     fit_model = fitting.load_fit_model(REPO / 'models/fr3/scene.xml', SPEC)
     base = fitting.nominal(fit_model)

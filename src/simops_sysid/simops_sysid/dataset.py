@@ -5,13 +5,17 @@ Bags are read only through the shared reader (:mod:`simops_core.bag_reader`,
 real arm publishes them on /franka/joint_states, the simulator on /joint_states); commands
 come from a ``JointTrajectory`` topic or the ``joint_commands`` topic of config/topics.yaml.
 
-Clocks: joint states carry header stamps (sim time on the stand-in, the robot's clock on a
-real arm); streamed commands and unstamped trajectories carry only the bag's receive time.
-A command received at ``w`` reached the arm while it was at the state stamped on the newest
-joint state received before ``w``, so its arrival on the stamp clock is that stamp plus half
-a joint-state period. This follows a simulator that runs late and catches up, or a robot
-clock that drifts, message by message; the transport latency that remains is absorbed by
-the fitted command delay.
+Clocks: joint states carry header stamps (the arm driver's clock: system time on a real
+arm and on the stand-in, sim time under /clock). A stamped ``JointTrajectory`` (excite and
+the policy stamp theirs) starts at its stamp, as JointTrajectoryController starts it, so
+its timing is exact. When each command took effect is still needed (a segment starts from
+the target in force then), and streamed ``Float64MultiArray`` commands and unstamped
+trajectories have nothing else: a command received at ``w`` reached the arm while it was at
+the state stamped on the newest joint state received before ``w``, so its arrival on the
+stamp clock is that stamp plus half a joint-state period. This follows an arm that runs late
+and catches up, or a clock that drifts, message by message; the transport latency that
+remains is absorbed by the fitted command delay (for stamped segments of one command period
+it shifts the target by only (latency)^2 / (2 period)).
 
 Every array is in the robot spec's joint order; times are s on the joint-state clock,
 relative to the recording's first joint state.
