@@ -10,12 +10,12 @@ arm and on the stand-in, sim time under /clock). A stamped ``JointTrajectory`` (
 the policy stamp theirs) starts at its stamp, as JointTrajectoryController starts it, so
 its timing is exact. When each command took effect is still needed (a segment starts from
 the target in force then), and streamed ``Float64MultiArray`` commands and unstamped
-trajectories have nothing else: a command received at ``w`` reached the arm while it was at
-the state stamped on the newest joint state received before ``w``, so its arrival on the
-stamp clock is that stamp plus half a joint-state period. This follows an arm that runs late
-and catches up, or a clock that drifts, message by message; the transport latency that
-remains is absorbed by the fitted command delay (for stamped segments of one command period
-it shifts the target by only (latency)^2 / (2 period)).
+trajectories have nothing else. See :class:`ReceiveClock`: a command received at ``w`` took
+effect at ``w`` minus the clock offset, unless the arm was running late then (its newest
+joint state was old), in which case it took effect once the arm caught up. A stamped command
+cannot take effect before its stamp. The transport latency that remains is absorbed by the
+fitted command delay (for stamped segments of one command period it shifts the target by
+only (latency)^2 / (2 period)).
 
 Every array is in the robot spec's joint order; times are s on the joint-state clock,
 relative to the recording's first joint state.
@@ -47,6 +47,7 @@ STREAM_HOLD = 0.5           # s a streamed command stays in force (the node's co
 MIN_SEQUENCE = 2.0          # s, shortest sequence worth fitting
 MAX_GAP = 0.05              # s, longest gap between joint states inside the data
 MAX_LAG = 0.02             # s a joint state may arrive later than the fastest one did
+STALL = 0.005              # s without a newer joint state that means the arm ran late
 EFFORT_WINDOW = 0.1         # s, moving average on the effort before it is compared
 
 
@@ -181,22 +182,31 @@ class ReceiveClock:
     """Maps receive times (s) onto the joint-state stamp clock through the joint states.
 
     ``received`` (N,) s when each joint state was recorded, ``stamps`` (N,) s its header stamp.
+    The smallest ``received - stamps`` is the clock offset (plus the least transport
+    latency); a message received at ``w`` reached the arm at ``w`` minus that offset, as the
+    recorder and the arm receive it alike. When the arm ran late (a stalled simulator catching
+    up, an overloaded driver), its joint states were: a command then took effect half a
+    joint-state period after the newest state published before it, plus the usual delivery
+    latency of a joint state. That estimate holds when it is more than :data:`STALL` earlier
+    than the first (shorter gaps are delivery jitter, not a late arm).
     """
 
     received: np.ndarray
     stamps: np.ndarray
 
     def __call__(self, when: np.ndarray) -> np.ndarray:
-        """Stamp-clock times of the receive times ``when`` (M,) s (see the module docstring)."""
+        """Stamp-clock times (M,) s of the receive times ``when`` (M,) s."""
         order = np.argsort(self.received, kind='stable')
         received, stamps = self.received[order], self.stamps[order]
+        lag = received - stamps
+        offset, usual = float(lag.min()), float(np.median(lag))
+        when = np.asarray(when, dtype=float)
+        direct = when - offset
         newest = np.maximum.accumulate(stamps)
         half = 0.5 * float(np.median(np.diff(stamps))) if stamps.size > 1 else 0.0
         index = np.searchsorted(received, when, side='right') - 1
-        early = index < 0   # before the first joint state: assume the median latency
-        out = newest[np.maximum(index, 0)] + half
-        latency = float(np.median(received - stamps))
-        return np.where(early, np.asarray(when) - latency, out)
+        late = newest[np.maximum(index, 0)] + half + (usual - offset)
+        return np.where((index >= 0) & (late < direct - STALL), late, direct)
 
 
 def _commands(raw: RawBag, topic: str, spec: RobotSpec, store: object, clock: ReceiveClock,
@@ -223,8 +233,9 @@ def _commands(raw: RawBag, topic: str, spec: RobotSpec, store: object, clock: Re
         goals.append(goal)
         arrival.append(received * 1e-9)
     order = np.argsort(arrival, kind='stable')
-    return CommandLog(topic, clock(np.asarray(arrival)[order]) - origin,
-                      goals=tuple(goals[i] for i in order))
+    effect = clock(np.asarray(arrival)[order]) - origin
+    starts = np.array([-np.inf if g.start is None else g.start for g in goals])[order]
+    return CommandLog(topic, np.maximum(effect, starts), goals=tuple(goals[i] for i in order))
 
 
 def average_effort(effort: np.ndarray, samples: int) -> np.ndarray:

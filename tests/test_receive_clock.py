@@ -1,0 +1,33 @@
+"""When recorded commands took effect on the arm, from receive times and joint-state stamps."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from simops_sysid.dataset import ReceiveClock
+
+OFFSET = 1_700_000_000.0   # s from the arm's stamp clock to the recorder's receive clock
+
+
+def test_steady_state_commands_take_effect_when_received_less_the_clock_offset() -> None:
+    rng = np.random.default_rng(0)
+    stamps = 0.001 * np.arange(1, 10_001)
+    # Joint states reach the recorder 0.2 ms after their stamp at best, 3.2 ms at worst.
+    received = stamps + OFFSET + 2e-4 + rng.uniform(0.0, 3e-3, stamps.size)
+    clock = ReceiveClock(received, stamps)
+    truth = rng.uniform(1.0, 9.0, 500)   # when the arm received each command
+    estimate = clock(truth + OFFSET + 2e-4)
+    assert np.abs(estimate - truth).max() < 1e-6
+
+
+def test_commands_during_a_stall_take_effect_when_the_arm_catches_up() -> None:
+    stamps = 0.001 * np.arange(1, 2001)
+    received = stamps + OFFSET + 3e-4
+    stalled = (stamps > 1.0) & (stamps <= 1.030)   # the arm published nothing for 30 ms,
+    received[stalled] = 1.030 + OFFSET + 3e-4 + 1e-5 * np.arange(stalled.sum())  # then a burst
+    clock = ReceiveClock(received, stamps)
+    during = clock(np.array([1.010, 1.020, 1.029]) + OFFSET + 3e-4)
+    # Taken into the first step after the last state it published (1.000 s), not 10-29 ms on.
+    assert np.all(np.abs(during - 1.0005) < 2e-3), during
+    after = clock(np.array([1.5]) + OFFSET + 3e-4)
+    assert abs(after[0] - 1.5) < 1e-6
