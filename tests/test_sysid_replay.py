@@ -7,6 +7,7 @@ parameters must not.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -71,3 +72,24 @@ def test_bag_hash_is_stable_and_follows_the_content(tmp_path: Path) -> None:
     assert bag_sha256(a) == bag_sha256(a)
     c = write_bag(tmp_path / 'c', simulate(6.0, seed=5))
     assert bag_sha256(a) != bag_sha256(c)
+
+
+def test_commands_the_recorder_missed_at_the_start_are_not_replayed(tmp_path: Path) -> None:
+    """A recorder discovers a new command publisher after the arm does, so a bag can begin
+    with the arm already moving; the replay must start where the recorded commands define
+    every target, and then match the wrapper with the true parameters."""
+    data = simulate(8.0, noise=0.0)
+    late = 100   # the first 2 s of commands never reached the bag
+    data = replace(data, arrival=data.arrival[late:], commands=data.commands[late:],
+                   stamps=data.stamps[late:])
+    recording = load_recording(write_bag(tmp_path / 'late', data), SPEC, load_topics())
+    fit_model = fitting.load_fit_model(REPO / 'models/fr3/scene.xml', SPEC)
+    base = fitting.nominal(fit_model)
+    joints = list(range(7))
+    sequences, _ = split_sequences(recording, 0.001, 5.0, 200.0, 60, joints)
+    assert sequences[0].t0 > recording.commands.t[1] + 0.06
+    params = parameters.build_parameters(base, parameters.KINDS[:6], SPEC.arm_joints, [])
+    truth = fitting.evaluate(fitting.make_problem(fit_model, sequences, joints, base), params,
+                             load_sim_params(HIDDEN))
+    assert truth.rms_q.max() < 5e-5, truth.rms_q
+    assert truth.rms_effort.max() < 0.05, truth.rms_effort

@@ -258,8 +258,14 @@ def split_sequences(rec: Recording, dt: float, length: float, rate: float,
     Sequences in which a joint state lagged more than :data:`MAX_LAG` are left out. Returns
     the sequences and how many were left out. Raises :class:`DataError` when the span is
     shorter than :data:`MIN_SEQUENCE`, the joint states have gaps, or every sequence lagged.
+
+    The first sequence starts once every target the replay feeds the arm, ``history`` steps
+    back included, comes from a recorded command: one command after the first recorded one
+    (whose segment starts from a target the bag may not hold; a recorder discovers a new
+    publisher some 100 ms after the arm does), plus the history.
     """
     start, end = rec.command_span
+    start = max(start, float(rec.commands.t[min(1, len(rec.commands) - 1)]) + history * dt)
     if end - start < MIN_SEQUENCE:
         raise DataError(f'{rec.bag}: too little data: {max(end - start, 0.0):.2f} s of commanded '
                         f'motion, need at least {MIN_SEQUENCE:g} s')
