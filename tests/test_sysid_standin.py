@@ -31,14 +31,6 @@ from simops_core.topics import load_topics
 from simops_sim.physics import Physics
 from simops_sysid.dataset import load_recording, split_sequences
 
-# Issue #6 is open: this end-to-end recovery does not yet meet its bar reliably. fit times
-# commands by when they were received, so it leaves out sequences in which joint states
-# arrived late; on a loaded 2-core machine most of a 60 s recording is left out, and the
-# 8 ms delay comes back as 9-10 ms. Every assertion stays; the outcome is reported as
-# xfail/xpass until fit aligns commands on their header stamps.
-pytestmark = pytest.mark.xfail(strict=False, reason='issue #6 open: end-to-end recovery over '
-                               'DDS is timing-sensitive (see module comment)')
-
 SPEC = load_robot_spec('fr3')
 HIDDEN = load_sim_params(REPO / 'config/sim_params/standin_hidden.yaml')
 TRAIN_S, HELD_S = 60.0, 20.0
