@@ -49,6 +49,7 @@ MAX_GAP = 0.05              # s, longest gap between joint states inside the dat
 MAX_LAG = 0.02             # s a joint state may arrive later than the fastest one did
 STALL = 0.005              # s without a newer joint state that means the arm ran late
 EFFORT_WINDOW = 0.1         # s, moving average on the effort before it is compared
+START_WINDOW = 0.04         # s each side of a sequence start for its smoothed start position
 
 
 class DataError(ValueError):
@@ -249,6 +250,23 @@ def average_effort(effort: np.ndarray, samples: int) -> np.ndarray:
     return uniform_filter1d(effort, max(1, samples), axis=0, mode='nearest')
 
 
+def start_position(rec: Recording, index: int) -> np.ndarray:
+    """Position (9,) rad at sample ``index``, a cubic fitted over :data:`START_WINDOW` around it.
+
+    A replay starts from the measured state, so the measurement noise of that one sample
+    (1e-4 rad on the stand-in, encoder noise on an arm) would launch the servo into a
+    transient that lasts a servo time constant (about kv / kp, 0.1 s) and pulls on the
+    fitted gains; the local fit averages it down.
+    """
+    window = np.flatnonzero(np.abs(rec.t - rec.t[index]) <= START_WINDOW)
+    if window.size < 8:
+        return rec.q[index].copy()
+    dt = rec.t[window] - rec.t[index]
+    basis = np.vander(dt, 4)
+    coeffs, *_ = np.linalg.lstsq(basis, rec.q[window], rcond=None)
+    return coeffs[-1]
+
+
 def split_sequences(rec: Recording, dt: float, length: float, rate: float,
                     history: int, joints: Sequence[int]) -> tuple[list[SequenceData], int]:
     """Cut ``rec``'s commanded span into sequences of about ``length`` s.
@@ -306,7 +324,7 @@ def split_sequences(rec: Recording, dt: float, length: float, rate: float,
         sequences.append(SequenceData(
             name=f'{rec.bag.name}[{i}]', t0=s0, dt=dt, history=history,
             targets=targets[k0:k0 + history + steps], gripper=width,
-            qpos0=rec.q[first].copy(), qvel0=rec.qd[first].copy(), t=rec.t[sel],
+            qpos0=start_position(rec, first), qvel0=rec.qd[first].copy(), t=rec.t[sel],
             q=rec.q[sel][:, arm], qd=rec.qd[sel][:, arm], effort=effort[sel][:, arm]))
     if not sequences:
         raise DataError(f'{rec.bag}: every sequence has joint states that arrived more than '

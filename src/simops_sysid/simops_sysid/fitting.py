@@ -54,6 +54,11 @@ from simops_sysid.replay import delayed
 
 EFFORT_SENSOR = 'sysid_effort_{}'
 SIGNALS = ('q', 'qd', 'effort')
+# LM regulariser growth per rejected step. mujoco.minimize starts at mu = 0 and grows by
+# 10^0.1, so a rejected Gauss-Newton step from far off (the first one, typically) costs
+# dozens of full rollouts; 10^0.5 reaches a useful mu in a few (fit time 90 -> 68 s on 60 s
+# of data, same optimum).
+MU_FACTOR = 10 ** 0.5
 
 
 @dataclass(frozen=True)
@@ -390,7 +395,7 @@ def fit(problem: Problem, params: sysid.ParameterDict, base: SimParams,
         return sysid.optimize(
             initial_params=initial, residual_fn=problem.residual_fn, optimizer='mujoco',
             verbose=False, max_iters=count, x_scale='jac', xtol=1e-6, jacobian=jacobian,
-            iter_callback=on_iteration, output=io.StringIO())
+            mu_factor=MU_FACTOR, iter_callback=on_iteration, output=io.StringIO())
 
     current = params
     if grouped:
