@@ -19,7 +19,7 @@ from simops_core.sim_params import load_sim_params
 from simops_core.topics import load_topics
 from simops_sim.delay import shift_commands
 from simops_sysid import fitting, parameters
-from simops_sysid.dataset import load_recording, split_sequences
+from simops_sysid.dataset import Recording, load_recording, split_sequences, start_position
 from simops_sysid.lag import estimate_delay
 from simops_sysid.replay import delayed
 
@@ -93,3 +93,15 @@ def test_commands_the_recorder_missed_at_the_start_are_not_replayed(tmp_path: Pa
                              load_sim_params(HIDDEN))
     assert truth.rms_q.max() < 5e-5, truth.rms_q
     assert truth.rms_effort.max() < 0.05, truth.rms_effort
+
+
+def test_sequences_start_from_a_smoothed_position() -> None:
+    """The start position averages the sample noise down (rad, 1 kHz samples of a motion)."""
+    t = 0.001 * np.arange(4000)
+    smooth = np.column_stack([0.3 * np.sin(2.0 * t + k) for k in range(9)])
+    noisy = smooth + np.random.default_rng(1).normal(0.0, 1e-4, smooth.shape)
+    rec = Recording(Path('synthetic'), '/joint_states', t, noisy, np.zeros_like(noisy),
+                    np.zeros_like(noisy), None, np.zeros_like(t))
+    errors = np.array([start_position(rec, i) - smooth[i] for i in range(100, 3900, 7)])
+    assert np.sqrt(np.mean(errors ** 2)) < 3e-5
+    assert np.sqrt(np.mean((noisy[100:3900:7] - smooth[100:3900:7]) ** 2)) > 8e-5
