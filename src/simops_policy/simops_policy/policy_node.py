@@ -18,6 +18,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import rclpy
@@ -44,12 +45,14 @@ from simops_core.paths import resolve_resource
 from simops_core.policy_card import CardError, load_policy_card
 from simops_core.robot_spec import SpecError, load_robot_spec
 from simops_core.topics import TopicConfigError, load_topics
-from simops_policy.model import ModelError, PolicyModel, load_model
 from simops_policy.stats import WindowStats
 from simops_policy.supervisor import Decision, Mode, Supervisor
 from simops_ros.commands import point_command
 from simops_ros.parameters import describe
 from simops_ros.polled import Polled, PolledGroup, never_called
+
+if TYPE_CHECKING:
+    from simops_policy.model import PolicyModel
 
 NODE_NAME = 'policy'
 COMMAND_INTERFACES = ('float64_array', 'joint_trajectory')
@@ -156,6 +159,10 @@ class PolicyNode(Node):
         model_path = self._resolve('model_path', value('model_path').value)
         card_path = self._resolve('card_path', value('card_path').value
                                   or str(model_path.with_suffix('.yaml')))
+        # torch takes seconds to import: here, inside main()'s handlers, Ctrl-C during start-up
+        # ends the node cleanly instead of with a traceback.
+        from simops_policy.model import ModelError, load_model
+
         try:
             self.card = load_policy_card(card_path, self.spec.joint_names, self.spec.arm_joints)
             self.model: PolicyModel = load_model(model_path, self.card)
