@@ -15,7 +15,7 @@ from ros_helpers import REPO, installed_executable
 from rosbags.rosbag2 import StoragePlugin, Writer
 from sysid_helpers import SPEC, STORE, StandinData, simulate, write_bag
 
-from simops_sysid.fit_cli import EXIT_DATA, EXIT_USAGE
+from simops_sysid.fit_cli import EXIT_CONFIG, EXIT_DATA, EXIT_USAGE
 
 
 @pytest.fixture(scope='module')
@@ -89,3 +89,12 @@ def test_bad_parameter_kind_and_joint(tmp_path: Path, data: StandinData) -> None
                    'stiffness')
     one_line_error(run_fit('--bag', bag, '--joints', 'fr3_joint9'), EXIT_USAGE, 'fr3_joint9')
     assert not np.any([p.name == 'p.yaml' for p in tmp_path.iterdir()])
+
+
+def test_missing_and_corrupt_model(tmp_path: Path, data: StandinData) -> None:
+    bag = write_bag(tmp_path / 'ok', data)
+    one_line_error(run_fit('--bag', bag, '--model', tmp_path / 'nowhere.xml'), EXIT_CONFIG,
+                   'nowhere.xml')
+    corrupt = tmp_path / 'corrupt.xml'
+    corrupt.write_text('<mujoco><worldbody><body name="fr3_link0"></worldbody>')
+    one_line_error(run_fit('--bag', bag, '--model', corrupt), EXIT_CONFIG)

@@ -109,8 +109,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _fail(EXIT_DATA, str(exc))
     except (SpecError, TopicConfigError, ModelError, SimParamsError, FileNotFoundError) as exc:
         return _fail(EXIT_CONFIG, str(exc))
-    except ValueError as exc:  # MuJoCo's MJCF parser
-        return _fail(EXIT_CONFIG, ' '.join(str(exc).split()))
 
 
 def _fail(code: int, message: str) -> int:
@@ -141,7 +139,10 @@ def _run(options: argparse.Namespace) -> int:
     joints = [robot.arm_joints.index(j) for j in joint_names]
     topics = load_topics()
     model_path = resolve_resource(options.model)
-    fit_model = fitting.load_fit_model(model_path, robot)
+    try:
+        fit_model = fitting.load_fit_model(model_path, robot)
+    except ValueError as exc:  # MuJoCo's MJCF parser
+        raise ModelError(' '.join(str(exc).split())) from None
     base = fitting.nominal(fit_model)
     dt = float(fit_model.model.opt.timestep)
     history = int(np.ceil(HISTORY / dt))

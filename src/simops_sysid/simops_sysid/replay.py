@@ -81,8 +81,10 @@ def delayed(targets: np.ndarray, history: int, delay_steps: float) -> np.ndarray
     """``targets`` (history + T, n) delayed by ``delay_steps`` (>= 0, may be fractional).
 
     The first ``history`` rows are what was commanded before the sequence; returns the (T, n)
-    rows the actuators see. Whole values equal :func:`shift_commands` exactly.
+    rows the actuators see. Whole values equal :func:`shift_commands` exactly. A delay a
+    rounding error below zero (an optimizer step onto the bound) counts as zero.
     """
+    delay_steps = max(0.0, delay_steps)
     whole = int(np.floor(delay_steps))
     frac = float(delay_steps - whole)
     if whole + 1 > history:
