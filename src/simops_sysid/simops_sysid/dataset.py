@@ -186,10 +186,10 @@ class ReceiveClock:
     The smallest ``received - stamps`` is the clock offset (plus the least transport
     latency); a message received at ``w`` reached the arm at ``w`` minus that offset, as the
     recorder and the arm receive it alike. When the arm ran late (a stalled simulator catching
-    up, an overloaded driver), its joint states were: a command then took effect half a
-    joint-state period after the newest state published before it, plus the usual delivery
-    latency of a joint state. That estimate holds when it is more than :data:`STALL` earlier
-    than the first (shorter gaps are delivery jitter, not a late arm).
+    up, an overloaded driver), so did its joint states, and a command took effect half a
+    joint-state period after the newest state published before it was received (plus the
+    usual delivery latency of a joint state). That estimate holds when it is more than
+    :data:`STALL` earlier than the first (shorter gaps are delivery jitter, not a late arm).
     """
 
     received: np.ndarray
@@ -279,8 +279,8 @@ def split_sequences(rec: Recording, dt: float, length: float, rate: float,
 
     The first sequence starts once every target the replay feeds the arm, ``history`` steps
     back included, comes from a recorded command: one command after the first recorded one
-    (whose segment starts from a target the bag may not hold; a recorder discovers a new
-    publisher some 100 ms after the arm does), plus the history.
+    (whose segment starts from a target the bag may not hold: a recorder can discover a new
+    publisher later than the arm does, and miss its first commands), plus the history.
     """
     start, end = rec.command_span
     start = max(start, float(rec.commands.t[min(1, len(rec.commands) - 1)]) + history * dt)
