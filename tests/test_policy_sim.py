@@ -37,6 +37,9 @@ def test_both_command_interfaces_reach_the_simulator(ros_probe: RosProbe, tmp_pa
             NodeProcess.ros2_run('simops_policy', 'policy', '--ros-args',
                                  '-p', f'model_path:={model}', '-p', 'ramp_time:=0.5',
                                  '-p', f'command_interface:={interface}',
+                                 # on the simulator's clock, as the sim graph runs it: a
+                                 # trajectory's header.stamp is a time on that clock
+                                 '-p', 'use_sim_time:=true',
                                  log_path=tmp_path / 'policy.log') as node:
         wait_state(ros_probe, node, 'RUNNING', timeout=30)
         # The policy may see the simulator before the probe's own subscription matches it.
