@@ -269,7 +269,8 @@ def test_without_clock_stamps_are_system_time_and_start_trajectories(ros_probe: 
                                                                       tmp_path: Path) -> None:
     """A stand-in for a real arm (publish_clock false) stamps like its driver: system time.
 
-    A trajectory stamped 0.5 s ahead on the system clock waits for that stamp, then moves.
+    A trajectory stamped in sim time (a publisher on another clock) is rejected with a hint;
+    one stamped 0.5 s ahead on the system clock waits for that stamp, then moves.
     """
     states = subscribe_states(ros_probe)
     with start_sim(tmp_path, 'publish_clock:=false') as node:
@@ -280,6 +281,14 @@ def test_without_clock_stamps_are_system_time_and_start_trajectories(ros_probe: 
                                   qos('joint_trajectory'))
         assert wait_until(lambda: pub.get_subscription_count() > 0, timeout=20)
         time.sleep(0.3)
+        sim_time_stamped = JointTrajectory(joint_names=['fr3_joint1'], points=[
+            JointTrajectoryPoint(positions=[SPEC.home[0] - 0.3])])
+        sim_time_stamped.points[0].time_from_start.sec = 1
+        sim_time_stamped.header.stamp.sec = 5
+        pub.publish(sim_time_stamped)
+        assert wait_until(lambda: 'ends' in node.output and 'behind' in node.output, 10), \
+            node.output
+        assert 'stamp with system time' in node.output
         start = round(time.time() + 0.5, 3)
         msg = JointTrajectory(joint_names=['fr3_joint1'],
                               points=[JointTrajectoryPoint(positions=[SPEC.home[0] + 0.3])])

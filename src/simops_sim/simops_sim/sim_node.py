@@ -74,7 +74,7 @@ POSE_RATE = 100.0          # Hz, /ee_pose and /object_pose
 VIEWER_RATE = 60.0         # Hz
 MAX_LAG = 1.0              # s behind schedule before giving up catching up (re-anchor)
 WARN_PERIOD = 1.0          # s between repeated warnings about bad commands
-MAX_TRAJECTORY_LEAD = 60.0  # s a trajectory's header.stamp may lie ahead of sim time
+MAX_STAMP_OFFSET = 60.0  # s a trajectory may start ahead of, or end behind, sim time
 
 
 class ConfigError(Exception):
@@ -296,11 +296,13 @@ class SimNode(Node):
             with self._lock:
                 start = stamp - 1e-9 * self._stamp_offset
                 lead = start - self.physics.time
-            if lead > MAX_TRAJECTORY_LEAD:  # e.g. a wall-clock stamp against /clock
+            lag = -lead - float(goal.times[-1])
+            if max(lead, lag) > MAX_STAMP_OFFSET:  # a publisher on another clock
                 clock = 'sim time (use_sim_time)' if self.publish_clock else 'system time'
+                where = f'lies {lead:.0f} s ahead of' if lead > 0 else f'ends {lag:.0f} s behind'
                 self._reject(self.topics['joint_trajectory'].name,
-                             f'header.stamp {stamp:.3f} s lies {lead:.0f} s ahead of this '
-                             f'node\'s clock; stamp with {clock} or leave it zero to start now')
+                             f'header.stamp {stamp:.3f} s {where} this node\'s clock; stamp '
+                             f'with {clock} or leave it zero to start now')
                 return
             goal = replace(goal, start=start)
         self._enqueue(goal)
