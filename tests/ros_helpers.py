@@ -12,27 +12,16 @@ import signal
 import subprocess
 import sys
 import threading
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import rclpy
-from rclpy.context import Context
-from rclpy.executors import SingleThreadedExecutor
 from rclpy.qos import QoSProfile
 
+from simops_core.waiting import wait_until
+from simops_ros.background import BackgroundNode
+
 REPO = Path(__file__).resolve().parents[1]
-
-
-def wait_until(predicate: Callable[[], bool], timeout: float, interval: float = 0.02) -> bool:
-    """Poll ``predicate`` until it is true or ``timeout`` seconds pass; return its last value."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(interval)
-    return predicate()
 
 
 def installed_executable(package: str, executable: str) -> Path:
@@ -116,28 +105,13 @@ class NodeProcess:
         return code
 
 
-class RosProbe:
+class RosProbe(BackgroundNode):
     """A real rclpy node in the test process, with its own context and spinner thread."""
 
     def __init__(self, name: str = 'test_probe') -> None:
-        self.context = Context()
-        rclpy.init(context=self.context)
-        self.node = rclpy.create_node(name, context=self.context)
-        self.executor = SingleThreadedExecutor(context=self.context)
-        self.executor.add_node(self.node)
         self._lock = threading.Lock()
         self._messages: dict[str, list[Any]] = {}
-        self._thread = threading.Thread(target=self._spin, daemon=True)
-        self._thread.start()
-
-    def _spin(self) -> None:
-        while self.context.ok():
-            try:
-                self.executor.spin_once(timeout_sec=0.05)
-            except Exception:  # context shut down while spinning
-                if self.context.ok():
-                    raise
-                return
+        super().__init__(name)
 
     def subscribe(self, topic: str, msg_type: type, qos: QoSProfile | int = 10) -> None:
         """Collect every message on ``topic``; read them with :meth:`messages`."""
@@ -165,11 +139,3 @@ class RosProbe:
     def publisher(self, topic: str, msg_type: type, qos: QoSProfile | int = 10) -> Any:
         """Create a publisher on the probe's node."""
         return self.node.create_publisher(msg_type, topic, qos)
-
-    def close(self) -> None:
-        """Shut the context down and join the spinner thread."""
-        if self.context.ok():
-            rclpy.shutdown(context=self.context)
-        self._thread.join(timeout=5)
-        self.executor.shutdown()
-        self.node.destroy_node()

@@ -6,9 +6,10 @@ message crossed the process boundary both ways and was decoded on each side.
 """
 
 import rclpy
-from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from sensor_msgs.msg import JointState
+
+from simops_ros.spinning import spin_until_shutdown
 
 
 class JointStateEcho(Node):
@@ -25,13 +26,7 @@ class JointStateEcho(Node):
 def main() -> None:
     rclpy.init()
     node = JointStateEcho()
-    try:
-        rclpy.spin(node)
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    finally:
-        node.destroy_node()
-        rclpy.try_shutdown()
+    spin_until_shutdown(node)
 
 
 if __name__ == '__main__':

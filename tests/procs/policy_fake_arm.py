@@ -12,7 +12,6 @@ import argparse
 
 import rclpy
 from geometry_msgs.msg import PoseStamped
-from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from rclpy.qos import QoSProfile
 from sensor_msgs.msg import JointState
@@ -21,6 +20,7 @@ from trajectory_msgs.msg import JointTrajectory
 
 from simops_core.robot_spec import load_robot_spec
 from simops_core.topics import load_topics
+from simops_ros.spinning import spin_until_shutdown
 
 
 class FakeArm(Node):
@@ -83,13 +83,7 @@ def main() -> None:
     args = parser.parse_args()
     rclpy.init()
     node = FakeArm(args.rate)
-    try:
-        rclpy.spin(node)
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    finally:
-        node.destroy_node()
-        rclpy.try_shutdown()
+    spin_until_shutdown(node)
 
 
 if __name__ == '__main__':

@@ -18,7 +18,6 @@ import numpy as np
 import rclpy
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from geometry_msgs.msg import PoseStamped
-from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from rclpy.qos import QoSProfile
 from sensor_msgs.msg import JointState
@@ -31,6 +30,7 @@ from simops_core.robot_spec import load_robot_spec
 from simops_core.topics import load_topics
 from simops_policy.model import load_model
 from simops_policy.stats import WindowStats
+from simops_ros.spinning import spin_until_shutdown
 
 
 class ReferencePolicy(Node):
@@ -138,13 +138,7 @@ def main() -> None:
     args, ros_args = parser.parse_known_args()
     rclpy.init(args=ros_args)
     node = ReferencePolicy(args.model, args.window)
-    try:
-        rclpy.spin(node)
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    finally:
-        node.destroy_node()
-        rclpy.try_shutdown()
+    spin_until_shutdown(node)
 
 
 if __name__ == '__main__':

@@ -24,11 +24,12 @@ from simops_bringup.commands import (
     command_line,
     find_executable,
 )
-from simops_bringup.demo.ros_operator import Operator, OperatorError, wait_until
+from simops_bringup.demo.ros_operator import Operator, OperatorError
 from simops_bringup.demo.steps import Child, Progress, StepError, run_tool
 from simops_bringup.demo.summary import Goal, Validation
 from simops_bringup.graph import build_graph
 from simops_core.robot_spec import RobotSpec
+from simops_core.waiting import wait_until
 
 EXCITE_SECONDS = 60.0      # s of excitation (the sysid acceptance's training length)
 EXCITE_SEED = 0

@@ -12,18 +12,16 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Callable
 
 import numpy as np
-import rclpy
 from geometry_msgs.msg import PoseStamped
-from rclpy.context import Context
-from rclpy.executors import SingleThreadedExecutor
 from rclpy.qos import QoSProfile
 from std_msgs.msg import String
 from std_srvs.srv import SetBool, Trigger
 
 from simops_core.topics import load_topics
+from simops_core.waiting import wait_until
+from simops_ros.background import BackgroundNode
 
 SERVICE_TIMEOUT = 30.0  # s for a service to appear and answer
 RECORDER = '/recorder'  # node names of the bringup graph (simops_bringup.graph)
@@ -34,28 +32,16 @@ class OperatorError(RuntimeError):
     """A service is missing or refused, or the graph did not reach an expected state."""
 
 
-def wait_until(predicate: Callable[[], bool], timeout: float, interval: float = 0.05) -> bool:
-    """Poll ``predicate`` until it is true or ``timeout`` s pass; return its last value."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(interval)
-    return predicate()
-
-
-class Operator:
+class Operator(BackgroundNode):
     """See the module docstring. Close it with :meth:`close`."""
 
     def __init__(self, base_frame: str) -> None:
         topics = load_topics()
         self.base_frame = base_frame
-        self.context = Context()
-        rclpy.init(context=self.context)
-        self.node = rclpy.create_node('simops_demo_operator', context=self.context)
         self._lock = threading.Lock()
         self.state = ''
         self.ee: np.ndarray | None = None
+        super().__init__('simops_demo_operator')
 
         def qos(key: str) -> QoSProfile:
             return QoSProfile(**topics[key].qos.as_profile_kwargs())
@@ -67,19 +53,6 @@ class Operator:
         self._goal = node.create_publisher(PoseStamped, topics['goal_pose'].name,
                                            qos('goal_pose'))
         self._info = node.create_publisher(String, f'{RECORDER}/episode_info', 10)
-        self.executor = SingleThreadedExecutor(context=self.context)
-        self.executor.add_node(node)
-        self._thread = threading.Thread(target=self._spin, daemon=True)
-        self._thread.start()
-
-    def _spin(self) -> None:
-        while self.context.ok():
-            try:
-                self.executor.spin_once(timeout_sec=0.05)
-            except Exception:  # the context went down while spinning
-                if self.context.ok():
-                    raise
-                return
 
     def _on_state(self, msg: String) -> None:
         with self._lock:
@@ -147,11 +120,3 @@ class Operator:
         with self._lock:
             ee = self.ee
         return float('inf') if ee is None else float(np.linalg.norm(ee - goal))
-
-    def close(self) -> None:
-        """Shut the node down."""
-        if self.context.ok():
-            rclpy.shutdown(context=self.context)
-        self._thread.join(timeout=5)
-        self.executor.shutdown()
-        self.node.destroy_node()
