@@ -66,7 +66,12 @@ from simops_core.topics import TopicConfigError, load_topics
 from simops_ros.parameters import describe
 from simops_sim.commands import ArmCommand, CommandError, parse_joint_command
 from simops_sim.physics import ModelError, Physics, load_model, parse_joint_map
-from simops_sim.trajectory import TrajectoryError, TrajectoryGoal, TrajectoryPlan, parse_trajectory
+from simops_sim.trajectory import (
+    TrajectoryError,
+    TrajectoryGoal,
+    TrajectoryPlan,
+    goal_from_message,
+)
 from simops_sim.wire import ClockEncoder, JointStateEncoder, PoseStampedEncoder
 
 NODE_NAME = 'sim'
@@ -281,18 +286,13 @@ class SimNode(Node):
         self._enqueue(command)
 
     def _on_trajectory(self, msg: JointTrajectory) -> None:
-        stamp = msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec
         try:
-            goal = parse_trajectory(
-                list(msg.joint_names),
-                [p.time_from_start.sec + 1e-9 * p.time_from_start.nanosec for p in msg.points],
-                [list(p.positions) for p in msg.points],
-                [list(p.velocities) for p in msg.points],
-                self.spec.arm_joints, stamp if stamp > 0 else None)
+            goal = goal_from_message(msg, self.spec.arm_joints)
         except TrajectoryError as exc:
             self._reject(self.topics['joint_trajectory'].name, str(exc))
             return
-        if stamp > 0:
+        if goal.start is not None:
+            stamp = goal.start
             with self._lock:
                 start = stamp - 1e-9 * self._stamp_offset
                 lead = start - self.physics.time

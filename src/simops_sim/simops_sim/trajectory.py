@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -67,6 +68,20 @@ def parse_trajectory(names: Sequence[str], times: Sequence[float],
     if not np.all(np.isfinite(pos)) or (vel is not None and not np.all(np.isfinite(vel))):
         raise TrajectoryError('has a NaN or Inf position or velocity')
     return TrajectoryGoal(stamps, pos, vel, joints, start)
+
+
+def goal_from_message(msg: Any, arm_joints: Sequence[str]) -> TrajectoryGoal:
+    """A ``trajectory_msgs/JointTrajectory`` as a goal; raise :class:`TrajectoryError`.
+
+    ``msg`` is read by attribute, so an rclpy message and one decoded from a bag both work.
+    The goal starts at ``header.stamp`` (s on the publisher's clock), or now when it is zero.
+    """
+    stamp = msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec
+    return parse_trajectory(
+        list(msg.joint_names),
+        [p.time_from_start.sec + 1e-9 * p.time_from_start.nanosec for p in msg.points],
+        [list(p.positions) for p in msg.points], [list(p.velocities) for p in msg.points],
+        arm_joints, stamp if stamp > 0 else None)
 
 
 class TrajectoryPlan:

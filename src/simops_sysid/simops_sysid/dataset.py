@@ -24,7 +24,7 @@ relative to the recording's first joint state.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -40,7 +40,7 @@ from simops_core.trajectory import (
     command_series,
     joint_series,
 )
-from simops_sim.trajectory import TrajectoryError, TrajectoryGoal, parse_trajectory
+from simops_sim.trajectory import TrajectoryError, TrajectoryGoal, goal_from_message
 from simops_sysid.replay import CommandLog, physics_targets
 
 STREAM_HOLD = 0.5           # s a streamed command stays in force (the node's command_timeout)
@@ -221,16 +221,12 @@ def _commands(raw: RawBag, topic: str, spec: RobotSpec, store: object, clock: Re
     goals: list[TrajectoryGoal] = []
     arrival = []
     for msg, received in zip(raw.decode(topic, store), raw.topics[topic].log_time, strict=True):
-        stamp = msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec
         try:
-            goal = parse_trajectory(
-                list(msg.joint_names),
-                [p.time_from_start.sec + 1e-9 * p.time_from_start.nanosec for p in msg.points],
-                [list(p.positions) for p in msg.points],
-                [list(p.velocities) for p in msg.points], arm,
-                stamp - origin if stamp > 0 else None)
+            goal = goal_from_message(msg, arm)
         except TrajectoryError as exc:
             raise DataError(f'{raw.path}: {topic} message {len(goals)}: {exc}') from None
+        if goal.start is not None:
+            goal = replace(goal, start=goal.start - origin)
         goals.append(goal)
         arrival.append(received * 1e-9)
     order = np.argsort(arrival, kind='stable')
