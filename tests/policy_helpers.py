@@ -139,10 +139,11 @@ def diagnostics(probe: RosProbe) -> dict[str, str]:
     return {}
 
 
-def call_enable(probe: RosProbe, on: bool) -> SetBool.Response:
-    """Call the node's ~/enable service and return the response."""
-    client = probe.node.create_client(SetBool, '/policy/enable')
-    assert client.wait_for_service(timeout_sec=10)
+def call_enable(probe: RosProbe, on: bool, node: str = '/policy',
+                timeout: float = 10.0) -> SetBool.Response:
+    """Call ``node``'s ~/enable service and return the response."""
+    client = probe.node.create_client(SetBool, f'{node}/enable')
+    assert client.wait_for_service(timeout_sec=timeout), f'{node}/enable not available'
     future = client.call_async(SetBool.Request(data=on))
-    assert wait_until(future.done, 10)
+    assert wait_until(future.done, timeout)
     return future.result()

@@ -132,6 +132,29 @@ def test_acceleration_limit_between_non_hold_targets(scenario: dict) -> None:
             assert np.all(np.abs(after.step - before.step) <= limits.max_step_change + TOL)
 
 
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(scenarios())
+def test_braking_stop_stays_inside_decelerates_and_comes_to_rest(scenario: dict) -> None:
+    """~/enable off mid-motion: from any reachable state the stop keeps I1, I2 and the
+    acceleration limit, and reaches rest within max_step / max_step_change steps."""
+    limits, outputs = run(scenario)
+    state = outputs[-1][0]
+    bound = (1 if limits.max_step_change is None
+             else int(np.ceil(np.max(limits.max_step / limits.max_step_change))) + 1)
+    for _ in range(bound):
+        after, rest = safety.brake(state, limits)
+        assert np.all(after.target >= limits.lower) and np.all(after.target <= limits.upper)
+        assert np.all(np.abs(after.step) <= limits.max_step + TOL)
+        if limits.max_step_change is not None:
+            assert np.all(np.abs(after.step) <= np.abs(state.step) + TOL)   # never speeds up
+            assert np.all(np.abs(after.step - state.step) <= limits.max_step_change + TOL)
+        state = after
+        if rest:
+            break
+    assert rest, 'the braking stop did not come to rest in time'
+    assert np.array_equal(safety.brake(state, limits)[0].target, state.target)
+
+
 def test_start_refuses_a_state_more_than_one_step_outside() -> None:
     limits = safety.SafetyLimits.from_spec(SPEC, 1 / RATE, 0.5, 0.05)
     far = SPEC.home.copy()

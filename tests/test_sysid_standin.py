@@ -20,6 +20,7 @@ from pathlib import Path
 import mujoco
 import numpy as np
 import pytest
+from policy_helpers import call_enable
 from recorder_helpers import episodes, trigger
 from ros_helpers import REPO, NodeProcess, RosProbe, installed_executable, wait_until
 
@@ -69,10 +70,11 @@ def recorder(node: NodeSpec) -> list[str]:
             "topics:=['/franka/joint_states', '/fr3_arm_controller/joint_trajectory']"]
 
 
-def excite(node: NodeSpec, log: Path, duration: float, seed: int) -> None:
-    """Run excite to completion (it exits 0 once the trajectory is done)."""
+def excite(probe: RosProbe, node: NodeSpec, log: Path, duration: float, seed: int) -> None:
+    """Run excite to completion: enable it, as an operator must (it exits 0 at the end)."""
     argv = [*command_line(node), '-p', f'duration:={duration}', '-p', f'seed:={seed}']
     with NodeProcess(argv, log) as proc:
+        assert call_enable(probe, True, '/excite', timeout=STARTUP).success
         code = proc.wait(timeout=duration + 60.0)
         assert code == 0, proc.output
         assert 'excitation finished' in proc.output, proc.output
@@ -81,7 +83,7 @@ def excite(node: NodeSpec, log: Path, duration: float, seed: int) -> None:
 def record_episode(probe: RosProbe, node: NodeSpec, log: Path, duration: float,
                    seed: int) -> None:
     assert trigger(probe, '/recorder/start').success
-    excite(node, log, duration, seed)
+    excite(probe, node, log, duration, seed)
     assert trigger(probe, '/recorder/stop').success
 
 

@@ -167,6 +167,25 @@ def hold(state: SafetyState) -> SafetyState:
                    anchor=state.target.copy(), gripper_anchor=state.gripper)
 
 
+def brake(state: SafetyState, limits: SafetyLimits) -> tuple[SafetyState, bool]:
+    """One target of a braking stop, and whether the arm is now at rest.
+
+    Each joint's step shrinks towards zero by at most ``max_step_change`` per step (at once
+    without an acceleration limit), so the target comes to rest within the acceleration
+    limit; the step's braking bound keeps it inside the position limits (I1, I2 hold).
+    """
+    if limits.max_step_change is None:
+        return hold(state), True
+    speed = np.maximum(np.abs(state.step) - limits.max_step_change, 0.0)
+    moved = state.target + np.sign(state.step) * speed
+    target = _guard(moved, state.target, limits.max_step, limits.lower, limits.upper)
+    rest = not np.any(speed > 0)
+    new_state = replace(state, target=target, step=target - state.target,
+                        filtered=target.copy(), anchor=target.copy(),
+                        gripper_anchor=state.gripper)
+    return new_state, rest
+
+
 def step(state: SafetyState, action: np.ndarray, measured: np.ndarray, blend: float,
          limits: SafetyLimits, mapping: ActionMapping) -> SafetyOutput:
     """Run the pipeline once; see the module docstring. ``blend`` in [0, 1] ramps in."""

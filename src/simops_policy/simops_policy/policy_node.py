@@ -1,7 +1,8 @@
 """``ros2 run simops_policy policy``: a trained policy at a fixed rate behind the safety layer.
 
 Thin node: observations (:mod:`simops_core.observation`), the safety pipeline
-(:mod:`simops_core.safety`) and the modes (:mod:`simops_policy.supervisor`) are pure modules.
+(:mod:`simops_core.safety`) and the modes (:mod:`simops_core.motion_supervisor`, shared
+with ``excite``) are pure modules.
 The executor thread only handles the rare inputs (goal, e-stop) and ``~/enable``. A
 dedicated control thread (SCHED_FIFO where permitted) wakes on absolute deadlines, takes the
 newest /joint_states and /object_pose straight from their subscriptions (no per-message
@@ -35,6 +36,7 @@ from std_srvs.srv import SetBool
 from trajectory_msgs.msg import JointTrajectory
 
 from simops_core import safety
+from simops_core.motion_supervisor import Decision, Mode, MotionSupervisor
 from simops_core.observation import (
     JointIndex,
     MissingJointError,
@@ -46,8 +48,8 @@ from simops_core.policy_card import CardError, load_policy_card
 from simops_core.robot_spec import SpecError, load_robot_spec
 from simops_core.topics import TopicConfigError, load_topics
 from simops_policy.stats import WindowStats
-from simops_policy.supervisor import Decision, Mode, Supervisor
 from simops_ros.commands import point_command
+from simops_ros.node_args import parse_node_args
 from simops_ros.parameters import describe
 from simops_ros.polled import Polled, PolledGroup, never_called
 
@@ -191,7 +193,7 @@ class PolicyNode(Node):
             scale=action.scale, reference=action.reference, lpf_alpha=alpha)
         self.builder = ObservationBuilder(self.card, self.spec.joint_names,
                                           self.spec.gripper.joints)
-        self.supervisor = Supervisor(bool(value('start_enabled').value),
+        self.supervisor = MotionSupervisor(bool(value('start_enabled').value),
                                      float(value('ramp_time').value))
         self._arm_index = JointIndex(self.spec.arm_joints)
         self._finger_index = JointIndex(self.spec.gripper.joints)
@@ -337,6 +339,12 @@ class PolicyNode(Node):
             decision = self.supervisor.tick(now, ready, not_ready, self._safety is not None)
         if decision.run:
             self._run_policy(decision)
+        elif decision.brake and self._safety is not None:
+            self._safety, rest = safety.brake(self._safety, self.limits)
+            self._publish_command(self._safety)
+            if rest:
+                with self._lock:
+                    self.supervisor.stopped()
         elif decision.publish and self._safety is not None:
             self._safety = safety.hold(self._safety)
             self._publish_command(self._safety)
@@ -571,7 +579,11 @@ def _raise_thread_priority() -> str:
 
 def main(args: list[str] | None = None) -> int:
     """Run the policy node; return 0 on a clean shutdown and 2 on a configuration error."""
-    rclpy.init(args=args)
+    argv = parse_node_args(NODE_NAME, 'Run a TorchScript or .pt2 policy behind the safety '
+                           'pipeline. Starts DISABLED unless start_enabled (simulators only); '
+                           'call ~/enable to start, publish true on /simops/estop to stop.',
+                           args)
+    rclpy.init(args=argv)
     node = None
     try:
         node = PolicyNode()

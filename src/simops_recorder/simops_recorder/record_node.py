@@ -58,6 +58,7 @@ from simops_recorder.episode import (
     sha256_file,
     utc_now,
 )
+from simops_ros.node_args import parse_node_args
 
 NODE = 'recorder'
 DEFAULT_TOPIC_KEYS = ('joint_states', 'joint_commands', 'joint_trajectory', 'object_pose',
@@ -446,7 +447,9 @@ class _StopRequest:
 
 def main(args: list[str] | None = None) -> None:
     """Entry point of ``ros2 run simops_recorder record``."""
-    rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
+    argv = parse_node_args('record', 'Record episodes of the configured topics to rosbag2 '
+                           '(MCAP or sqlite3), one bag per episode.', args)
+    rclpy.init(args=argv, signal_handler_options=SignalHandlerOptions.NO)
     stop = _StopRequest()
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, stop)

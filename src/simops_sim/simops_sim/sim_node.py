@@ -63,6 +63,7 @@ from trajectory_msgs.msg import JointTrajectory
 from simops_core.robot_spec import SpecError, load_robot_spec
 from simops_core.sim_params import SimParams, SimParamsError, load_sim_params
 from simops_core.topics import TopicConfigError, load_topics
+from simops_ros.node_args import parse_node_args
 from simops_ros.parameters import describe
 from simops_sim.commands import ArmCommand, CommandError, parse_joint_command
 from simops_sim.physics import ModelError, Physics, load_model, parse_joint_map
@@ -544,7 +545,9 @@ class SimNode(Node):
 
 def main(args: list[str] | None = None) -> int:
     """Run the simulator node; return 0 on a clean shutdown and 2 on a configuration error."""
-    rclpy.init(args=args)
+    argv = parse_node_args(NODE_NAME, 'Simulate the arm in MuJoCo behind the real arm\'s '
+                           'topics.', args, {1: 'the physics thread failed (a bug: see the log)'})
+    rclpy.init(args=argv)
     node = None
     try:
         node = SimNode()

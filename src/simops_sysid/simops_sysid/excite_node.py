@@ -11,11 +11,20 @@ recording times every command exactly (:mod:`simops_ros.commands`). The 1 kHz jo
 are polled at each tick, not handled per message. Without a joint state received within
 :data:`STALE_STATE` s it holds. When the trajectory is done it holds ``home``
 for a moment and exits with code 0. Parameters are in docs/interfaces.md.
+
+It moves an arm, so it behaves like the policy node, through the same
+:class:`simops_core.motion_supervisor.MotionSupervisor`: it starts DISABLED and publishes
+nothing until ``~/enable`` (``start_enabled`` only on a simulator); ``/simops/estop`` holds
+the last target at once and latches HOLD on release until ``~/enable``; ``~/enable`` false
+brakes to rest within the acceleration limit and stops commanding. The excitation's clock
+only runs while it drives the arm: after a hold it blends back in over the ramp from where
+the arm was held, and it resumes the trajectory where it left off.
 """
 
 from __future__ import annotations
 
 import sys
+import threading
 import time
 
 import numpy as np
@@ -26,13 +35,16 @@ from rclpy.node import Node
 from rclpy.qos import QoSProfile
 from rclpy.serialization import deserialize_message
 from sensor_msgs.msg import JointState
-from std_msgs.msg import Float64MultiArray
+from std_msgs.msg import Bool, Float64MultiArray, String
+from std_srvs.srv import SetBool
 from trajectory_msgs.msg import JointTrajectory
 
 from simops_core import safety
+from simops_core.motion_supervisor import Mode, MotionSupervisor
 from simops_core.robot_spec import SpecError, load_robot_spec
 from simops_core.topics import TopicConfigError, load_topics
 from simops_ros.commands import point_command
+from simops_ros.node_args import parse_node_args
 from simops_ros.parameters import describe
 from simops_ros.polled import Polled, PolledGroup, never_called
 from simops_sysid.excitation import ExcitationError, fourier_excitation
@@ -92,15 +104,24 @@ class ExciteNode(Node):
             raw=True, callback_group=PolledGroup()))
         self._columns: np.ndarray | None = None
         self._safety: safety.SafetyState | None = None
-        self._tick = 0
+        self._lock = threading.Lock()       # the supervisor: services vs. the timer
+        self.supervisor = MotionSupervisor(bool(value('start_enabled').value), RAMP)
+        self._state_pub = self.create_publisher(String, '~/state', QoSProfile(
+            **topics['policy_state'].qos.as_profile_kwargs()))
+        self._published_mode: Mode | None = None
+        estop = topics['estop']
+        self.create_subscription(Bool, estop.name, self._on_estop,
+                                 QoSProfile(**estop.qos.as_profile_kwargs()))
+        self.create_service(SetBool, '~/enable', self._on_enable)
+        self._tick = 0          # samples of the excitation already commanded
         self._holds = 0
         self.finished = False
         self.create_timer(self.period, self._on_tick)
         self.get_logger().info(
             f'exciting {joints} joints for {self.excitation.duration:g} s at {self.rate:g} Hz '
             f'(seed {value("seed").value}, {fraction:g} of the limits) on '
-            f'{self._command_pub.topic_name}; waiting for '
-            f'{self._joint_states.subscription.topic_name}')
+            f'{self._command_pub.topic_name} from '
+            f'{self._joint_states.subscription.topic_name}; {self.supervisor.reason}')
 
     def _declare_parameters(self) -> None:
         declarations = [
@@ -115,6 +136,8 @@ class ExciteNode(Node):
             ('command_interface', 'float64_array', describe(
                 'float64_array (joint_commands) or joint_trajectory')),
             ('control_rate', 50.0, describe('command rate (Hz)', 1.0, 1000.0)),
+            ('start_enabled', False, describe('true only on a simulator: excite without '
+                                              '~/enable')),
         ]
         try:
             for name, default, descriptor in declarations:
@@ -142,35 +165,74 @@ class ExciteNode(Node):
             return None
         return position[self._columns]
 
+    def _on_estop(self, msg: Bool) -> None:
+        with self._lock:
+            self.supervisor.set_estop(bool(msg.data))
+        if msg.data:
+            self.get_logger().warning('e-stop: holding the last target')
+
+    def _on_enable(self, request: SetBool.Request,
+                   response: SetBool.Response) -> SetBool.Response:
+        with self._lock:
+            response.success, response.message = self.supervisor.enable(bool(request.data))
+        self.get_logger().info(f'~/enable {request.data}: {response.message}')
+        return response
+
     def _on_tick(self) -> None:
         measured = self._measured()
-        if measured is None:
-            if self._safety is not None:
-                self.get_logger().warning('no fresh joint state; holding',
-                                          throttle_duration_sec=1.0)
-                self._safety = safety.hold(self._safety)
-                self._publish(self._safety.target)
-            return
-        if self._safety is None:
+        with self._lock:
+            decision = self.supervisor.tick(
+                self._tick * self.period, measured is not None,
+                f'no joint state newer than {STALE_STATE:g} s', self._safety is not None)
+        if decision.brake and self._safety is not None:
+            self._safety, rest = safety.brake(self._safety, self.limits)
+            self._publish(self._safety.target)
+            if rest:
+                with self._lock:
+                    self.supervisor.stopped()
+        elif decision.run and measured is not None:
+            self._excite(measured, decision.restart, decision.blend)
+        elif decision.publish and self._safety is not None:
+            self._safety = safety.hold(self._safety)
+            self._publish(self._safety.target)
+        elif self.supervisor.mode is Mode.DISABLED:
+            self._safety = None
+        self._publish_mode()
+
+    def _excite(self, measured: np.ndarray, restart: bool, blend: float) -> None:
+        """Command the next excitation sample, ``blend`` of the way from the ramp's anchor."""
+        if restart:
             try:
-                self._safety = safety.start(measured, 0.0, self.limits)
+                self._safety = (safety.start(measured, 0.0, self.limits)
+                                if self._safety is None else safety.hold(self._safety))
             except (safety.OutsideLimitsError, ValueError) as exc:
-                self.get_logger().error(f'cannot start: {exc}', throttle_duration_sec=1.0)
+                with self._lock:
+                    self.supervisor.fault(f'cannot start: {exc}')
+                self.get_logger().error(f'cannot start: {exc}; move the arm inside its limits '
+                                        'and call ~/enable')
                 return
-            self.get_logger().info('joint states received; exciting')
+            if self._tick == 0:
+                self.get_logger().info('enabled and joint states received; exciting')
+        assert self._safety is not None
         samples = self.excitation.q
         if self._tick >= samples.shape[0]:
             self._holds += 1
             self.finished = self._holds * self.period >= FINAL_HOLD
+            self._safety = safety.hold(self._safety)
             self._publish(self._safety.target)
             return
-        wanted = samples[self._tick]
-        blend = min(1.0, self._tick * self.period / RAMP)
-        out = safety.step(self._safety, wanted - self._safety.target, measured, blend,
-                          self.limits, self.mapping)
+        out = safety.step(self._safety, samples[self._tick] - self._safety.target, measured,
+                          blend, self.limits, self.mapping)
         self._safety = out.state
         self._tick += 1
         self._publish(out.state.target)
+
+    def _publish_mode(self) -> None:
+        mode = self.supervisor.mode
+        if mode is not self._published_mode:
+            self._published_mode = mode
+            self._state_pub.publish(String(data=mode.value))
+            self.get_logger().info(f'{mode.value}: {self.supervisor.reason}')
 
     def _publish(self, target: np.ndarray) -> None:
         if self.interface == 'float64_array':
@@ -182,7 +244,11 @@ class ExciteNode(Node):
 
 def main(args: list[str] | None = None) -> int:
     """Run the node; 0 when the excitation completed or on SIGINT, 2 on a config error."""
-    rclpy.init(args=args)
+    argv = parse_node_args(NODE_NAME, 'Excite the arm for system identification: a Fourier '
+                           'trajectory through the safety pipeline. Starts DISABLED; call '
+                           '~/enable to start, publish true on /simops/estop to stop.', args,
+                           {0: 'the excitation finished at home, or a clean shutdown'})
+    rclpy.init(args=argv)
     node = None
     try:
         node = ExciteNode()

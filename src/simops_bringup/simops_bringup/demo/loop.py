@@ -24,7 +24,7 @@ from simops_bringup.commands import (
     command_line,
     find_executable,
 )
-from simops_bringup.demo.ros_operator import Operator, OperatorError
+from simops_bringup.demo.ros_operator import EXCITE, Operator, OperatorError
 from simops_bringup.demo.steps import Child, Progress, StepError, run_tool
 from simops_bringup.demo.summary import Goal, Validation
 from simops_bringup.graph import build_graph
@@ -114,6 +114,7 @@ def _excite(demo: Demo, graph: Child, operator: Operator, argv: list[str]) -> No
                        f'{operator.start_recording("excite")}')
     argv += ['-p', f'duration:={EXCITE_SECONDS}', '-p', f'seed:={EXCITE_SEED}']
     with Child(argv, demo.log('excite'), demo.env) as excite:
+        operator.enable(True, EXCITE)   # excite starts DISABLED, like the policy
         deadline = time.monotonic() + EXCITE_SECONDS + STARTUP
         started = None
         while (code := excite.wait(1.0)) is None:

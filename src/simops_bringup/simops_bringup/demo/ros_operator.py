@@ -1,9 +1,9 @@
 """The demo's operator: an rclpy node that does what a person at the arm would do.
 
-It calls the recorder's ``~/start``/``~/stop`` and the policy's ``~/enable``, publishes goals
-on /goal_pose and watches /policy/state and /ee_pose (100 Hz; it leaves the 1 kHz joint
-states alone, to keep the CPU for the stand-in's real-time physics). Topic names come from
-config/topics.yaml, node names are the bringup graph's. The caller must have put the
+It calls the recorder's ``~/start``/``~/stop`` and the policy's and excite's ``~/enable``,
+publishes goals on /goal_pose and watches /policy/state and /ee_pose (100 Hz; it leaves the
+1 kHz joint states alone, to keep the CPU for the stand-in's real-time physics). Topic names
+come from config/topics.yaml, node names are the bringup graph's. The caller must have put the
 isolated DDS environment into ``os.environ`` before creating it.
 """
 
@@ -26,6 +26,7 @@ from simops_ros.background import BackgroundNode
 SERVICE_TIMEOUT = 30.0  # s for a service to appear and answer
 RECORDER = '/recorder'  # node names of the bringup graph (simops_bringup.graph)
 POLICY = '/policy'
+EXCITE = '/excite'
 
 
 class OperatorError(RuntimeError):
@@ -93,9 +94,9 @@ class Operator(BackgroundNode):
         """Finish the open episode; return its bag directory."""
         return self._call(Trigger, f'{RECORDER}/stop', Trigger.Request()).message
 
-    def enable(self, on: bool) -> None:
-        """Call the policy's ``~/enable``."""
-        self._call(SetBool, f'{POLICY}/enable', SetBool.Request(data=on))
+    def enable(self, on: bool, node: str = POLICY) -> None:
+        """Call ``node``'s ``~/enable`` (the policy's by default)."""
+        self._call(SetBool, f'{node}/enable', SetBool.Request(data=on))
 
     # --- topics --------------------------------------------------------------------------
 

@@ -1,14 +1,14 @@
-"""The policy node's mode machine: e-stop latch, faults, readiness, ramp timing."""
+"""The mode machine of the policy node and excite: e-stop latch, faults, readiness, ramp, stop."""
 
 from __future__ import annotations
 
 import pytest
 
-from simops_policy.supervisor import Mode, Supervisor
+from simops_core.motion_supervisor import Mode, MotionSupervisor
 
 
 def test_starts_enabled_ramps_then_runs() -> None:
-    sup = Supervisor(start_enabled=True, ramp_time=2.0)
+    sup = MotionSupervisor(start_enabled=True, ramp_time=2.0)
     assert not sup.tick(0.0, False, 'waiting for /joint_states', has_target=False).publish
     assert sup.mode is Mode.HOLD and 'waiting' in sup.reason
     first = sup.tick(1.0, True, '', has_target=False)
@@ -20,19 +20,48 @@ def test_starts_enabled_ramps_then_runs() -> None:
 
 
 def test_disabled_until_enable() -> None:
-    sup = Supervisor(start_enabled=False, ramp_time=0.0)
+    sup = MotionSupervisor(start_enabled=False, ramp_time=0.0)
     decision = sup.tick(0.0, True, '', has_target=False)
     assert not decision.run and not decision.publish and sup.mode is Mode.DISABLED
     assert sup.enable(True)[0]
     assert sup.tick(0.1, True, '', has_target=False).run
     assert sup.mode is Mode.RUNNING                   # ramp_time 0: straight to RUNNING
     assert sup.enable(False)[0]
-    assert not sup.tick(0.2, True, '', has_target=True).publish
+    braking = sup.tick(0.2, True, '', has_target=True)
+    assert braking.brake and braking.publish and not braking.run
+    assert sup.mode is Mode.STOPPING
+    sup.stopped()
+    assert not sup.tick(0.3, True, '', has_target=True).publish
     assert sup.mode is Mode.DISABLED
 
 
+def test_disable_without_a_target_stops_at_once() -> None:
+    sup = MotionSupervisor(start_enabled=False, ramp_time=0.0)
+    assert sup.enable(False)[0]                       # never armed: nothing to brake
+    decision = sup.tick(0.0, True, '', has_target=True)
+    assert not decision.publish and not decision.brake and sup.mode is Mode.DISABLED
+    sup = MotionSupervisor(start_enabled=True, ramp_time=0.0)
+    assert sup.enable(False)[0]
+    decision = sup.tick(0.0, True, '', has_target=False)   # armed, never commanded
+    assert not decision.publish and sup.mode is Mode.DISABLED
+
+
+def test_estop_during_a_braking_stop_holds_and_latches() -> None:
+    sup = MotionSupervisor(start_enabled=True, ramp_time=0.0)
+    sup.tick(0.0, True, '', has_target=False)
+    sup.enable(False)
+    assert sup.tick(0.1, True, '', has_target=True).brake
+    sup.set_estop(True)
+    held = sup.tick(0.2, True, '', has_target=True)
+    assert not held.brake and not held.run and held.publish and sup.mode is Mode.ESTOP
+    sup.set_estop(False)
+    assert not sup.tick(0.3, True, '', has_target=True).run and sup.mode is Mode.HOLD
+    assert sup.enable(False)[0]                       # the latched hold brakes out too
+    assert sup.tick(0.4, True, '', has_target=True).brake
+
+
 def test_estop_latches_until_enable_after_release() -> None:
-    sup = Supervisor(start_enabled=True, ramp_time=0.0)
+    sup = MotionSupervisor(start_enabled=True, ramp_time=0.0)
     sup.tick(0.0, True, '', has_target=False)
     sup.set_estop(True)
     held = sup.tick(0.1, True, '', has_target=True)
@@ -47,7 +76,7 @@ def test_estop_latches_until_enable_after_release() -> None:
 
 
 def test_fault_latches_and_stale_hold_does_not() -> None:
-    sup = Supervisor(start_enabled=True, ramp_time=0.0)
+    sup = MotionSupervisor(start_enabled=True, ramp_time=0.0)
     sup.tick(0.0, True, '', has_target=False)
     assert not sup.tick(0.1, False, 'stale', has_target=True).run and sup.mode is Mode.HOLD
     again = sup.tick(0.2, True, '', has_target=True)

@@ -1,0 +1,39 @@
+"""The one argument parser every SimOps executable uses (pure Python, no rclpy).
+
+Every CLI and node parses its own arguments before it touches ROS, a bag or a file:
+``--help`` prints usage and exits 0, and a bad command line exits :data:`EXIT_USAGE` with one
+line on stderr (``prog: error: ...``), never a usage block or a traceback. Abbreviated
+options are refused (argparse would otherwise take ``--mode`` for ``--model``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import NoReturn
+
+EXIT_USAGE = 2   # a bad command line, as argparse and every SimOps tool use it
+
+
+class CommandLineParser(argparse.ArgumentParser):
+    """``argparse.ArgumentParser`` without abbreviations and with one-line errors."""
+
+    def __init__(self, prog: str, description: str, epilog: str | None = None) -> None:
+        super().__init__(prog=prog, description=description, epilog=epilog,
+                         formatter_class=argparse.RawDescriptionHelpFormatter,
+                         allow_abbrev=False)
+
+    def error(self, message: str) -> NoReturn:
+        """Print ``prog: error: message`` with a hint to ``--help``, exit :data:`EXIT_USAGE`."""
+        self.exit(EXIT_USAGE, f'{self.prog}: error: {message}; see {self.prog} --help\n')
+
+
+def exit_codes(codes: dict[int, str]) -> str:
+    """An ``exit codes:`` epilog listing ``codes`` (code -> meaning)."""
+    return 'exit codes:\n' + '\n'.join(f'  {code}  {text}' for code, text in codes.items())
+
+
+def fail(prog: str, code: int, message: str) -> int:
+    """Print the one-line error ``prog: error: message`` to stderr and return ``code``."""
+    print(f'{prog}: error: {" ".join(message.split())}', file=sys.stderr)
+    return code
