@@ -1,11 +1,24 @@
-"""`excite` configuration errors: exit 2 with one line naming the problem (docs/interfaces.md)."""
+"""`excite`: its command line, configuration errors (exit 2, one line) and its motion safety:
+DISABLED until ~/enable, the e-stop latch and the braking stop, over real DDS."""
 
 from __future__ import annotations
 
 import subprocess
+import time
+from pathlib import Path
 
+import numpy as np
 import pytest
-from ros_helpers import REPO, installed_executable
+from policy_helpers import call_enable
+from rclpy.qos import QoSProfile
+from ros_helpers import REPO, NodeProcess, RosProbe, installed_executable, wait_until
+from std_msgs.msg import Bool, Float64MultiArray, String
+
+from simops_core.robot_spec import load_robot_spec
+from simops_core.safety import SafetyLimits
+from simops_core.topics import load_topics
+
+TOPICS = load_topics()
 
 
 @pytest.mark.parametrize(('params', 'words'), [
@@ -25,3 +38,94 @@ def test_bad_configuration_exits_2_with_one_line(params: list[str], words: tuple
     assert len(lines) == 1 and lines[0].startswith('excite: error: '), result.stderr
     for word in words:
         assert word in lines[0], lines[0]
+
+
+def excite_command(*args: str) -> list[str]:
+    return [str(installed_executable('simops_sysid', 'excite')), *args]
+
+
+def test_help_prints_usage_and_moves_nothing(ros_probe: RosProbe, tmp_path: Path) -> None:
+    commands = TOPICS['joint_commands'].name
+    ros_probe.subscribe(commands, Float64MultiArray, 200)
+    with NodeProcess.python(REPO / 'tests/procs/policy_fake_arm.py',
+                            log_path=tmp_path / 'arm.log'):
+        result = subprocess.run(excite_command('--help'), capture_output=True, text=True,
+                                timeout=60, cwd=REPO)
+        time.sleep(1.0)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith('usage: excite') and '~/enable' in result.stdout
+    assert 'exit codes' in result.stdout
+    assert ros_probe.messages(commands) == []
+
+
+@pytest.mark.parametrize('args', [['--bogus'], ['extra'], ['--hel']])
+def test_stray_arguments_exit_2_with_one_line(args: list[str]) -> None:
+    result = subprocess.run(excite_command(*args), capture_output=True, text=True, timeout=60,
+                            cwd=REPO)
+    assert result.returncode == 2, result.stdout + result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith('excite: error: '), result.stderr
+
+
+def test_disabled_until_enable_estop_latches_and_disable_brakes(
+        ros_probe: RosProbe, tmp_path: Path) -> None:
+    """The policy node's contract, on excite: nothing moves unasked (issue #12)."""
+    commands, state = TOPICS['joint_commands'].name, '/excite/state'
+    ros_probe.subscribe(commands, Float64MultiArray, 500)
+    ros_probe.subscribe(state, String, QoSProfile(**TOPICS['policy_state'].qos
+                                                  .as_profile_kwargs()))
+    estop = ros_probe.publisher(TOPICS['estop'].name, Bool, QoSProfile(
+        **TOPICS['estop'].qos.as_profile_kwargs()))
+
+    def states() -> list[str]:
+        return [m.data for m in ros_probe.messages(state)]
+
+    def wait_state(name: str) -> None:
+        assert wait_until(lambda: states()[-1:] == [name], 20), (states(), node.output)
+
+    def targets(since: int = 0) -> np.ndarray:
+        return np.array([list(m.data) for m in ros_probe.messages(commands)[since:]])
+
+    with NodeProcess.python(REPO / 'tests/procs/policy_fake_arm.py',
+                            log_path=tmp_path / 'arm.log'), \
+            NodeProcess(excite_command('--ros-args', '-p', 'duration:=60.0'),
+                        tmp_path / 'excite.log') as node:
+        wait_state('DISABLED')
+        time.sleep(1.5)
+        assert ros_probe.messages(commands) == [], 'excite moved the arm before ~/enable'
+        assert call_enable(ros_probe, True, '/excite').success
+        wait_state('RUNNING')     # after the 3 s blend-in
+        time.sleep(0.5)
+        moving = targets()
+        estop.publish(Bool(data=True))
+        wait_state('ESTOP')
+        refused = call_enable(ros_probe, True, '/excite')
+        held_from = len(ros_probe.messages(commands)) + 1   # one may be in flight
+        time.sleep(0.5)
+        estop.publish(Bool(data=False))
+        wait_state('HOLD')
+        time.sleep(0.5)                                     # released, still latched
+        held = targets(held_from)
+        assert call_enable(ros_probe, True, '/excite').success
+        wait_state('RUNNING')
+        time.sleep(0.5)
+        braking_from = len(ros_probe.messages(commands)) - 1
+        assert call_enable(ros_probe, False, '/excite').success
+        wait_state('DISABLED')
+        stopped_at = len(ros_probe.messages(commands))
+        time.sleep(0.5)
+        assert len(ros_probe.messages(commands)) == stopped_at, 'commands after DISABLED'
+        braking = targets(braking_from)
+        assert node.stop() == 0, node.output
+    spec = load_robot_spec('fr3')
+    limits = SafetyLimits.from_spec(spec, 1 / 50.0, 0.25, 0.05)
+    assert np.ptp(moving, axis=0).max() > 1e-3, 'excite did not move once enabled'
+    assert not refused.success and 'e-stop' in refused.message
+    assert len(held) >= 20 and np.all(held == held[0]), 'the arm moved during the e-stop'
+    assert states()[-6:] == ['ESTOP', 'HOLD', 'RAMPING', 'RUNNING', 'STOPPING', 'DISABLED']
+    steps = np.abs(np.diff(braking, axis=0))
+    assert np.all(steps[-1] == 0.0)
+    assert np.all(np.diff(steps, axis=0) <= limits.max_step_change + 1e-9)
+    for sequence in (moving, braking):
+        assert np.all(sequence >= limits.lower) and np.all(sequence <= limits.upper)
+        assert np.all(np.abs(np.diff(sequence, axis=0)) <= limits.max_step + 1e-9)

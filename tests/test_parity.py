@@ -126,6 +126,9 @@ def test_graph_matches_env(ros_probe: RosProbe, tmp_path: Path) -> None:
             assert wait_until(done, MAX_EPISODE_STEPS * 0.05 * 3 + 10), (
                 sim.output[-2000:], policy.output[-2000:])
             assert call_enable(ros_probe, False).success
+            # The policy brakes to rest before it stops commanding; wait, so no braking
+            # command advances the lockstep sim after the next reset.
+            assert wait_until(lambda: states(ros_probe)[-1:] == ['DISABLED'], 10)
             poses = end_of_period_poses(ros_probe, poses_before)[:MAX_EPISODE_STEPS]
             graph_success.append(any(reached(p, goal) for p in poses))
             if episode == 0:

@@ -294,3 +294,25 @@ def test_bad_messages_hold_and_are_counted(ros_probe: RosProbe, tmp_path: Path) 
     assert len(held) >= 15 and np.all(np.isfinite(held)) and np.all(held == held[-1])
     assert 'HOLD' in states(ros_probe)
     assert 'ignored /joint_states' in output and 'ignored /goal_pose' in output, output
+
+
+def test_disable_mid_motion_brakes_to_rest(ros_probe: RosProbe, tmp_path: Path) -> None:
+    """~/enable false at full speed: braking targets within the acceleration limit, then none."""
+    model, _ = write_policy(tmp_path, [1.0] * 7 + [0.0])    # saturated: full speed
+    watch(ros_probe)
+    with running(tmp_path, model) as node:
+        wait_state(ros_probe, node, 'RUNNING')
+        time.sleep(0.3)
+        before = len(ros_probe.messages(COMMANDS))
+        assert call_enable(ros_probe, False).success
+        wait_state(ros_probe, node, 'DISABLED')
+        after = len(ros_probe.messages(COMMANDS))
+        time.sleep(0.5)
+        assert len(ros_probe.messages(COMMANDS)) == after, 'commands after DISABLED'
+        commands = targets(ros_probe)[before - 2:after, :7]
+    assert 'STOPPING' in states(ros_probe)
+    steps = np.abs(np.diff(commands, axis=0))
+    assert np.all(steps[-1] == 0.0), 'the last command is not at rest'
+    assert np.all(np.diff(steps, axis=0) <= LIMITS.max_step_change + 1e-9), 'sped up'
+    assert np.all(np.abs(np.diff(steps, axis=0)) <= LIMITS.max_step_change + 1e-9)
+    assert_safe(commands)
