@@ -88,7 +88,11 @@ class RawBag:
     @property
     def custom_data(self) -> dict[str, str]:
         """``custom_data`` from metadata.yaml (rosbag2 metadata version >= 6), or {}."""
-        return dict(self.metadata.get('custom_data') or {})
+        data = self.metadata.get('custom_data') or {}
+        if not isinstance(data, dict):
+            raise BagError(f'{self.path / METADATA_FILE}: custom_data must be a mapping, got '
+                           f'{type(data).__name__}')
+        return {str(k): str(v) for k, v in data.items()}
 
     def info(self) -> dict[str, TopicInfo]:
         """Per-topic type and message count, as read from the storage files."""
@@ -153,7 +157,7 @@ def read_metadata(bag: Path) -> dict[str, Any]:
                        f'run `ros2 run simops_recorder repair {bag}`')
     try:
         doc = yaml.safe_load(meta_file.read_text())
-    except (OSError, yaml.YAMLError) as exc:
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
         raise BagError(f'{meta_file}: cannot parse: {exc}') from None
     info = doc.get('rosbag2_bagfile_information') if isinstance(doc, dict) else None
     if not isinstance(info, dict):
@@ -272,10 +276,8 @@ def _read_sqlite3(file: Path, wanted: set[str] | None, out: dict[str, RawTopic])
 def _check_counts(raw: RawBag, metadata: dict[str, Any]) -> None:
     """Raise BagError when the storage holds other counts than metadata.yaml lists."""
     expected: dict[str, int] = defaultdict(int)
-    for entry in metadata.get('topics_with_message_count') or []:
-        name = entry.get('topic_metadata', {}).get('name')
-        if name is not None:
-            expected[name] += int(entry.get('message_count', 0))
+    for name, count in _listed_counts(raw.path / METADATA_FILE, metadata):
+        expected[name] += count
     found = {name: t.count for name, t in raw.topics.items()}
     wrong = {name: (count, found.get(name, 0)) for name, count in expected.items()
              if found.get(name, 0) != count}
@@ -285,3 +287,24 @@ def _check_counts(raw: RawBag, metadata: dict[str, Any]) -> None:
         raise BagError(f'{raw.path}: message counts differ from {METADATA_FILE} ({detail}); '
                        'the bag is incomplete or its metadata is stale; run '
                        '`ros2 run simops_recorder repair` on it')
+
+
+def _listed_counts(meta_file: Path, metadata: dict[str, Any]) -> Iterator[tuple[str, int]]:
+    """(topic, message_count) of each ``topics_with_message_count`` entry, validated."""
+    entries = metadata.get('topics_with_message_count') or []
+    if not isinstance(entries, list):
+        raise BagError(f'{meta_file}: topics_with_message_count must be a list, got '
+                       f'{type(entries).__name__}; run `ros2 run simops_recorder repair` on '
+                       'the bag')
+    for index, entry in enumerate(entries):
+        where = f'{meta_file}: topics_with_message_count[{index}]'
+        topic = entry.get('topic_metadata') if isinstance(entry, dict) else None
+        name = topic.get('name') if isinstance(topic, dict) else None
+        if not isinstance(name, str):
+            raise BagError(f'{where} has no topic_metadata.name; run `ros2 run '
+                           'simops_recorder repair` on the bag')
+        count = entry.get('message_count', 0)
+        if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+            raise BagError(f'{where}.message_count is {count!r}, not a whole number >= 0; '
+                           'run `ros2 run simops_recorder repair` on the bag')
+        yield name, count

@@ -15,7 +15,9 @@ sliding coefficient. Joints are keyed by their robot-spec NAME, never by index::
     object: {mass: 0.1, friction: 1.0}
     provenance: {fitted_by: simops_sysid, bags: [...], date: 2026-01-01}
 
-Pure Python (no rclpy, no MuJoCo): applying the parameters to a model lives in
+Every number has a physical range (:data:`RANGES`), enforced here, so the simulator node, the
+Gym environment and ``fit`` refuse the same files with the same one-line message naming the
+field. Pure Python (no rclpy, no MuJoCo): applying the parameters to a model lives in
 ``simops_sim.physics.apply_sim_params``.
 """
 
@@ -36,8 +38,22 @@ JOINT_FIELDS = ('damping', 'armature', 'frictionloss', 'kp', 'kv')
 SERVO_FIELDS = ('kp', 'kv')
 OBJECT_FIELDS = ('mass', 'friction')
 TOP_LEVEL = ('version', 'command_delay', 'joints', 'body_mass_scale', 'object', 'provenance')
-# Fields that must be strictly positive; every other number must be >= 0.
-_STRICT = ('kp', 'mass', 'friction', 'body_mass_scale')
+# The physical range of every field: (lower, upper, unit), lower bound exclusive when the
+# field must be strictly positive (STRICTLY_POSITIVE). Wide enough for any arm a 1 kHz
+# MuJoCo model of a 7-DOF manipulator can represent, narrow enough that no value in range
+# makes the physics diverge or allocate without bound (a 1e12 s delay, a 1e300 mass scale).
+RANGES: dict[str, tuple[float, float, str]] = {
+    'damping': (0.0, 1000.0, 'N*m*s/rad'),
+    'armature': (0.0, 100.0, 'kg*m^2'),
+    'frictionloss': (0.0, 1000.0, 'N*m'),
+    'kp': (0.0, 1e6, 'N*m/rad'),
+    'kv': (0.0, 1e5, 'N*m*s/rad'),
+    'command_delay': (0.0, 1.0, 's'),
+    'body_mass_scale': (0.1, 10.0, ''),
+    'mass': (0.0, 50.0, 'kg'),
+    'friction': (0.0, 10.0, ''),
+}
+STRICTLY_POSITIVE = ('kp', 'mass', 'friction')
 
 
 class SimParamsError(ValueError):
@@ -194,7 +210,12 @@ class _Checker:
             return None
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             self.fail(where, f'must be a number, got {value!r}')
-        strict = where.split('.')[-1] in _STRICT or where.startswith('body_mass_scale.')
-        if not math.isfinite(value) or value < 0 or (strict and value == 0):
-            self.fail(where, f'must be a finite number {">" if strict else ">="} 0, got {value!r}')
+        kind = 'body_mass_scale' if where.startswith('body_mass_scale.') else where.split('.')[-1]
+        low, high, unit = RANGES[kind]
+        strict = kind in STRICTLY_POSITIVE
+        inside = math.isfinite(value) and (value > low if strict else value >= low) \
+            and value <= high
+        if not inside:
+            self.fail(where, f'must lie in {"(" if strict else "["}{low:g}, {high:g}] '
+                             f'{unit}'.rstrip() + f', got {value!r}')
         return float(value)

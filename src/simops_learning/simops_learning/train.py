@@ -18,7 +18,6 @@ settings give the same weights (labelling is deterministic, fitting single-threa
 
 from __future__ import annotations
 
-import argparse
 import io
 import multiprocessing
 import sys
@@ -30,6 +29,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from simops_core.command_line import CommandLineParser
 from simops_learning.domain import DomainRandomization, load_randomization
 from simops_learning.expert import ExpertGains, ReachExpert
 from simops_learning.network import PosturePolicy, export_policy
@@ -191,8 +191,8 @@ def train(config: TrainConfig, log: Any = print) -> tuple[PosturePolicy, dict[st
 def main(argv: list[str] | None = None) -> int:
     """CLI entry point; see ``simops-train --help``."""
     defaults = TrainConfig()
-    parser = argparse.ArgumentParser(
-        prog='simops-train', description='Train the FR3 reach policy from the IK expert and '
+    parser = CommandLineParser(
+        'simops-train', 'Train the FR3 reach policy from the IK expert and '
         'export STEM.pt, STEM.pt2 and their cards (STEM.yaml, STEM.pt2.yaml).')
     parser.add_argument('--out', default='models/policy/fr3_reach', help='output stem')
     parser.add_argument('--seed', type=int, default=defaults.seed)

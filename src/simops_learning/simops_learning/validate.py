@@ -11,7 +11,6 @@ Exit codes: 0 pass, 3 marginal, 4 fail, 2 usage or configuration error, 1 runtim
 
 from __future__ import annotations
 
-import argparse
 import itertools
 import multiprocessing
 import sys
@@ -22,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from simops_core.command_line import CommandLineParser
 from simops_core.policy_card import CardError, file_sha256, load_policy_card
 from simops_core.robot_spec import SpecError, load_robot_spec
 from simops_core.sim_params import SimParamsError, load_sim_params
@@ -132,10 +132,10 @@ def _progress(done: int, total: int, elapsed: float) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """CLI entry point; see ``simops-validate --help``."""
-    parser = argparse.ArgumentParser(
-        prog='simops-validate',
-        description='Validate a policy over a grid of physics conditions; exit 0 pass, '
-                    '3 marginal, 4 fail, 2 usage error, 1 runtime error.')
+    parser = CommandLineParser(
+        'simops-validate',
+        'Validate a policy over a grid of physics conditions; exit 0 pass, 3 marginal, '
+        '4 fail, 2 usage error, 1 runtime error.')
     parser.add_argument('--policy', required=True, help='TorchScript .pt or .pt2 policy')
     parser.add_argument('--card', help='policy card (default: policy path with .yaml)')
     parser.add_argument('--sim-params', help='SimParams YAML (calibrated physics)')

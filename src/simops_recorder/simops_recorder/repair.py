@@ -10,7 +10,6 @@ from the recorder's journal. The original directory is kept as ``.<name>.damaged
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import re
@@ -26,6 +25,7 @@ from rosbags.rosbag2.metadata import parse_qos
 from rosbags.typesys import Stores, get_typestore
 
 from simops_core.bag_reader import BagError, read_bag
+from simops_core.command_line import CommandLineParser
 from simops_recorder.bag_writer import SUFFIX, BagWriteError, BagWriter, StoredTopic
 from simops_recorder.episode import JOURNAL_FILE, KEY_PREFIX
 
@@ -184,7 +184,7 @@ def _episode_metadata(bag: Path, counts: dict[str, int]) -> dict[str, str]:
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point of ``ros2 run simops_recorder repair DIR``."""
-    parser = argparse.ArgumentParser(prog=TOOL, description=__doc__.splitlines()[0])
+    parser = CommandLineParser(TOOL, __doc__.splitlines()[0])
     parser.add_argument('bag', type=Path, help='bag directory left by a crashed recorder')
     args = parser.parse_args(argv)
     try:

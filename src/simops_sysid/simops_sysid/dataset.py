@@ -50,6 +50,7 @@ MAX_LAG = 0.02             # s a joint state may arrive later than the fastest o
 STALL = 0.005              # s without a newer joint state that means the arm ran late
 EFFORT_WINDOW = 0.1         # s, moving average on the effort before it is compared
 START_WINDOW = 0.04         # s each side of a sequence start for its smoothed start position
+LIMIT_SLACK = 0.1           # rad a measured position or a command may lie outside the limits
 
 
 class DataError(ValueError):
@@ -148,8 +149,13 @@ def load_recording(bag: str | Path, spec: RobotSpec, topics: dict[str, TopicSpec
         k = int(np.flatnonzero(np.diff(stamps) <= 0)[0])
         raise DataError(f'{bag}: {topic} header stamps are not strictly increasing (message '
                         f'{k + 1} at {stamps[k + 1]:.6f} s follows {stamps[k]:.6f} s)')
-    if not np.all(np.isfinite(series.position[:, :len(spec.arm_joints)])):
-        raise DataError(f'{bag}: {topic} lacks a position for some arm joint in some messages')
+    arm = len(spec.arm_joints)
+    where = f'{bag}: {topic}'
+    if not np.all(np.isfinite(series.position[:, :arm])):
+        raise DataError(f'{where} lacks a position for some arm joint in some messages')
+    _check_in_limits(where, 'position', series.position[:, :arm], spec)
+    _check_finite(where, 'velocity', series.velocity[:, :arm], missing_ok=False)
+    _check_finite(where, 'effort', series.effort[:, :arm], missing_ok=True)
     origin = float(series.t[0])
     clock = ReceiveClock(received, stamps if np.all(stamps > 0) else received)
     command_topic = max(commands, key=lambda n: raw.topics[n].count)
@@ -157,6 +163,33 @@ def load_recording(bag: str | Path, spec: RobotSpec, topics: dict[str, TopicSpec
     lag = received - stamps if np.all(stamps > 0) else np.zeros_like(stamps)
     return Recording(Path(bag), topic, series.t - origin, series.position, series.velocity,
                      np.nan_to_num(series.effort), log, lag - lag.min())
+
+
+def _check_finite(where: str, field: str, values: np.ndarray, missing_ok: bool) -> None:
+    """Raise :class:`DataError` for a NaN or Inf ``field`` value (M, 7).
+
+    A field no message carries (all NaN) is accepted when ``missing_ok`` (a JointState
+    without efforts); otherwise every value must be finite.
+    """
+    bad = ~np.isfinite(values)
+    if not bad.any() or (missing_ok and np.all(np.isnan(values))):
+        return
+    rows = np.flatnonzero(bad.any(axis=1))
+    raise DataError(f'{where}: {rows.size} of {len(values)} messages have a NaN, Inf or '
+                    f'missing {field} (first: message {rows[0]}); record again or drop them')
+
+
+def _check_in_limits(where: str, field: str, values: np.ndarray, spec: RobotSpec) -> None:
+    """Raise :class:`DataError` for an arm value (M, 7) rad beyond the limits + slack."""
+    lower, upper = spec.position_lower - LIMIT_SLACK, spec.position_upper + LIMIT_SLACK
+    with np.errstate(invalid='ignore'):
+        bad = (values < lower) | (values > upper)
+    if bad.any():
+        row, joint = (int(i[0]) for i in np.nonzero(bad))
+        raise DataError(f'{where}: {field} {values[row, joint]:.6g} rad of '
+                        f'{spec.arm_joints[joint]} (message {row}) lies outside its limits '
+                        f'[{spec.position_lower[joint]:g}, {spec.position_upper[joint]:g}] '
+                        f'rad; this is not a recording of {spec.name}, or it is corrupt')
 
 
 def _joint_states(raw: RawBag, candidates: list[str], spec: RobotSpec, store: object
@@ -216,6 +249,7 @@ def _commands(raw: RawBag, topic: str, spec: RobotSpec, store: object, clock: Re
     arm = spec.arm_joints
     if raw.topics[topic].type == FLOAT_ARRAY:
         series = command_series(raw, topic, arm, store)
+        _check_in_limits(f'{raw.path}: {topic}', 'command', series.position, spec)
         received = np.sort(np.asarray(raw.topics[topic].log_time, dtype=np.int64) * 1e-9)
         return CommandLog(topic, clock(received) - origin, targets=series.position)
     goals: list[TrajectoryGoal] = []
@@ -225,6 +259,9 @@ def _commands(raw: RawBag, topic: str, spec: RobotSpec, store: object, clock: Re
             goal = goal_from_message(msg, arm)
         except TrajectoryError as exc:
             raise DataError(f'{raw.path}: {topic} message {len(goals)}: {exc}') from None
+        named = np.full_like(goal.positions, np.nan)
+        named[:, goal.joints] = goal.positions[:, goal.joints]
+        _check_in_limits(f'{raw.path}: {topic} message {len(goals)}', 'command', named, spec)
         if goal.start is not None:
             goal = replace(goal, start=goal.start - origin)
         goals.append(goal)

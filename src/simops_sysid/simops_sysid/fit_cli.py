@@ -13,15 +13,23 @@ import hashlib
 import logging
 import os
 import sys
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
 from simops_core.bag_reader import BagError, read_metadata, storage_files
+from simops_core.command_line import CommandLineParser, exit_codes, fail
 from simops_core.paths import resolve_resource
 from simops_core.robot_spec import SpecError, load_robot_spec
-from simops_core.sim_params import SimParamsError, save_sim_params
+from simops_core.sim_params import (
+    SimParams,
+    SimParamsError,
+    parse_sim_params,
+    save_sim_params,
+    sim_params_to_dict,
+)
 from simops_core.topics import TopicConfigError, load_topics
 from simops_sim.physics import ModelError
 from simops_sysid import fitting, parameters
@@ -41,6 +49,21 @@ EXIT_USAGE = 2        # bad command line (argparse's code)
 EXIT_DATA = 3         # a bag cannot be used
 EXIT_CONFIG = 4       # robot spec, model or topics file cannot be used
 EXIT_FIT = 5          # the fit produced no usable result
+EXIT_SAVED_ELSEWHERE = 6   # fitted, but --out or --report could not be written at the end
+EXIT_CODES = {
+    EXIT_OK: 'fitted; the SimParams file (and the report) are written',
+    EXIT_USAGE: 'bad command line, or an output path that cannot be written (checked before '
+                'any data is read)',
+    EXIT_DATA: 'a bag cannot be used (not a bag, empty, missing topics, joint names that do '
+               'not match,\n     NaN/Inf values, values outside the joint limits, '
+               'non-monotonic stamps, too little data)',
+    EXIT_CONFIG: 'the robot spec, model or topics file cannot be used',
+    EXIT_FIT: 'the fit produced no usable result (non-finite, or outside the physical '
+              'ranges of SimParams)',
+    EXIT_SAVED_ELSEWHERE: 'fitted, but writing --out or --report failed at the end; the '
+                          'result was saved where the last line says',
+}
+MAX_THREADS = 256
 DEFAULT_KINDS = 'damping,armature,frictionloss,kp,kv,delay'
 HISTORY = 0.06        # s of command history kept before each sequence (> the delay bound)
 
@@ -51,17 +74,9 @@ class UsageError(ValueError):
 
 def build_parser() -> argparse.ArgumentParser:
     """The command-line interface."""
-    parser = argparse.ArgumentParser(
-        prog=PROG, formatter_class=argparse.RawDescriptionHelpFormatter,
-        description='Fit the simulator\'s physics (SimParams) to recorded bags by open-loop '
-                    'replay of the recorded commands (mujoco.sysid).',
-        epilog='exit codes:\n'
-               f'  {EXIT_OK}  fitted; the SimParams file (and the report) are written\n'
-               f'  {EXIT_USAGE}  bad command line\n'
-               f'  {EXIT_DATA}  a bag cannot be used (empty, missing topics, joint names that '
-               'do not match,\n     non-monotonic stamps, too little data)\n'
-               f'  {EXIT_CONFIG}  the robot spec, model or topics file cannot be used\n'
-               f'  {EXIT_FIT}  the fit produced no usable result (non-finite cost)')
+    parser = CommandLineParser(
+        PROG, 'Fit the simulator\'s physics (SimParams) to recorded bags by open-loop replay of '
+              'the recorded commands (mujoco.sysid).', exit_codes(EXIT_CODES))
     parser.add_argument('--bag', action='append', required=True, type=Path, metavar='DIR',
                         help='rosbag2 directory to fit (repeat for several)')
     parser.add_argument('--holdout', action='append', default=[], type=Path, metavar='DIR',
@@ -92,7 +107,7 @@ def build_parser() -> argparse.ArgumentParser:
                         metavar='NM', help='N*m of effort error weighed like 1 mrad of '
                         f'position (default {fitting.Scales.effort:g})')
     parser.add_argument('--threads', type=int, default=os.cpu_count() or 1,
-                        help='rollout threads (default: all cores)')
+                        help=f'rollout threads, 1-{MAX_THREADS} (default: all cores)')
     return parser
 
 
@@ -112,8 +127,60 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _fail(code: int, message: str) -> int:
-    print(f'{PROG}: error: {message}', file=sys.stderr)
-    return code
+    return fail(PROG, code, message)
+
+
+def _check_outputs(out: Path, report: Path | None) -> None:
+    """Raise :class:`UsageError` unless ``out`` (a file) and ``report`` (a folder) can be written.
+
+    Checked before any data is read, so a long fit is never lost to a typo in a path.
+    """
+    if out.is_dir():
+        raise UsageError(f'--out {out} is a directory; give a file path such as '
+                         f'{out / "sim_params.yaml"}')
+    _check_creatable('--out', out.parent)
+    if out.exists() and not os.access(out, os.W_OK):
+        raise UsageError(f'--out {out} exists and is not writable; choose another path')
+    if report is not None:
+        if report.exists() and not report.is_dir():
+            raise UsageError(f'--report {report} exists and is not a directory; give a folder')
+        _check_creatable('--report', report if report.is_dir() else report.parent)
+
+
+def _check_creatable(option: str, folder: Path) -> None:
+    """Raise :class:`UsageError` unless files can be created in ``folder`` or its parents."""
+    existing = folder
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        raise UsageError(f'{option}: {existing} is a file, not a directory; choose another path')
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise UsageError(f'{option}: cannot write into {existing} (permission denied); choose '
+                         'another path')
+
+
+def _save(params: SimParams, out: Path) -> Path | None:
+    """Write ``params`` to ``out``; if that fails, to a temporary file. Return the fallback.
+
+    Returns None when ``out`` was written. If even the fallback cannot be written, the YAML
+    goes to stdout, and the path returned is ``-``.
+    """
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        save_sim_params(params, out)
+        return None
+    except OSError as exc:
+        print(f'{PROG}: cannot write {out}: {exc.strerror or exc}', file=sys.stderr)
+    try:
+        handle, name = tempfile.mkstemp(prefix='simops_fit_', suffix='.yaml')
+        os.close(handle)
+        save_sim_params(params, name)
+        return Path(name)
+    except OSError:
+        import yaml
+
+        print(yaml.safe_dump(sim_params_to_dict(params), sort_keys=False))
+        return Path('-')
 
 
 def _run(options: argparse.Namespace) -> int:
@@ -125,6 +192,9 @@ def _run(options: argparse.Namespace) -> int:
         raise UsageError(f'--effort-scale must be > 0 N*m, got {options.effort_scale}')
     if options.grouped_iters < 0 or options.full_iters < 1:
         raise UsageError('--grouped-iters must be >= 0 and --full-iters >= 1')
+    if not 1 <= options.threads <= MAX_THREADS:
+        raise UsageError(f'--threads must be in 1-{MAX_THREADS}, got {options.threads}')
+    _check_outputs(options.out, options.report)
     try:
         kinds = parameters.parse_kinds(options.params)
     except parameters.ParameterError as exc:
@@ -166,11 +236,16 @@ def _run(options: argparse.Namespace) -> int:
     held, _ = sequences(options.holdout)
     params = parameters.build_parameters(base, kinds, joint_names, fit_model.index.mass_bodies)
     if parameters.DELAY in params and all(np.any(r.effort[:, :7]) for r in recordings):
-        guess = float(np.median([estimate_delay(r, dt, parameters.MAX_DELAY)
-                                 for r in recordings]))
-        params[parameters.DELAY].update_from_vector(np.array([guess]))
-        print(f'command delay starts from {guess * 1e3:.1f} ms (targets vs effort '
-              'cross-correlation)', flush=True)
+        guesses = [g for r in recordings
+                   if (g := estimate_delay(r, dt, parameters.MAX_DELAY)) is not None]
+        if guesses:
+            guess = float(np.median(guesses))
+            params[parameters.DELAY].update_from_vector(np.array([guess]))
+            print(f'command delay starts from {guess * 1e3:.1f} ms (targets vs effort '
+                  'cross-correlation)', flush=True)
+        else:
+            print('command delay starts from its nominal value: the efforts do not follow '
+                  'the targets (no positive cross-correlation)', flush=True)
     scales = fitting.Scales(effort=options.effort_scale)
     problem = fitting.make_problem(fit_model, train, joints, base, scales, options.threads)
     seconds = sum(s.duration for s in train)
@@ -201,17 +276,30 @@ def _run(options: argparse.Namespace) -> int:
                      fitting.evaluate(held_problem, params, fitted))
     out = fitted.with_provenance(**_provenance(options, model_path, result, train_eval,
                                                held_eval, seconds, hashes))
-    options.out.parent.mkdir(parents=True, exist_ok=True)
-    save_sim_params(out, options.out)
+    try:
+        parse_sim_params(sim_params_to_dict(out), source='the fitted parameters')
+    except SimParamsError as exc:
+        return _fail(EXIT_FIT, f'{exc}; the data do not constrain this fit: check the bags '
+                               'and --params')
     for label, pair in (('training', train_eval), ('held-out', held_eval)):
         if pair is not None:
             print(f'{label} position RMS: nominal {pair[0].rms_q_total * 1e3:.3f} mrad, '
                   f'fitted {pair[1].rms_q_total * 1e3:.3f} mrad')
-    print(f'wrote {options.out} ({result.iterations} iterations, {result.wall:.1f} s)')
+    fallback = _save(out, options.out)
+    if fallback is None:
+        print(f'wrote {options.out} ({result.iterations} iterations, {result.wall:.1f} s)')
     if options.report is not None:
-        summary = write_report(options.report, result, params, joint_names, train_eval,
-                               held_eval, dt)
-        print(f'wrote {summary}')
+        try:
+            summary = write_report(options.report, result, params, joint_names, train_eval,
+                                   held_eval, dt)
+            print(f'wrote {summary}')
+        except OSError as exc:
+            print(f'{PROG}: cannot write the report into {options.report}: '
+                  f'{exc.strerror or exc}', file=sys.stderr)
+            fallback = fallback or options.out
+    if fallback is not None:
+        return _fail(EXIT_SAVED_ELSEWHERE, f'the fitted parameters are in {fallback}'
+                     + (' (printed above)' if str(fallback) == '-' else ''))
     return EXIT_OK
 
 

@@ -20,11 +20,13 @@ from simops_sysid.replay import physics_targets
 PEAK = 0.9   # fraction of the highest correlation that still counts as a peak
 
 
-def estimate_delay(rec: Recording, dt: float, max_delay: float) -> float:
+def estimate_delay(rec: Recording, dt: float, max_delay: float) -> float | None:
     """The command delay (s, a whole number of ``dt`` steps in [0, ``max_delay``]).
 
     Uses the commanded span of ``rec`` at the physics rate: targets from the replay rule,
-    measured effort (N*m) linearly interpolated onto the same steps.
+    measured effort (N*m) linearly interpolated onto the same steps. Returns None when no
+    lag correlates positively (flat or anti-correlated effort, e.g. a real arm whose torque
+    does not follow the target corners): the data then give no first guess.
     """
     start, end = rec.command_span
     steps = int((end - start) / dt)
@@ -39,4 +41,6 @@ def estimate_delay(rec: Recording, dt: float, max_delay: float) -> float:
     lags = np.arange(round(max_delay / dt) + 1)
     score = np.array([np.sum(target_steps[:len(target_steps) - lag] * effort_steps[lag:])
                       for lag in lags])
+    if not np.all(np.isfinite(score)) or score.max() <= 0.0:
+        return None
     return float(lags[np.flatnonzero(score >= PEAK * score.max())[0]] * dt)

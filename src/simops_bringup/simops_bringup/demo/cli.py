@@ -38,6 +38,7 @@ from simops_bringup.demo.summary import (
     write_summary,
 )
 from simops_bringup.graph import STANDIN_PARAMS
+from simops_core.command_line import CommandLineParser
 from simops_core.dds_isolation import NoFreeDomainError, claim_domain_id, isolated_env
 from simops_core.paths import resolve_resource
 from simops_core.robot_spec import load_robot_spec
@@ -53,7 +54,7 @@ MARKER = '.simops-demo'
 
 def build_parser() -> argparse.ArgumentParser:
     """The command-line interface."""
-    parser = argparse.ArgumentParser(prog=PROG, description=(
+    parser = CommandLineParser(PROG, (
         'Run the SimOps loop against the stand-in robot: excite and record, a policy episode '
         'while recording, fit, and validation in the nominal and calibrated simulator. '
         'Writes logs, bags, the fit, reports, plots and a summary to --out.'))
