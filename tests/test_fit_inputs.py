@@ -15,7 +15,7 @@ from ros_helpers import REPO, installed_executable
 from rosbags.rosbag2 import StoragePlugin, Writer
 from sysid_helpers import SPEC, STORE, StandinData, simulate, write_bag
 
-from simops_sysid.fit_cli import EXIT_CONFIG, EXIT_DATA, EXIT_USAGE
+from simops_sysid.fit_cli import EXIT_CONFIG, EXIT_DATA, EXIT_SAVED_ELSEWHERE, EXIT_USAGE
 
 
 @pytest.fixture(scope='module')
@@ -40,7 +40,7 @@ def one_line_error(result: subprocess.CompletedProcess[str], code: int, *words: 
 def test_help_documents_the_exit_codes() -> None:
     result = run_fit('--help')
     assert result.returncode == 0
-    for code in ('0', '2', '3', '4', '5'):
+    for code in ('0', '2', '3', '4', '5', '6'):
         assert f'\n  {code}  ' in result.stdout
 
 
@@ -98,3 +98,137 @@ def test_missing_and_corrupt_model(tmp_path: Path, data: StandinData) -> None:
     corrupt = tmp_path / 'corrupt.xml'
     corrupt.write_text('<mujoco><worldbody><body name="fr3_link0"></worldbody>')
     one_line_error(run_fit('--bag', bag, '--model', corrupt), EXIT_CONFIG)
+
+
+def replaced(data: StandinData, **arrays: np.ndarray) -> StandinData:
+    return StandinData(**{**vars(data), **arrays})
+
+
+def unchanged(bag: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(bag.iterdir())}
+
+
+@pytest.mark.parametrize(('field', 'rows', 'value'), [
+    ('qd', slice(None), np.nan),       # NaN velocity in every message
+    ('qd', slice(500, 510), np.nan),   # in 10 messages: refused up front, not after a fit
+    ('effort', slice(700, 705), np.inf),
+    ('q', slice(900, 901), 1e308),     # finite, absurd
+])
+def test_non_finite_or_absurd_states_are_data_errors(tmp_path: Path, data: StandinData,
+                                                     field: str, rows: slice,
+                                                     value: float) -> None:
+    array = getattr(data, field).copy()
+    array[rows, 1] = value
+    bag = write_bag(tmp_path / 'bad', replaced(data, **{field: array}))
+    before = unchanged(bag)
+    result = run_fit('--bag', bag, '--out', tmp_path / 'p.yaml')
+    one_line_error(result, EXIT_DATA, 'fr3_joint2' if field == 'q' else '/franka/joint_states')
+    assert 'iteration' not in result.stdout            # refused before any fitting
+    assert unchanged(bag) == before and not (tmp_path / 'p.yaml').exists()
+
+
+@pytest.mark.parametrize('target', [1e308, -1e308, 100.0, 2.0 + 0.2])
+def test_commands_outside_the_joint_limits_are_data_errors(tmp_path: Path, data: StandinData,
+                                                           target: float) -> None:
+    commands = data.commands.copy()
+    commands[40:, 3] = target if target != 2.2 else SPEC.position_upper[3] + 0.2
+    bag = write_bag(tmp_path / 'garbage', replaced(data, commands=commands))
+    one_line_error(run_fit('--bag', bag, '--out', tmp_path / 'p.yaml'), EXIT_DATA,
+                   'command', 'fr3_joint4', 'outside its limits')
+
+
+@pytest.mark.parametrize('count', ["'abc'", '[1, 2]', '1e400', '-3', '{a: 1}', 'true'])
+def test_malformed_message_count_is_a_data_error(tmp_path: Path, data: StandinData,
+                                                 count: str) -> None:
+    bag = write_bag(tmp_path / 'meta', data)
+    meta = bag / 'metadata.yaml'
+    text = meta.read_text()
+    first = text.index('message_count:', text.index('topics_with_message_count:') + 30)
+    end = text.index('\n', first)
+    meta.write_text(text[:first] + f'message_count: {count}' + text[end:])
+    one_line_error(run_fit('--bag', bag, '--out', tmp_path / 'p.yaml'), EXIT_DATA,
+                   'message_count')
+
+
+@pytest.mark.parametrize('entries', ['5', "['x']", '[{topic_metadata: 3}]'])
+def test_malformed_topic_list_is_a_data_error(tmp_path: Path, data: StandinData,
+                                              entries: str) -> None:
+    bag = write_bag(tmp_path / 'meta', data)
+    meta = bag / 'metadata.yaml'
+    lines = meta.read_text().splitlines()
+    start = next(i for i, line in enumerate(lines) if 'topics_with_message_count:' in line)
+    indent = len(lines[start]) - len(lines[start].lstrip())
+    end = next(i for i in range(start + 1, len(lines))
+               if len(lines[i]) - len(lines[i].lstrip()) <= indent and lines[i].strip()
+               and not lines[i].lstrip().startswith('-'))
+    lines[start:end] = [' ' * indent + f'topics_with_message_count: {entries}']
+    meta.write_text('\n'.join(lines) + '\n')
+    one_line_error(run_fit('--bag', bag, '--out', tmp_path / 'p.yaml'), EXIT_DATA,
+                   'topics_with_message_count')
+
+
+@pytest.mark.parametrize('option', [['--threads', '0'], ['--threads', '-2'],
+                                    ['--mode', 'torque'], ['--thread', '2']])
+def test_bad_and_abbreviated_options_are_usage_errors(tmp_path: Path, data: StandinData,
+                                                      option: list[str]) -> None:
+    bag = write_bag(tmp_path / 'ok', data)
+    one_line_error(run_fit('--bag', bag, '--out', tmp_path / 'p.yaml', *option), EXIT_USAGE,
+                   option[0])
+
+
+def test_unwritable_outputs_are_refused_before_reading(tmp_path: Path) -> None:
+    """Checked before the bag is even opened: the bag path here does not exist."""
+    a_file = tmp_path / 'file'
+    a_file.write_text('x')
+    read_only = tmp_path / 'read_only'
+    read_only.mkdir()
+    read_only.chmod(0o500)
+    nowhere = tmp_path / 'no_bag'
+    cases = [(['--out', tmp_path], 'is a directory'),
+             (['--out', a_file / 'p.yaml'], 'is a file'),
+             (['--report', a_file], 'not a directory'),
+             (['--report', a_file / 'r'], 'is a file')]
+    if not _root():   # root writes anywhere; the permission case needs a user
+        cases.append((['--out', read_only / 'p.yaml'], 'permission denied'))
+    for args, words in cases:
+        one_line_error(run_fit('--bag', nowhere, *args), EXIT_USAGE, words)
+
+
+def _root() -> bool:
+    import os
+
+    return os.geteuid() == 0
+
+
+def test_a_write_that_fails_at_the_end_keeps_the_result(tmp_path: Path,
+                                                        data: StandinData) -> None:
+    """The report folder vanishes into a file mid-fit: the fitted parameters are kept."""
+    bag = write_bag(tmp_path / 'ok', data)
+    out, report = tmp_path / 'p.yaml', tmp_path / 'report'
+    command = [str(installed_executable('simops_sysid', 'fit')), '--bag', str(bag), '--out',
+               str(out), '--report', str(report), '--params', 'kp', '--joints', 'fr3_joint1',
+               '--grouped-iters', '0', '--full-iters', '1']
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            cwd=REPO)
+    for line in proc.stdout:   # the fit has started: make the report path unusable
+        if line.startswith('fitting'):
+            report.write_text('in the way')
+            break
+    stdout, stderr = proc.communicate(timeout=300)
+    assert proc.returncode == EXIT_SAVED_ELSEWHERE, stdout + stderr
+    assert out.is_file()
+    assert stderr.strip().splitlines()[-1].startswith('fit: error: ')
+    assert str(out) in stderr
+
+
+def test_effort_that_does_not_follow_the_targets_still_fits(tmp_path: Path,
+                                                            data: StandinData) -> None:
+    """Every cross-correlation score negative (seen on a real Panda recording): the delay
+    starts from nominal instead of crashing (IndexError, exit 1, before)."""
+    bag = write_bag(tmp_path / 'anti', replaced(data, effort=-100.0 * data.q))
+    result = run_fit('--bag', bag, '--out', tmp_path / 'p.yaml', '--params', 'kp,delay',
+                     '--joints', 'fr3_joint1', '--grouped-iters', '0', '--full-iters', '1',
+                     timeout=300)
+    assert result.returncode in (0, 5), result.stdout + result.stderr
+    assert 'Traceback' not in result.stderr
+    assert 'no positive cross-correlation' in result.stdout
