@@ -38,9 +38,19 @@ CASES = {
     'unknown sync_mode': (lambda t: ['sync_mode:=turbo'], 'sync_mode'),
     'missing keyframe': (lambda t: ['initial_keyframe:=sitting'], 'keyframe'),
     'out-of-range parameter': (lambda t: ['joint_state_rate:=-5.0'], 'joint_state_rate'),
+    'absurd mass scale': (lambda t: [f'sim_params_file:={write(t, "p.yaml", PARAMS_MASS)}'],
+                          "'body_mass_scale.fr3_link3' must lie in [0.1, 10]"),
+    'absurd command delay': (
+        lambda t: [f'sim_params_file:={write(t, "p.yaml", PARAMS_DELAY)}'],
+        "'command_delay' must lie in [0, 1] s"),
+    'absurd gain': (lambda t: [f'sim_params_file:={write(t, "p.yaml", PARAMS_KP)}'],
+                    "'joints.fr3_joint1.kp' must lie in (0, 1e+06] N*m/rad"),
 }
 PARAMS_BAD = 'version: 1\njoints:\n  fr3_joint2: {damping: -3.0}\n'
 PARAMS_UNKNOWN = 'version: 1\njoints:\n  fr3_joint9: {damping: 3.0}\n'
+PARAMS_MASS = 'version: 1\nbody_mass_scale: {fr3_link3: 1.0e+300}\n'
+PARAMS_DELAY = 'version: 1\ncommand_delay: 1.0e+12\n'
+PARAMS_KP = 'version: 1\njoints:\n  fr3_joint1: {kp: 1.0e+9}\n'
 
 
 @pytest.mark.parametrize('case', list(CASES))

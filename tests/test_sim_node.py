@@ -305,3 +305,78 @@ def test_without_clock_stamps_are_system_time_and_start_trajectories(ros_probe: 
     assert np.abs(joint1[(times > start - 0.4) & (times < start)]).max() < 2e-3
     assert 0.05 < joint1[np.searchsorted(times, start + 0.5)] < 0.25
     assert abs(joint1[-1] - 0.3) < 5e-3
+
+
+def test_absurd_targets_are_rejected_and_the_arm_stays_inside_its_limits(
+        ros_probe: RosProbe, tmp_path: Path) -> None:
+    """Finite but absurd targets (1e308, 100 rad, beyond a limit, an overflowing cubic) are
+    rejected with the same counted warning as NaN; the arm holds its last valid target."""
+    states = subscribe_states(ros_probe)
+    ros_probe.subscribe(topic('diagnostics').name, DiagnosticArray, qos('diagnostics'))
+    valid = SPEC.home + np.array([0.1, 0.0, 0.0, 0.1, 0.0, 0.0, 0.0])
+    beyond = SPEC.home.copy()
+    beyond[1] = SPEC.position_upper[1] + 0.05
+    with start_sim(tmp_path) as node:
+        ros_probe.wait_for_messages(states, timeout=30)
+        pub = command_publisher(ros_probe)
+        pub.publish(Float64MultiArray(data=valid.tolist()))
+        time.sleep(0.3)
+        for data in ([1e308] * 7, [100.0] * 7, beyond.tolist(), [*valid.tolist(), 5.0]):
+            pub.publish(Float64MultiArray(data=data))
+            time.sleep(0.05)
+        trajectories = ros_probe.publisher(topic('joint_trajectory').name, JointTrajectory,
+                                           qos('joint_trajectory'))
+        assert wait_until(lambda: trajectories.get_subscription_count() > 0, timeout=20)
+        time.sleep(0.3)
+        for positions, velocities in (([1e308], []), ([0.5], [1e308]), ([0.5], [-1e308])):
+            msg = JointTrajectory(joint_names=['fr3_joint1'], points=[
+                JointTrajectoryPoint(positions=positions, velocities=velocities)])
+            msg.points[0].time_from_start.sec = 1
+            trajectories.publish(msg)
+            time.sleep(0.1)
+        time.sleep(1.2)
+        assert node.proc.poll() is None, node.output
+        positions = np.array([m.position[:7] for m in ros_probe.messages(states)])
+        assert wait_until(lambda: int(diagnostics(ros_probe)['dropped_commands']) >= 7, 5)
+        log = node.output
+        assert node.stop() == 0, log
+    assert np.all(np.isfinite(positions))
+    assert np.all(positions >= SPEC.position_lower) and np.all(positions <= SPEC.position_upper)
+    assert np.abs(positions[-1] - valid).max() < 2e-3
+    assert 'fr3_joint1 target 1e+308 rad is outside' in log
+    assert 'gripper width 5 m is outside' in log   # one warning per kind of problem a second
+    assert 'fr3_joint1 velocity 1e+308 rad/s is outside' in log
+
+
+def test_a_diverging_simulation_resets_reports_and_never_publishes_nan(
+        ros_probe: RosProbe, tmp_path: Path) -> None:
+    """Gains inside the SimParams ranges but unstable at 1 kHz (kp 1e6, no damping): the
+    node catches the divergence, returns to the keyframe and reports it on /diagnostics."""
+    joints = '\n'.join(f'  {j}: {{kp: 1.0e+6, kv: 0.0, armature: 0.0, damping: 0.0}}'
+                       for j in SPEC.arm_joints)
+    params = tmp_path / 'unstable.yaml'
+    params.write_text(f'version: 1\njoints:\n{joints}\n'
+                      'body_mass_scale: {fr3_link6: 0.1, fr3_link7: 0.1}\n')
+    states = subscribe_states(ros_probe)
+    ros_probe.subscribe(topic('diagnostics').name, DiagnosticArray, qos('diagnostics'))
+    with start_sim(tmp_path, f'sim_params_file:={params}') as node:
+        ros_probe.wait_for_messages(states, timeout=30)
+        pub = command_publisher(ros_probe)
+        pub.publish(Float64MultiArray(data=(SPEC.home + 0.3).tolist()))
+
+        def reported() -> bool:
+            return any(s.level == s.ERROR and 'diverged' in s.message
+                       for m in ros_probe.messages(topic('diagnostics').name) for s in m.status)
+
+        assert wait_until(reported, 10), node.output
+        count = len(ros_probe.messages(states))
+        time.sleep(1.0)
+        assert len(ros_probe.messages(states)) - count > 500, 'stopped publishing'
+        assert node.proc.poll() is None
+        assert int(diagnostics(ros_probe)['divergences']) >= 1
+        log = node.output
+        assert node.stop() == 0, log
+    positions = np.array([m.position for m in ros_probe.messages(states)])
+    velocities = np.array([m.velocity for m in ros_probe.messages(states)])
+    assert np.all(np.isfinite(positions)) and np.all(np.isfinite(velocities))
+    assert 'physics diverged' in log

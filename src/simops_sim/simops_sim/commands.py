@@ -1,4 +1,10 @@
-"""Validation of incoming joint commands (pure; the node turns a rejection into a warning)."""
+"""Validation of incoming joint commands (pure; the node turns a rejection into a warning).
+
+A command is rejected, and the arm holds its last valid target, when it is malformed,
+non-finite, or finite but absurd: a target outside the spec's position limits (or a gripper
+width outside its range), or a trajectory velocity beyond the spec's velocity limit. Driving
+such a target would only push the arm into its hard stops (a real FR3 stops with a reflex).
+"""
 
 from __future__ import annotations
 
@@ -6,6 +12,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+
+from simops_core.robot_spec import RobotSpec
+
+TOLERANCE = 1e-9   # rad or m of rounding accepted at a limit
 
 
 class CommandError(ValueError):
@@ -36,3 +46,36 @@ def parse_joint_command(values: Sequence[float], joint_names: Sequence[str]) -> 
         where = joint_names[bad[0]] if bad[0] < dof else 'gripper width'
         raise CommandError(f'{where} target is {data[bad[0]]}')
     return ArmCommand(data[:dof].copy(), float(data[dof]) if data.size > dof else None)
+
+
+def limit_violation(values: np.ndarray, bound: tuple[np.ndarray, np.ndarray],
+                    names: Sequence[str], joints: np.ndarray, what: str) -> str | None:
+    """The first entry of ``values`` (K, 7) outside ``bound`` (lower, upper) (7,), or None.
+
+    Only the columns ``joints`` are checked; the text names the row, the joint (from
+    ``names``), the value and the bound, e.g. ``point 2: fr3_joint4 target 9 rad is ...``.
+    """
+    lower, upper = bound[0][joints], bound[1][joints]
+    picked = np.atleast_2d(values)[:, joints]
+    bad = np.nonzero((picked < lower - TOLERANCE) | (picked > upper + TOLERANCE))
+    if not bad[0].size:
+        return None
+    row, col = int(bad[0][0]), int(bad[1][0])
+    joint = int(joints[col])
+    unit = 'rad/s' if what == 'velocity' else 'rad'
+    return (f'point {row}: {names[joint]} {what} {picked[row, col]:.6g} {unit} is outside '
+            f'[{bound[0][joint]:g}, {bound[1][joint]:g}] {unit}')
+
+
+def check_command(command: ArmCommand, spec: RobotSpec) -> None:
+    """Raise :class:`CommandError` for a target or gripper width outside the spec's range."""
+    problem = limit_violation(command.arm, (spec.position_lower, spec.position_upper),
+                              spec.arm_joints, np.arange(len(spec.arm_joints)), 'target')
+    if problem is not None:
+        raise CommandError(problem.split(': ', 1)[1] + ' (its position limits)')
+    width = command.gripper_width
+    gripper = spec.gripper
+    if width is not None and not (gripper.width_min - TOLERANCE <= width
+                                  <= gripper.width_max + TOLERANCE):
+        raise CommandError(f'gripper width {width:.6g} m is outside [{gripper.width_min:g}, '
+                           f'{gripper.width_max:g}] m')

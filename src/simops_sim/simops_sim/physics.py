@@ -44,6 +44,7 @@ GRIPPER_TENDON = 'gripper_width'
 OBJECT_BODY = 'object'
 GOAL_BODY = 'goal'
 ARM_DOF = 7
+MAX_SPEED = 100.0   # rad/s or m/s; any faster dof means the integration diverged
 
 
 class ModelError(ValueError):
@@ -298,6 +299,7 @@ class Physics:
         self.params = SimParams()
         self._target = np.zeros(len(self.index.ctrl_ids))   # (8,) arm rad, gripper m
         self._delay = CommandDelay(0, len(self._target))
+        self._bad_qacc = 0   # MuJoCo's bad-acceleration count already reported
         self.apply_params(params or SimParams())
         self.reset_keyframe(None)
 
@@ -361,6 +363,34 @@ class Physics:
             ctrl.put(ids, self._delay.push(self._target))
             mujoco.mj_step(model, data)
 
+    def diverged(self) -> str | None:
+        """Why the state is unusable, or None when it is fine.
+
+        Unusable: NaN or Inf, a dof faster than :data:`MAX_SPEED`, or MuJoCo's own reset on a
+        bad acceleration (``mjWARN_BADQACC``), which moved the arm to the model's qpos0 and
+        zeroed the clock; each such reset is reported once.
+        """
+        data = self.data
+        warning = data.warning[mujoco.mjtWarning.mjWARN_BADQACC]
+        if warning.number != self._bad_qacc:
+            self._bad_qacc = warning.number
+            return (f'MuJoCo reset an unstable simulation (bad acceleration at dof '
+                    f'{warning.lastinfo})')
+        if not (np.all(np.isfinite(data.qpos)) and np.all(np.isfinite(data.qvel))):
+            return 'non-finite position or velocity'
+        speed = float(np.abs(data.qvel).max(initial=0.0))
+        if speed > MAX_SPEED:
+            return f'a dof moves at {speed:.3g}, beyond {MAX_SPEED:g} rad/s or m/s'
+        return None
+
+    def recover(self, name: str | None, time: float) -> None:
+        """After a divergence: back to keyframe ``name``, holding it, at sim ``time`` (s).
+
+        ``time`` is passed in because MuJoCo's own reset has already zeroed the clock.
+        """
+        self.reset_keyframe(name)
+        self.data.time = time
+
     def reset_keyframe(self, name: str | None) -> None:
         """Reset to keyframe ``name`` with the keyframe's ctrl as targets.
 
@@ -393,6 +423,7 @@ class Physics:
         self._settle()
 
     def _settle(self) -> None:
+        self._bad_qacc = self.data.warning[mujoco.mjtWarning.mjWARN_BADQACC].number
         mujoco.mj_forward(self.model, self.data)
         self._target[:] = self.data.ctrl[self.index.ctrl_ids]
         self._delay.fill(self._target)

@@ -37,6 +37,7 @@ diagnostics. Parameters, topics and services follow docs/interfaces.md.
 from __future__ import annotations
 
 import os
+import re
 import sys
 import threading
 import time
@@ -65,12 +66,13 @@ from simops_core.sim_params import SimParams, SimParamsError, load_sim_params
 from simops_core.topics import TopicConfigError, load_topics
 from simops_ros.node_args import parse_node_args
 from simops_ros.parameters import describe
-from simops_sim.commands import ArmCommand, CommandError, parse_joint_command
+from simops_sim.commands import ArmCommand, CommandError, check_command, parse_joint_command
 from simops_sim.physics import ModelError, Physics, load_model, parse_joint_map
 from simops_sim.trajectory import (
     TrajectoryError,
     TrajectoryGoal,
     TrajectoryPlan,
+    check_goal,
     goal_from_message,
 )
 from simops_sim.wire import ClockEncoder, JointStateEncoder, PoseStampedEncoder
@@ -81,6 +83,7 @@ VIEWER_RATE = 60.0         # Hz
 MAX_LAG = 1.0              # s behind schedule before giving up catching up (re-anchor)
 WARN_PERIOD = 1.0          # s between repeated warnings about bad commands
 MAX_STAMP_OFFSET = 60.0  # s a trajectory may start ahead of, or end behind, sim time
+NUMBER = re.compile(r'[-+]?(\d+\.?\d*|\.\d+)(e[-+]?\d+)?|nan|inf')
 
 
 class ConfigError(Exception):
@@ -98,6 +101,8 @@ class Counters:
     dropped_commands: int = 0
     command_timeouts: int = 0
     overruns: int = 0
+    divergences: int = 0             # unstable states caught and reset to the keyframe
+    last_divergence: str = ''
     lag_max: float = 0.0             # s, worst lateness of a step against its wall deadline
     window_wall: float = field(default_factory=time.monotonic)
     window_sim: float = 0.0
@@ -121,6 +126,7 @@ class SimNode(Node):
         self._last_command = 0.0               # sim time of the last accepted command
         self._plan_target = np.zeros(len(self.spec.arm_joints))   # scratch for plan samples
         self.counters = Counters()
+        self._divergences_reported = 0
         self._last_warning: dict[str, float] = {}
         self._step_index = 0
         self._anchor: tuple[float, int] | None = None   # (wall time, step index) of pacing
@@ -274,13 +280,16 @@ class SimNode(Node):
         with self._lock:
             self.counters.dropped_commands += 1
             count = self.counters.dropped_commands
-        # Throttled per distinct problem, so one kind of fault cannot hide another.
-        self._warn(f'{topic}: {problem}', f'rejected {topic} command: {problem}; holding the '
-                                          f'last valid target ({count} rejected so far)')
+        # Throttled per kind of problem (numbers left out), so one kind of fault cannot hide
+        # another and a stream of distinct values cannot flood the log.
+        self._warn(f'{topic}: {NUMBER.sub("#", problem)}',
+                   f'rejected {topic} command: {problem}; holding the last valid target '
+                   f'({count} rejected so far)')
 
     def _on_command(self, msg: Float64MultiArray) -> None:
         try:
             command = parse_joint_command(msg.data, self.spec.arm_joints)
+            check_command(command, self.spec)
         except CommandError as exc:
             self._reject(self.topics['joint_commands'].name, str(exc))
             return
@@ -289,6 +298,7 @@ class SimNode(Node):
     def _on_trajectory(self, msg: JointTrajectory) -> None:
         try:
             goal = goal_from_message(msg, self.spec.arm_joints)
+            check_goal(goal, self.spec)
         except TrajectoryError as exc:
             self._reject(self.topics['joint_trajectory'].name, str(exc))
             return
@@ -387,7 +397,18 @@ class SimNode(Node):
             physics.hold()
             self._streaming = False
             self.counters.command_timeouts += 1
+        before = physics.time
         physics.step()
+        problem = physics.diverged()
+        if problem is not None:  # never publish a diverged state: back to the keyframe
+            physics.recover(self.keyframe, before + physics.timestep)
+            self._plan = None
+            self._streaming = False
+            self.counters.divergences += 1
+            self.counters.last_divergence = problem
+            self._warn('diverged', f'physics diverged ({problem}); reset to keyframe '
+                                   f'{self.keyframe!r}, holding it ({self.counters.divergences} '
+                                   'so far)')
         self._step_index += 1
         self._publish_state()
 
@@ -516,17 +537,30 @@ class SimNode(Node):
                 'dropped_commands': c.dropped_commands,
                 'command_timeouts': c.command_timeouts,
                 'overruns': c.overruns,
+                'divergences': c.divergences,
+                'last_divergence': c.last_divergence,
                 'paused': self._paused,
             }
+            diverged = c.divergences > self._divergences_reported
+            self._divergences_reported = c.divergences
             self.counters = Counters(dropped_commands=c.dropped_commands,
                                      command_timeouts=c.command_timeouts, overruns=c.overruns,
+                                     divergences=c.divergences,
+                                     last_divergence=c.last_divergence,
                                      window_wall=now, window_sim=sim)
         slow = (self.sync_mode == 'realtime' and self.realtime_factor > 0 and not self._paused
                 and rtf < 0.95 * self.realtime_factor)
+        level, message = DiagnosticStatus.OK, 'ok'
+        if diverged:
+            level, message = DiagnosticStatus.ERROR, (f'physics diverged '
+                                                      f'({c.last_divergence}); reset to '
+                                                      f'keyframe {self.keyframe!r}')
+        elif slow:
+            level, message = DiagnosticStatus.WARN, 'behind real time'
         status = DiagnosticStatus(
-            level=DiagnosticStatus.WARN if slow else DiagnosticStatus.OK,
+            level=level,
             name=f'{self.get_name()}: physics', hardware_id=self.spec.name,
-            message='behind real time' if slow else 'ok',
+            message=message,
             values=[KeyValue(key=k, value=f'{v:.6g}' if isinstance(v, float) else str(v))
                     for k, v in values.items()])
         array_msg = DiagnosticArray(status=[status])

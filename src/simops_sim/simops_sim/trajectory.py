@@ -15,6 +15,9 @@ from typing import Any
 
 import numpy as np
 
+from simops_core.robot_spec import RobotSpec
+from simops_sim.commands import limit_violation
+
 
 class TrajectoryError(ValueError):
     """A trajectory that must be rejected; the message names the problem."""
@@ -82,6 +85,22 @@ def goal_from_message(msg: Any, arm_joints: Sequence[str]) -> TrajectoryGoal:
         [p.time_from_start.sec + 1e-9 * p.time_from_start.nanosec for p in msg.points],
         [list(p.positions) for p in msg.points], [list(p.velocities) for p in msg.points],
         arm_joints, stamp if stamp > 0 else None)
+
+
+def check_goal(goal: TrajectoryGoal, spec: RobotSpec) -> None:
+    """Raise :class:`TrajectoryError` for a position or velocity beyond the spec's limits.
+
+    Only the joints the goal names are checked. Such a trajectory could only drive the arm
+    into its stops, and its cubic terms could overflow.
+    """
+    names = spec.arm_joints
+    problem = limit_violation(goal.positions, (spec.position_lower, spec.position_upper),
+                              names, goal.joints, 'position')
+    if problem is None and goal.velocities is not None:
+        problem = limit_violation(goal.velocities, (-spec.velocity, spec.velocity), names,
+                                  goal.joints, 'velocity')
+    if problem is not None:
+        raise TrajectoryError(f'{problem} (the spec\'s limits)')
 
 
 class TrajectoryPlan:
