@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
 import time
 from datetime import datetime
 from pathlib import Path
@@ -25,7 +26,7 @@ from recorder_helpers import (
     start_recorder,
     trigger,
 )
-from ros_helpers import NodeProcess, RosProbe, wait_until
+from ros_helpers import NodeProcess, RosProbe, installed_executable, wait_until
 from std_msgs.msg import String
 
 from simops_core.robot_spec import load_robot_spec
@@ -215,7 +216,8 @@ def test_auto_mode_records_while_running_and_late_topics(ros_probe: RosProbe,
     latched = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,
                          durability=DurabilityPolicy.TRANSIENT_LOCAL)
     state = ros_probe.publisher('/policy/state', String, latched)
-    with start_recorder(tmp_path / 'rec.log', f'root:={root}', 'mode:=auto') as rec:
+    with start_recorder(tmp_path / 'rec.log', f'root:={root}', 'mode:=auto',
+                        'auto_stop_grace:=0.3', 'auto_min_duration:=0.5') as rec:
         state.publish(String(data='DISABLED'))
         # Joint states start after the recorder: it subscribes late, best effort as offered.
         with start_publisher(tmp_path / 'pub.log', '--duration', '4', '--best-effort',
@@ -232,7 +234,8 @@ def test_auto_mode_records_while_running_and_late_topics(ros_probe: RosProbe,
     (bag_dir,) = episodes(root)
     bag = read(bag_dir)
     assert bag.info()['/policy/state'].count >= 1
-    assert 700 < bag.info()['/joint_states'].count < 2300  # ~1.5 s of RUNNING at 1 kHz
+    # ~1.5 s of RUNNING at 1 kHz, then 0.3 s of grace
+    assert 700 < bag.info()['/joint_states'].count < 2300
     assert metadata(bag_dir)['custom_data']['simops.end_reason'] == 'policy HOLD'
     qos = metadata(bag_dir)['topics_with_message_count']
     offered = {t['topic_metadata']['name']: t['topic_metadata']['offered_qos_profiles']
@@ -242,9 +245,45 @@ def test_auto_mode_records_while_running_and_late_topics(ros_probe: RosProbe,
 
 @pytest.mark.parametrize(('param', 'value'), [('storage', 'rosbag'), ('mode', 'sometimes'),
                                               ('flush_period', '5.0'),
-                                              ('robot_mode', 'hardware')])
+                                              ('robot_mode', 'hardware'),
+                                              ('auto_stop_grace', '-1.0'),
+                                              ('root', '5'), ('flush_period', 'soon'),
+                                              ('topics', 'true'), ('split_size', '0.5')])
 def test_bad_parameters_exit_2(tmp_path: Path, param: str, value: str) -> None:
     with start_recorder(tmp_path / 'rec.log', f'root:={tmp_path}', f'{param}:={value}') as rec:
         assert rec.wait(30) == 2
-    assert output(rec).strip().splitlines()[-1].startswith(
-        f'recorder: error: parameter {param} is ')
+    lines = output(rec).strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f'recorder: error: parameter {param} is ')
+    assert 'Traceback' not in output(rec)
+
+
+@pytest.mark.parametrize(('files', 'code', 'words'), [
+    ({'garbage.mcap': 'random'}, 3, 'not a mcap bag'),
+    ({'garbage.db3': 'random'}, 3, 'unreadable'),
+    ({'notes.txt': 'hello'}, 3, 'no .mcap or .db3'),
+    ({'a.mcap': 'random', 'b.db3': 'random'}, 3, 'mixes storage formats'),
+])
+def test_repair_refuses_what_is_not_a_bag_and_leaves_it_untouched(
+        tmp_path: Path, files: dict[str, str], code: int, words: str) -> None:
+    bag = tmp_path / 'garbage'
+    bag.mkdir()
+    rng = np.random.default_rng(7)
+    for name, kind in files.items():
+        (bag / name).write_bytes(rng.bytes(4096) if kind == 'random' else kind.encode())
+    before = {p.name: p.read_bytes() for p in bag.iterdir()}
+    result = subprocess.run([str(installed_executable('simops_recorder', 'repair')), str(bag)],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == code, result.stdout + result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith('repair: error: ') and words in lines[0]
+    assert {p.name: p.read_bytes() for p in bag.iterdir()} == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ['garbage']   # nothing staged
+
+
+def test_repair_help_and_usage() -> None:
+    executable = str(installed_executable('simops_recorder', 'repair'))
+    shown = subprocess.run([executable, '--help'], capture_output=True, text=True, timeout=60)
+    assert shown.returncode == 0 and 'exit codes' in shown.stdout
+    missing = subprocess.run([executable, '/nonexistent/bag'], capture_output=True, text=True,
+                             timeout=60)
+    assert missing.returncode == 2 and missing.stderr.count('\n') == 1

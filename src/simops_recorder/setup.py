@@ -24,7 +24,7 @@ setup(
     entry_points={
         'console_scripts': [
             'record = simops_recorder.record_node:main',
-            'repair = simops_recorder.repair:main',
+            'repair = simops_recorder.repair:cli',
         ],
     },
 )

@@ -13,12 +13,14 @@ import json
 import os
 import signal
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import rclpy
 from rcl_interfaces.msg import ParameterDescriptor
+from rclpy.exceptions import InvalidParameterTypeException, InvalidParameterValueException
 from rclpy.executors import ExternalShutdownException
 from rclpy.experimental import EventsExecutor
 from rclpy.node import Node
@@ -39,6 +41,7 @@ from std_srvs.srv import Trigger
 
 from simops_core.paths import resolve_resource
 from simops_core.topics import TopicConfigError, TopicSpec, load_topics
+from simops_recorder.auto_mode import Action, AutoEpisodes
 from simops_recorder.bag_writer import (
     COMPRESSIONS,
     STORAGES,
@@ -81,6 +84,7 @@ DISCOVERY_PERIOD = 0.25  # s between graph checks for topics that appear later
 # driven by spin_once, which is what main() uses.
 DRAIN_PERIOD = 0.01  # s
 STOP_CHECK_PERIOD = 0.1  # s, longest wait before a SIGINT/SIGTERM is noticed
+AUTO_POLL_PERIOD = 0.1   # s between checks of the auto mode's grace period
 
 
 class ConfigError(ValueError):
@@ -132,10 +136,13 @@ class Recorder(Node):
         self.create_service(Trigger, '~/start', self._on_start)
         self.create_service(Trigger, '~/stop', self._on_stop)
         self.create_subscription(String, '~/episode_info', self._on_episode_info, 10)
+        self.auto = AutoEpisodes(p['auto_stop_grace'], p['auto_min_duration'])
+        self._policy_state = ''
         if self.mode == 'auto':
             state = topics['policy_state']
             self.create_subscription(String, state.name, self._on_policy_state,
                                      QoSProfile(**state.qos.as_profile_kwargs()))
+            self.create_timer(AUTO_POLL_PERIOD, self._poll_auto)
         # Raw subscriptions live on a node that no executor spins; _drain takes from them. It
         # ignores the command line's remappings, so a renamed recorder keeps one node name.
         self.io_node = rclpy.create_node(f'{self.get_name()}_io', context=self.context,
@@ -174,10 +181,17 @@ class Recorder(Node):
             ('robot_mode', 'sim', 'sim or real, written to the episode metadata'),
             ('policy_sha256', '', 'policy checksum written to the episode metadata'),
             ('sim_params_file', '', 'SimParams YAML hashed into the episode metadata'),
+            ('auto_stop_grace', 1.0, 's out of RUNNING before auto mode closes the episode'),
+            ('auto_min_duration', 2.0, 's an auto-mode episode lasts at least'),
         ]
         values = {}
         for name, default, text in specs:
-            param = self.declare_parameter(name, default, ParameterDescriptor(description=text))
+            try:
+                param = self.declare_parameter(name, default,
+                                               ParameterDescriptor(description=text))
+            except (InvalidParameterTypeException, InvalidParameterValueException) as exc:
+                raise ConfigError(f'parameter {name} is of the wrong type or range ({exc}); see '
+                                  'the parameter table in docs/interfaces.md') from None
             values[name] = param.value
         checks = [
             (values['storage'] in STORAGES, 'storage', f'use one of {STORAGES}'),
@@ -189,6 +203,10 @@ class Recorder(Node):
             (values['split_size'] >= 0, 'split_size', 'use 0 or a positive size in bytes'),
             (0.0 < values['flush_period'] <= 1.0, 'flush_period', 'use a period in (0, 1] s'),
             (values['robot_mode'] in ROBOT_MODES, 'robot_mode', f'use one of {ROBOT_MODES}'),
+            (0.0 <= values['auto_stop_grace'] <= 3600.0, 'auto_stop_grace',
+             'use a grace period in [0, 3600] s'),
+            (0.0 <= values['auto_min_duration'] <= 3600.0, 'auto_min_duration',
+             'use a length in [0, 3600] s'),
             (bool(values['topics']) and all(str(t).startswith('/') for t in values['topics']),
              'topics', 'list absolute topic names such as /joint_states'),
         ]
@@ -411,10 +429,19 @@ class Recorder(Node):
             self.pending_info.label = target.label
 
     def _on_policy_state(self, msg: String) -> None:
-        if msg.data == RUNNING and self.writer is None:
-            self.start_episode()
-        elif msg.data != RUNNING and self.writer is not None:
-            self.stop_episode(f'policy {msg.data}')
+        self._policy_state = msg.data
+        self.auto.recording = self.writer is not None
+        self._auto_act(self.auto.state(time.monotonic(), msg.data == RUNNING))
+
+    def _poll_auto(self) -> None:
+        self.auto.recording = self.writer is not None
+        self._auto_act(self.auto.poll(time.monotonic()))
+
+    def _auto_act(self, action: Action) -> None:
+        if action is Action.START:
+            self.auto.recording = self.start_episode()[0]
+        elif action is Action.STOP:
+            self.stop_episode(f'policy {self._policy_state}')
 
 
 def _bag_qos(profile: QoSProfile) -> Qos:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import sqlite3
 import sys
 from dataclasses import dataclass
@@ -25,15 +26,30 @@ from rosbags.rosbag2.metadata import parse_qos
 from rosbags.typesys import Stores, get_typestore
 
 from simops_core.bag_reader import BagError, read_bag
-from simops_core.command_line import CommandLineParser
+from simops_core.command_line import CommandLineParser, exit_codes, fail
 from simops_recorder.bag_writer import SUFFIX, BagWriteError, BagWriter, StoredTopic
 from simops_recorder.episode import JOURNAL_FILE, KEY_PREFIX
 
 TOOL = 'repair'
+EXIT_OK = 0
+EXIT_USAGE = 2     # not a directory, or a leftover staging directory
+EXIT_DATA = 3      # not a bag: no storage file, mixed formats, nothing readable in it
+EXIT_WRITE = 4     # the repaired bag could not be written (disk full, permissions)
+EXIT_CODES = {
+    EXIT_OK: 'repaired (the original kept as .<name>.damaged), or already complete',
+    EXIT_USAGE: 'bad command line, not a directory, or a leftover .<name>.repair to remove',
+    EXIT_DATA: 'not a bag: no .mcap or .db3 file, mixed formats, or nothing readable in it '
+               '(left untouched)',
+    EXIT_WRITE: 'the repaired bag could not be written (the original is left untouched)',
+}
 
 
 class RepairError(RuntimeError):
-    """The directory holds nothing that can be repaired."""
+    """The directory cannot be repaired as asked; the message says why."""
+
+
+class NotABagError(RepairError):
+    """The directory's storage files hold no readable rosbag2 content."""
 
 
 @dataclass(frozen=True)
@@ -72,22 +88,30 @@ def repair(bag: Path) -> RepairReport:
     files = _storage_files(bag)
     storage = 'mcap' if files[0].suffix == SUFFIX['mcap'] else 'sqlite3'
     salvaged = [_salvage_mcap(f) if storage == 'mcap' else _salvage_sqlite3(f) for f in files]
+    if not any(part.topics for part in salvaged):
+        names = ', '.join(f.name for f in files)
+        raise NotABagError(f'{bag}: {names} holds no rosbag2 topic or message; it is not a '
+                           f'{storage} bag, or nothing of it reached the disk')
 
     staging = bag.parent / f'.{bag.name}.repair'
     if staging.exists():
         raise RepairError(f'{staging} exists from an earlier attempt; remove it and retry')
-    writer = BagWriter(staging / bag.name, storage)
-    ids: dict[str, int] = {}
-    for index, part in enumerate(salvaged):
-        if index:
-            writer.start_new_file()
-        for topic in part.topics:
-            if topic.name not in ids:
-                ids[topic.name] = writer.add_topic(topic)
-        for name, timestamp, data in part.messages:
-            writer.write(ids[name], timestamp, data)
-    writer.custom_data.update(_episode_metadata(bag, writer.topic_counts))
-    writer.close()
+    try:
+        writer = BagWriter(staging / bag.name, storage)
+        ids: dict[str, int] = {}
+        for index, part in enumerate(salvaged):
+            if index:
+                writer.start_new_file()
+            for topic in part.topics:
+                if topic.name not in ids:
+                    ids[topic.name] = writer.add_topic(topic)
+            for name, timestamp, data in part.messages:
+                writer.write(ids[name], timestamp, data)
+        writer.custom_data.update(_episode_metadata(bag, writer.topic_counts))
+        writer.close()
+    except (BagWriteError, OSError):
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
 
     original = bag.parent / f'.{bag.name}.damaged'
     os.replace(bag, original)
@@ -100,11 +124,11 @@ def _storage_files(bag: Path) -> list[Path]:
     """Split files ``<bag>_<n>`` in order, then the file that was open (``<bag>.<ext>``)."""
     found = [p for p in bag.iterdir() if p.suffix in SUFFIX.values() and p.is_file()]
     if not found:
-        raise RepairError(f'{bag} holds no .mcap or .db3 file (found '
+        raise NotABagError(f'{bag} holds no .mcap or .db3 file (found '
                           f'{sorted(p.name for p in bag.iterdir())}); nothing to repair')
     suffixes = {p.suffix for p in found}
     if len(suffixes) > 1:
-        raise RepairError(f'{bag} mixes storage formats {sorted(suffixes)}')
+        raise NotABagError(f'{bag} mixes storage formats {sorted(suffixes)}')
     pattern = re.compile(rf'^{re.escape(bag.name)}_(\d+)$')
 
     def order(path: Path) -> tuple[int, str]:
@@ -132,15 +156,17 @@ def _salvage_mcap(file: Path) -> _Salvage:
             if isinstance(record, Schema):
                 schemas[record.id] = record
             elif isinstance(record, Channel):
+                schema = schemas.get(record.schema_id)
+                if schema is None:
+                    break  # a channel without its schema: the rest is not trustworthy
                 channels[record.id] = record
-                schema = schemas[record.schema_id]
                 type_hash = record.metadata.get('topic_type_hash', '')
                 if not type_hash and schema.name in typestore.fielddefs:
                     type_hash = typestore.hash_rihs01(schema.name)
                 qos = parse_qos(record.metadata.get('offered_qos_profiles', ''))
                 topics.append(StoredTopic(record.topic, schema.name, schema.data.decode(),
                                           type_hash, tuple(qos)))
-            elif isinstance(record, Message):
+            elif isinstance(record, Message) and record.channel_id in channels:
                 messages.append((channels[record.channel_id].topic, record.log_time,
                                  bytes(record.data)))
     return _Salvage(topics, messages)
@@ -162,7 +188,7 @@ def _salvage_sqlite3(file: Path) -> _Salvage:
                         'SELECT topic_id, timestamp, data FROM messages ORDER BY id')]
         conn.close()
     except sqlite3.Error as exc:
-        raise RepairError(f'{file}: sqlite3 storage is unreadable: {exc}') from None
+        raise NotABagError(f'{file}: sqlite3 storage is unreadable: {exc}') from None
     return _Salvage(topics, messages)
 
 
@@ -182,20 +208,29 @@ def _episode_metadata(bag: Path, counts: dict[str, int]) -> dict[str, str]:
     return data
 
 
-def main(argv: list[str] | None = None) -> None:
-    """Entry point of ``ros2 run simops_recorder repair DIR``."""
-    parser = CommandLineParser(TOOL, __doc__.splitlines()[0])
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of ``ros2 run simops_recorder repair DIR``; returns an exit code."""
+    parser = CommandLineParser(TOOL, __doc__.splitlines()[0], exit_codes(EXIT_CODES))
     parser.add_argument('bag', type=Path, help='bag directory left by a crashed recorder')
     args = parser.parse_args(argv)
     try:
         report = repair(args.bag)
-    except (RepairError, BagWriteError, OSError) as exc:
-        print(f'{TOOL}: error: {exc}', file=sys.stderr)
-        sys.exit(2)
+    except NotABagError as exc:
+        return fail(TOOL, EXIT_DATA, str(exc))
+    except RepairError as exc:
+        return fail(TOOL, EXIT_USAGE, str(exc))
+    except (BagWriteError, OSError) as exc:
+        return fail(TOOL, EXIT_WRITE, f'{exc}; the original is left untouched')
     if report.original is None:
         print(f'{report.bag} is complete ({report.messages} messages); nothing to repair')
-        return
+        return EXIT_OK
     print(f'repaired {report.bag}: {report.messages} messages in {report.files} file(s); '
           f'original kept in {report.original}')
     for name, count in sorted(report.topics.items()):
         print(f'  {name}: {count}')
+    return EXIT_OK
+
+
+def cli() -> None:
+    """Console-script entry point."""
+    sys.exit(main())
