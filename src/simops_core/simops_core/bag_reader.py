@@ -13,6 +13,7 @@ No rclpy here: messages are decoded with the rosbags typestore (CDR).
 from __future__ import annotations
 
 import sqlite3
+import struct
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -223,7 +224,7 @@ def _read_mcap(file: Path, wanted: set[str] | None, out: dict[str, RawTopic]) ->
                     topic.log_time.append(message.log_time)
                     topic.data.append(message.data)
             summary = reader.get_summary()
-    except (McapError, OSError, EOFError, ValueError) as exc:
+    except (McapError, OSError, EOFError, ValueError, IndexError, struct.error) as exc:
         raise BagError(f'{file}: cannot read MCAP ({type(exc).__name__}: {exc}); if the '
                        'recorder crashed, run `ros2 run simops_recorder repair` on the bag '
                        'directory') from None

@@ -15,6 +15,7 @@ import os
 import re
 import shutil
 import sqlite3
+import struct
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -151,7 +152,7 @@ def _salvage_mcap(file: Path) -> _Salvage:
                 record = next(records)
             except StopIteration:
                 break
-            except (McapError, EOFError, ValueError, IndexError):
+            except (McapError, EOFError, ValueError, IndexError, struct.error):
                 break  # the tail that was never flushed
             if isinstance(record, Schema):
                 schemas[record.id] = record
