@@ -154,7 +154,8 @@ def main() -> None:
             results = {
                 'policy': measure('policy', lambda: NodeProcess.ros2_run(
                     'simops_policy', 'policy', '--ros-args', '-p', f'model_path:={model}',
-                    '-p', 'ramp_time:=1.0', log_path=work / 'policy.log'),
+                    '-p', 'ramp_time:=1.0', '-p', 'start_enabled:=true',
+                    log_path=work / 'policy.log'),
                     args.seconds, probe, topics),
                 'reference': measure('reference', lambda: NodeProcess.python(
                     REPO / 'tests/procs/policy_reference.py', str(model),

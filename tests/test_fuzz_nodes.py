@@ -169,7 +169,8 @@ def policy(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[NodeProce
         goal.pose.orientation.w = 1.0
         probe.publisher(TOPICS['goal_pose'].name, PoseStamped, qos('goal_pose')).publish(goal)
         argv = [str(installed_executable('simops_policy', 'policy')), '--ros-args', '-p',
-                'ramp_time:=0.2', '-p', 'stale_state_timeout:=1.0']
+                'ramp_time:=0.2', '-p', 'stale_state_timeout:=1.0', '-p',
+                'start_enabled:=true']
         with NodeProcess(argv, folder / 'policy.log') as node:
             yield node, probe
             assert node.stop() == 0, node.output

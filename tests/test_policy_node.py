@@ -39,7 +39,8 @@ LIMITS = SafetyLimits.from_spec(SPEC, 1 / RATE, velocity_scale=0.5, margin=0.05)
 def running(tmp_path: Path, model: Path, *params: str, arm: bool = True
             ) -> Iterator[NodeProcess]:
     """The fake arm (if ``arm``) and the policy node with ``params`` (name:=value)."""
-    args = ['--ros-args', '-p', f'model_path:={model}', '-p', 'ramp_time:=0.5']
+    args = ['--ros-args', '-p', f'model_path:={model}', '-p', 'ramp_time:=0.5',
+            '-p', 'start_enabled:=true']   # a simulated arm; params below may override
     for param in params:
         args += ['-p', param]
     fake = (NodeProcess.python(REPO / 'tests/procs/policy_fake_arm.py',

@@ -36,6 +36,7 @@ def test_both_command_interfaces_reach_the_simulator(ros_probe: RosProbe, tmp_pa
     with NodeProcess.ros2_run('simops_sim', 'sim', log_path=tmp_path / 'sim.log') as sim, \
             NodeProcess.ros2_run('simops_policy', 'policy', '--ros-args',
                                  '-p', f'model_path:={model}', '-p', 'ramp_time:=0.5',
+                                 '-p', 'start_enabled:=true',
                                  '-p', f'command_interface:={interface}',
                                  # on the simulator's clock, as the sim graph runs it: a
                                  # trajectory's header.stamp is a time on that clock

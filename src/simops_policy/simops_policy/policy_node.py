@@ -132,7 +132,8 @@ class PolicyNode(Node):
             ('command_interface', 'float64_array',
              describe('float64_array (/joint_commands) or joint_trajectory (one point, one '
                       'period ahead)')),
-            ('start_enabled', True, describe('false on real robots: DISABLED until ~/enable')),
+            ('start_enabled', False, describe('true only on a simulator: run without '
+                                              '~/enable')),
             ('ramp_time', 2.0, describe('blend-in time from the measured position (s)',
                                         0.0, 60.0)),
         ]
