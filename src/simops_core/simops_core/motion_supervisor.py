@@ -25,7 +25,10 @@ latches HOLD on release; ``~/enable`` is refused while it is active.
 from __future__ import annotations
 
 import enum
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
+
+from simops_core.safety import SafetyLimits, SafetyState, brake, hold
 
 
 class Mode(enum.Enum):
@@ -152,3 +155,25 @@ class MotionSupervisor:
         self._latched = mode
         self.mode, self.reason = mode, reason
         self._needs_ramp = True
+
+
+def stand_still(supervisor: MotionSupervisor, decision: Decision, state: SafetyState | None,
+                limits: SafetyLimits, lock: AbstractContextManager[object]
+                ) -> SafetyState | None:
+    """Carry out a tick that does not run the node's own step (``decision.run`` false).
+
+    Returns the state whose target to publish: the next braking target (calling
+    :meth:`MotionSupervisor.stopped` under ``lock`` once at rest), the held target, or None
+    (publish nothing) once DISABLED or before the first target.
+    """
+    if state is None:
+        return None
+    if decision.brake:
+        state, rest = brake(state, limits)
+        if rest:
+            with lock:
+                supervisor.stopped()
+        return state
+    if decision.publish:
+        return hold(state)
+    return None

@@ -31,12 +31,11 @@ from rclpy.node import Node
 from rclpy.qos import QoSProfile
 from rclpy.serialization import deserialize_message
 from sensor_msgs.msg import JointState
-from std_msgs.msg import Bool, Float64MultiArray, String
-from std_srvs.srv import SetBool
+from std_msgs.msg import Float64MultiArray, String
 from trajectory_msgs.msg import JointTrajectory
 
 from simops_core import safety
-from simops_core.motion_supervisor import Decision, Mode, MotionSupervisor
+from simops_core.motion_supervisor import Decision, Mode, MotionSupervisor, stand_still
 from simops_core.observation import (
     JointIndex,
     MissingJointError,
@@ -48,6 +47,7 @@ from simops_core.policy_card import CardError, load_policy_card
 from simops_core.robot_spec import SpecError, load_robot_spec
 from simops_core.topics import TopicConfigError, load_topics
 from simops_policy.stats import WindowStats
+from simops_ros.arming import attach_motion_controls
 from simops_ros.commands import point_command
 from simops_ros.node_args import parse_node_args
 from simops_ros.parameters import describe
@@ -245,8 +245,7 @@ class PolicyNode(Node):
             callback_group=polled))
         self.create_subscription(PoseStamped, name('goal_pose'), self._on_goal_pose,
                                  qos('goal_pose'))
-        self.create_subscription(Bool, name('estop'), self._on_estop, qos('estop'))
-        self.create_service(SetBool, '~/enable', self._on_enable)
+        attach_motion_controls(self, self.supervisor, self._lock, self.topics['estop'])
         if self.card.action.gripper and self.interface == 'joint_trajectory':
             self.get_logger().info('joint_trajectory carries the arm only; gripper commands '
                                    'are not sent')
@@ -286,19 +285,6 @@ class PolicyNode(Node):
         if pose is not None:
             with self._lock:
                 self._goal = pose[0]
-
-    def _on_estop(self, msg: Bool) -> None:
-        with self._lock:
-            self.supervisor.set_estop(bool(msg.data))
-        if msg.data:
-            self.get_logger().warning('e-stop: holding the last target')
-
-    def _on_enable(self, request: SetBool.Request,
-                   response: SetBool.Response) -> SetBool.Response:
-        with self._lock:
-            response.success, response.message = self.supervisor.enable(bool(request.data))
-        self.get_logger().info(f'~/enable {request.data}: {response.message}')
-        return response
 
     # --- control thread ------------------------------------------------------------------
 
@@ -340,18 +326,13 @@ class PolicyNode(Node):
             decision = self.supervisor.tick(now, ready, not_ready, self._safety is not None)
         if decision.run:
             self._run_policy(decision)
-        elif decision.brake and self._safety is not None:
-            self._safety, rest = safety.brake(self._safety, self.limits)
-            self._publish_command(self._safety)
-            if rest:
-                with self._lock:
-                    self.supervisor.stopped()
-        elif decision.publish and self._safety is not None:
-            self._safety = safety.hold(self._safety)
-            self._publish_command(self._safety)
-        elif self.supervisor.mode is Mode.DISABLED:
-            self._safety = None
-            self._last_command = None
+        else:
+            held = stand_still(self.supervisor, decision, self._safety, self.limits, self._lock)
+            if held is not None:
+                self._publish_command(held)
+            elif not decision.publish:   # DISABLED: the next start anchors at the arm
+                self._last_command = None
+            self._safety = held if held is not None or decision.publish else None
         self._publish_state()
 
     def _read_object_pose(self) -> None:

@@ -35,14 +35,14 @@ from rclpy.node import Node
 from rclpy.qos import QoSProfile
 from rclpy.serialization import deserialize_message
 from sensor_msgs.msg import JointState
-from std_msgs.msg import Bool, Float64MultiArray, String
-from std_srvs.srv import SetBool
+from std_msgs.msg import Float64MultiArray, String
 from trajectory_msgs.msg import JointTrajectory
 
 from simops_core import safety
-from simops_core.motion_supervisor import Mode, MotionSupervisor
+from simops_core.motion_supervisor import Mode, MotionSupervisor, stand_still
 from simops_core.robot_spec import SpecError, load_robot_spec
 from simops_core.topics import TopicConfigError, load_topics
+from simops_ros.arming import attach_motion_controls
 from simops_ros.commands import point_command
 from simops_ros.node_args import parse_node_args
 from simops_ros.parameters import describe
@@ -109,10 +109,7 @@ class ExciteNode(Node):
         self._state_pub = self.create_publisher(String, '~/state', QoSProfile(
             **topics['policy_state'].qos.as_profile_kwargs()))
         self._published_mode: Mode | None = None
-        estop = topics['estop']
-        self.create_subscription(Bool, estop.name, self._on_estop,
-                                 QoSProfile(**estop.qos.as_profile_kwargs()))
-        self.create_service(SetBool, '~/enable', self._on_enable)
+        attach_motion_controls(self, self.supervisor, self._lock, topics['estop'])
         self._tick = 0          # samples of the excitation already commanded
         self._holds = 0
         self.finished = False
@@ -165,38 +162,19 @@ class ExciteNode(Node):
             return None
         return position[self._columns]
 
-    def _on_estop(self, msg: Bool) -> None:
-        with self._lock:
-            self.supervisor.set_estop(bool(msg.data))
-        if msg.data:
-            self.get_logger().warning('e-stop: holding the last target')
-
-    def _on_enable(self, request: SetBool.Request,
-                   response: SetBool.Response) -> SetBool.Response:
-        with self._lock:
-            response.success, response.message = self.supervisor.enable(bool(request.data))
-        self.get_logger().info(f'~/enable {request.data}: {response.message}')
-        return response
-
     def _on_tick(self) -> None:
         measured = self._measured()
         with self._lock:
             decision = self.supervisor.tick(
                 self._tick * self.period, measured is not None,
                 f'no joint state newer than {STALE_STATE:g} s', self._safety is not None)
-        if decision.brake and self._safety is not None:
-            self._safety, rest = safety.brake(self._safety, self.limits)
-            self._publish(self._safety.target)
-            if rest:
-                with self._lock:
-                    self.supervisor.stopped()
-        elif decision.run and measured is not None:
+        if decision.run and measured is not None:
             self._excite(measured, decision.restart, decision.blend)
-        elif decision.publish and self._safety is not None:
-            self._safety = safety.hold(self._safety)
-            self._publish(self._safety.target)
-        elif self.supervisor.mode is Mode.DISABLED:
-            self._safety = None
+        else:
+            held = stand_still(self.supervisor, decision, self._safety, self.limits, self._lock)
+            if held is not None:
+                self._publish(held.target)
+            self._safety = held if held is not None or decision.publish else None
         self._publish_mode()
 
     def _excite(self, measured: np.ndarray, restart: bool, blend: float) -> None:
