@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 import yaml
 from fuzz_helpers import (
@@ -24,7 +25,7 @@ from fuzz_helpers import (
     mutate,
     tree_digest,
 )
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 from ros_helpers import REPO, NodeProcess, installed_executable
 from sysid_helpers import SPEC, StandinData, simulate, write_bag
@@ -66,6 +67,8 @@ def fuzzed_bag(folder: Path, data: StandinData, mutation: tuple[Any, ...]) -> Pa
         _, field, where, column, values = mutation
         arrays = {k: getattr(data, k).copy() for k in ('q', 'qd', 'effort', 'commands')}
         stamps = data.t.copy()
+        if field == 't':   # stamps are whole nanoseconds: only finite, representable ones
+            values = list(np.clip(np.nan_to_num(values, posinf=1e9, neginf=0.0), 0.0, 1e9))
         target = stamps if field == 't' else arrays[field]
         row = int(where * (len(target) - len(values)))
         if target.ndim == 1:
@@ -105,6 +108,8 @@ def run(executable: tuple[str, str], *args: str | Path,
 
 @budget(12)
 @given(mutation=BAG_MUTATIONS)
+@example(mutation=('flip', [(0.1875, 128)]))     # found: a corrupt CDR string (SerdeError)
+@example(mutation=('truncate', 0.9375))           # found: struct.error inside a record
 def test_fit_on_fuzzed_bags(tmp_path_factory: pytest.TempPathFactory, data: StandinData,
                             mutation: tuple[Any, ...]) -> None:
     folder = tmp_path_factory.mktemp('fit')
@@ -121,6 +126,7 @@ def test_fit_on_fuzzed_bags(tmp_path_factory: pytest.TempPathFactory, data: Stan
 
 @budget(15)
 @given(mutation=BAG_MUTATIONS)
+@example(mutation=('truncate', 0.9375))           # found: struct.error inside a record
 def test_repair_on_fuzzed_bags(tmp_path_factory: pytest.TempPathFactory, data: StandinData,
                                mutation: tuple[Any, ...]) -> None:
     folder = tmp_path_factory.mktemp('repair')
@@ -199,6 +205,7 @@ CARD = yaml.safe_load(CARD_PATH.read_text())
 
 @budget(300)
 @given(path=PATHS, value=YAML_VALUES)
+@example(path=[11, 2, 0, 1, 0], value=[])          # found: a list among field names
 def test_policy_card_loader_raises_only_its_error(tmp_path_factory: pytest.TempPathFactory,
                                                   path: list[Any], value: Any) -> None:
     card = tmp_path_factory.getbasetemp() / 'fuzzed_card.yaml'

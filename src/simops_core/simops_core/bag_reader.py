@@ -24,6 +24,7 @@ import yaml
 from mcap.exceptions import McapError
 from mcap.reader import make_reader
 from mcap.records import Schema
+from rosbags.serde import SerdeError
 from rosbags.typesys import Stores, get_types_from_msg, get_typestore
 from rosbags.typesys.store import Typestore
 
@@ -111,8 +112,12 @@ class RawBag:
         if not raw.loaded:
             raise BagError(f'{self.path}: topic {topic} was not loaded; pass it to read_bag')
         store = typestore or message_typestore(self)
-        for payload in raw.data:
-            yield store.deserialize_cdr(payload, raw.type)
+        for index, payload in enumerate(raw.data):
+            try:
+                yield store.deserialize_cdr(payload, raw.type)
+            except SerdeError as exc:
+                raise BagError(f'{self.path}: {topic} message {index} is not a valid '
+                               f'{raw.type}: {exc}; the storage is corrupt') from None
 
 
 def read_bag(path: str | Path, topics: Iterable[str] | None = None) -> RawBag:

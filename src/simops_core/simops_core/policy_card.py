@@ -219,7 +219,8 @@ def _term(check: _Check, item: Any, where: str, joint_names: tuple[str, ...],
     allowed = (joint_names if source in JOINT_SOURCES else
                action.fields if source == 'last_action' else POSE_FIELDS[source])
     fields = check.get(table, 'fields', list, f'{where}.fields')
-    if not fields or len(set(fields)) != len(fields):
+    if (not fields or not all(isinstance(name, str) for name in fields)
+            or len(set(fields)) != len(fields)):
         check.fail(f'{where}.fields', f'must list distinct names, got {fields!r}')
     unknown = [name for name in fields if name not in allowed]
     if unknown:
