@@ -38,7 +38,11 @@ from simops_core.topics import load_topics
 
 SPEC = load_robot_spec('fr3')
 TOPICS = load_topics()
-LIMIT_SLACK = 0.01    # rad a joint slammed into its limit may pass it (models/fr3/fr3.xml)
+# rad a joint may pass its limit when a valid full-range step slams it there: the position
+# servo reaches up to 15x the velocity limit on such steps, and the stiff joint limit
+# (models/fr3/fr3.xml) stops it within about 20 mrad (README, known limits). A real FR3 stops
+# with a reflex first; the protective stops of the interface issue will tighten this.
+LIMIT_SLACK = 0.03
 NUMBERS = st.one_of(ODD_FLOATS, st.floats(-5, 5), st.floats(allow_nan=True,
                                                               allow_infinity=True))
 NAMES = st.one_of(st.sampled_from(SPEC.arm_joints), st.sampled_from(['', 'x', 'panda_joint1']),

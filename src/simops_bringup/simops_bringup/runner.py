@@ -15,7 +15,7 @@ import sys
 from simops_bringup.commands import ExecutableNotFoundError, command_line
 from simops_bringup.graph import PROFILES, GraphError, build_graph, launch_arguments
 from simops_bringup.supervisor import Command, Supervisor
-from simops_core.command_line import CommandLineParser
+from simops_core.command_line import CommandLineParser, exit_codes
 from simops_core.dds_isolation import NoFreeDomainError, claim_domain_id, isolated_env
 
 EXIT_USAGE = 2
@@ -40,8 +40,11 @@ def parse_assignments(items: list[str]) -> dict[str, str]:
 
 def build_parser() -> argparse.ArgumentParser:
     """The command-line interface of ``simops-launch``."""
-    parser = CommandLineParser('simops-launch',
-                               'Run a SimOps bringup profile without ros2 launch.')
+    parser = CommandLineParser(
+        'simops-launch', 'Run a SimOps bringup profile without ros2 launch.',
+        exit_codes({0: 'every node stopped cleanly (Ctrl-C)',
+                    EXIT_USAGE: 'bad command line, launch argument or graph',
+                    'N': 'a required node exited with code N; the others were stopped'}))
     parser.add_argument('profile', choices=PROFILES, help='the launch file to run, by name')
     parser.add_argument('arguments', nargs='*', metavar='name:=value',
                         help='launch arguments, as for ros2 launch (see --show-args)')

@@ -28,7 +28,7 @@ class CommandLineParser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f'{self.prog}: error: {message}; see {self.prog} --help\n')
 
 
-def exit_codes(codes: dict[int, str]) -> str:
+def exit_codes(codes: dict[int | str, str]) -> str:
     """An ``exit codes:`` epilog listing ``codes`` (code -> meaning)."""
     return 'exit codes:\n' + '\n'.join(f'  {code}  {text}' for code, text in codes.items())
 

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from simops_core.command_line import CommandLineParser
+from simops_core.command_line import CommandLineParser, exit_codes
 from simops_learning.domain import DomainRandomization, load_randomization
 from simops_learning.expert import ExpertGains, ReachExpert
 from simops_learning.network import PosturePolicy, export_policy
@@ -193,7 +193,9 @@ def main(argv: list[str] | None = None) -> int:
     defaults = TrainConfig()
     parser = CommandLineParser(
         'simops-train', 'Train the FR3 reach policy from the IK expert and '
-        'export STEM.pt, STEM.pt2 and their cards (STEM.yaml, STEM.pt2.yaml).')
+        'export STEM.pt, STEM.pt2 and their cards (STEM.yaml, STEM.pt2.yaml).',
+        exit_codes({EXIT_OK: 'trained and exported', EXIT_FAILED: 'the export failed',
+                    EXIT_USAGE: 'bad command line'}))
     parser.add_argument('--out', default='models/policy/fr3_reach', help='output stem')
     parser.add_argument('--seed', type=int, default=defaults.seed)
     parser.add_argument('--goals', type=int, default=defaults.goals,

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from simops_core.command_line import CommandLineParser
+from simops_core.command_line import CommandLineParser, exit_codes
 from simops_core.policy_card import CardError, file_sha256, load_policy_card
 from simops_core.robot_spec import SpecError, load_robot_spec
 from simops_core.sim_params import SimParamsError, load_sim_params
@@ -134,8 +134,11 @@ def main(argv: list[str] | None = None) -> int:
     """CLI entry point; see ``simops-validate --help``."""
     parser = CommandLineParser(
         'simops-validate',
-        'Validate a policy over a grid of physics conditions; exit 0 pass, 3 marginal, '
-        '4 fail, 2 usage error, 1 runtime error.')
+        'Validate a policy over a grid of physics conditions.',
+        exit_codes({EXIT_PASS: 'PASS', EXIT_ERROR: 'runtime error',
+                    EXIT_USAGE: 'bad command line, policy, card or sim params',
+                    EXIT_MARGINAL: 'MARGINAL (dr_suggestion.yaml written)',
+                    EXIT_FAIL: 'FAIL (dr_suggestion.yaml written)'}))
     parser.add_argument('--policy', required=True, help='TorchScript .pt or .pt2 policy')
     parser.add_argument('--card', help='policy card (default: policy path with .yaml)')
     parser.add_argument('--sim-params', help='SimParams YAML (calibrated physics)')

@@ -38,7 +38,7 @@ from simops_bringup.demo.summary import (
     write_summary,
 )
 from simops_bringup.graph import STANDIN_PARAMS
-from simops_core.command_line import CommandLineParser
+from simops_core.command_line import CommandLineParser, exit_codes
 from simops_core.dds_isolation import NoFreeDomainError, claim_domain_id, isolated_env
 from simops_core.paths import resolve_resource
 from simops_core.robot_spec import load_robot_spec
@@ -57,7 +57,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser = CommandLineParser(PROG, (
         'Run the SimOps loop against the stand-in robot: excite and record, a policy episode '
         'while recording, fit, and validation in the nominal and calibrated simulator. '
-        'Writes logs, bags, the fit, reports, plots and a summary to --out.'))
+        'Writes logs, bags, the fit, reports, plots and a summary to --out.'),
+        exit_codes({0: 'the loop completed', 1: 'a step failed (its log is named), or '
+                    '--strict and the fit missed the sysid bar', 2: 'bad command line',
+                    130: 'interrupted (Ctrl-C); every process it started was stopped'}))
     parser.add_argument('--out', type=Path, default=Path('demo_out'),
                         help='output directory; a previous demo output there is replaced '
                              '(default demo_out)')
