@@ -13,9 +13,9 @@ from gymnasium.utils.env_checker import check_env
 import simops_learning  # noqa: F401 - registers the env
 from simops_core import safety
 from simops_core.observation import ObservationBuilder, RobotObservation
+from simops_core.policy_step import StepSettings
 from simops_core.robot_spec import load_robot_spec
 from simops_core.sim_params import JointParams, SimParams, save_sim_params
-from simops_learning.deployment import SafetyConfig
 from simops_learning.domain import Conditions, Curriculum, DomainRandomization
 from simops_learning.expert import ReachExpert
 from simops_learning.reach_env import ENV_ID, WORKSPACE_HIGH, WORKSPACE_LOW, FR3ReachEnv
@@ -57,7 +57,7 @@ def test_observation_and_command_follow_the_node_pipeline(env: FR3ReachEnv) -> N
     goal = np.array([0.5, 0.1, 0.3])
     obs, _ = env.reset(seed=3, options={'goal': goal, 'ramp_time': 0.5})
     builder = ObservationBuilder(env.card, SPEC.joint_names, SPEC.gripper.joints)
-    config = SafetyConfig(ramp_time=0.5)
+    config = StepSettings(ramp_time=0.5)
     limits = safety.SafetyLimits.from_spec(SPEC, 0.05, config.velocity_scale,
                                            config.joint_limit_margin)
     mapping = safety.ActionMapping(np.arange(7), 7, 1.0, 0.05, 'last_command',
@@ -186,7 +186,7 @@ def test_expert_reaches_low_and_high_goals() -> None:
         env.reset(seed=0, options={'goal': goal})
         for _ in range(200):
             *_, terminated, truncated, info = env.step(
-                expert.act(env.pipeline.raw.joint_position, env.goal))
+                expert.act(env.policy_step.raw.joint_position, env.goal))
             if terminated or truncated:
                 break
         assert info['is_success'], (goal, info['distance'])

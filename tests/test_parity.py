@@ -2,7 +2,7 @@
 
 The simulator node runs in lockstep (one 0.05 s period per command; ``lockstep_timeout``
 long, so sim time only advances on commands) and the policy node at 20 Hz on the shipped
-policy, with the env's SafetyConfig (``ramp_time`` 0: the node ramps on wall-clock time,
+policy, with the env's StepSettings (``ramp_time`` 0: the node ramps on wall-clock time,
 which no offline replay reproduces to 1e-5). Per episode: policy disabled, sim reset, goal
 on /goal_pose, policy enabled; success when an end-of-period /ee_pose is within 2 cm within
 200 periods. The env runs the same goals through ``FR3ReachEnv`` with the same model loader.
@@ -22,7 +22,7 @@ from ros_helpers import NodeProcess, RosProbe, wait_until
 from std_msgs.msg import Float64MultiArray, String
 from std_srvs.srv import Trigger
 
-from simops_learning.deployment import SafetyConfig
+from simops_core.policy_step import StepSettings
 from simops_learning.reach_env import MAX_EPISODE_STEPS, SUCCESS_RADIUS, FR3ReachEnv
 from simops_learning.rollout import episode_goal, run_episodes
 from simops_policy.model import load_model
@@ -31,7 +31,7 @@ EPISODES = 20
 COMPARED_COMMANDS = 20
 SEED = 7
 PERIOD_NS = 50_000_000
-SAFETY = SafetyConfig(ramp_time=0.0)
+SAFETY = StepSettings(ramp_time=0.0)
 COMMANDS = TOPICS['joint_commands'].name
 ACTIONS = TOPICS['policy_action'].name
 EE_POSE = TOPICS['ee_pose'].name

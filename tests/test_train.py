@@ -47,7 +47,7 @@ def test_policy_module_applies_the_expert_law() -> None:
         with torch.no_grad():
             action = policy(torch.as_tensor(obs)[None])[0].numpy()
             posture = policy.posture(torch.tensor([goal], dtype=torch.float32))[0].numpy()
-        q = env.pipeline.raw.joint_position[:7]
+        q = env.policy_step.raw.joint_position[:7]
         dq = 0.2 * (posture - q) / env.card.action.scale
         dq /= max(1.0, np.abs(dq).max())
         np.testing.assert_allclose(action, [*dq, 1.0], atol=1e-4)

@@ -3,8 +3,8 @@
 Each :meth:`FR3ReachEnv.step` is one tick of the policy node followed by one lockstep period
 of the simulator node (``sync_mode:=lockstep``, ``control_period`` = 1 / card rate):
 
-1. the action goes through the node's safety pipeline (:mod:`simops_learning.deployment`)
-   at the joint state the observation was built from;
+1. the action goes through the node's policy step (:mod:`simops_core.policy_step`: the
+   safety pipeline at the joint state the observation was built from);
 2. the command (7 arm targets, gripper width) is set on the shared
    :class:`~simops_sim.physics.Physics` and ``period / timestep`` physics steps run (the
    command reaches the actuators after ``delay`` whole periods when delayed);
@@ -25,7 +25,6 @@ conditions are drawn at the curriculum's level.
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -35,9 +34,9 @@ import numpy as np
 
 from simops_core.paths import resolve_resource
 from simops_core.policy_card import PolicyCard, load_policy_card
+from simops_core.policy_step import PolicyStep, StepSettings
 from simops_core.robot_spec import load_robot_spec
 from simops_core.sim_params import SimParams, load_sim_params, merge_sim_params
-from simops_learning.deployment import DeploymentPipeline, SafetyConfig
 from simops_learning.domain import Conditions, Curriculum, DomainRandomization
 from simops_learning.reach_card import parse_card, reach_card
 from simops_sim.physics import Physics
@@ -58,7 +57,9 @@ class FR3ReachEnv(gym.Env):
     ``card_path``: policy card whose observation and action layout the env uses (default:
     the reach card layout); ``sim_params_file``: calibrated physics (SimParams YAML);
     ``randomization`` and ``curriculum``: domain randomisation per episode (``None``: the
-    fixed ``conditions``); ``safety``: the policy node's settings.
+    fixed ``conditions``); ``safety``: the policy node's settings. The ramp blends in over
+    control ticks: tick ``k`` after a reset has ``blend = min(k * period / ramp_time, 1)``,
+    what the node sees with on-time ticks.
     """
 
     metadata: dict[str, Any] = {'render_modes': []}  # noqa: RUF012 - gymnasium's API
@@ -68,7 +69,7 @@ class FR3ReachEnv(gym.Env):
                  randomization: DomainRandomization | None = None,
                  curriculum: Curriculum | None = None,
                  conditions: Conditions | None = None,
-                 safety: SafetyConfig | None = None,
+                 safety: StepSettings | None = None,
                  max_episode_steps: int = MAX_EPISODE_STEPS,
                  success_radius: float = SUCCESS_RADIUS,
                  robot: str = 'fr3', model: str = DEFAULT_MODEL,
@@ -78,8 +79,9 @@ class FR3ReachEnv(gym.Env):
         self.card: PolicyCard = (
             load_policy_card(card_path, spec.joint_names, spec.arm_joints) if card_path
             else parse_card(reach_card(spec), spec, Path('<reach card layout>')))
-        self.safety = safety or SafetyConfig()
-        self.pipeline = DeploymentPipeline(self.card, spec, self.safety)
+        self.safety = safety or StepSettings()
+        self.policy_step = PolicyStep(self.card, spec, self.safety)
+        self.ramp_time = self.safety.ramp_time   # this episode's (randomised) ramp, s
         mj_model = mujoco.MjModel.from_xml_path(str(resolve_resource(model)))
         self.physics = Physics(mj_model, spec)
         fitted = load_sim_params(sim_params_file) if sim_params_file else SimParams()
@@ -120,13 +122,15 @@ class FR3ReachEnv(gym.Env):
         self.goal = (np.asarray(goal, dtype=float).copy() if goal is not None
                      else rng.uniform(WORKSPACE_LOW, WORKSPACE_HIGH))
         self._set_conditions(conditions)
-        if ramp != self.pipeline.config.ramp_time:
-            self.pipeline.config = replace(self.pipeline.config, ramp_time=ramp)
+        self.ramp_time = ramp
         self.physics.reset_keyframe(self.keyframe)
         self.physics.set_goal_pose(self.goal, np.array([1.0, 0.0, 0.0, 0.0]))
         self.episodes += 1
         self._steps = 0
-        obs = self.pipeline.restart(*self._measure(), self.goal)
+        self._measure()
+        self.policy_step.forget()
+        arm = len(self.spec_robot.arm_joints)
+        obs = self.policy_step.restart(float(self.policy_step.raw.joint_position[arm:].sum()))
         return obs.copy(), self._info(fault=False)
 
     def _set_conditions(self, conditions: Conditions) -> None:
@@ -139,18 +143,19 @@ class FR3ReachEnv(gym.Env):
 
     def step(self, action: np.ndarray) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
         """One policy-node tick and one lockstep period of the simulator."""
-        out = self.pipeline.command(action)
+        blend = (1.0 if self.ramp_time <= 0
+                 else min(self._steps * self.policy_step.period / self.ramp_time, 1.0))
+        out = self.policy_step.command(action, blend)
         physics = self.physics
         physics.set_arm_target(out.state.target)
         if self.card.action.gripper:
             physics.set_gripper_width(out.state.gripper)
         physics.step(self.substeps)
         self._steps += 1
-        obs = self.pipeline.observe(*self._measure(), self.goal)
+        self._measure()
+        obs = self.policy_step.observe()
         info = self._info(fault=out.fault)
-        arm = len(self.spec_robot.arm_joints)
-        too_fast = bool(np.any(np.abs(self.pipeline.raw.joint_velocity[:arm])
-                               > self.spec_robot.velocity))
+        too_fast = self.policy_step.out_of_domain() is not None
         info['out_of_domain'] = too_fast
         success = info['is_success']
         reward = -info['distance'] + (SUCCESS_BONUS if success else 0.0)
@@ -159,11 +164,12 @@ class FR3ReachEnv(gym.Env):
 
     # --- measurement -----------------------------------------------------------------------
 
-    def _measure(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """Joint position (9,), velocity (9,), object position (3,) and quaternion xyzw (4,).
+    def _measure(self) -> None:
+        """Fill the policy step's inputs, as the node reads them at the end of a period.
 
-        What the node reads from /joint_states and /object_pose at the end of a period, with
-        the episode's observation noise on the joints.
+        Joint position and velocity (9,), object position (3,) and quaternion xyzw (4,), goal
+        (3,): what the node reads from /joint_states, /object_pose and /goal_pose at the end of a
+        period, with the episode's observation noise on the joints.
         """
         joints = self._joints
         self.physics.read_joints(joints)
@@ -177,7 +183,10 @@ class FR3ReachEnv(gym.Env):
             obj_pos, obj_quat = self.physics.body_pose(index.object_body)
         else:
             obj_pos, obj_quat = np.zeros(3), np.array([1.0, 0.0, 0.0, 0.0])
-        return position, velocity, obj_pos, obj_quat[[1, 2, 3, 0]]
+        raw = self.policy_step.raw
+        raw.joint_position[:], raw.joint_velocity[:] = position, velocity
+        raw.object_position[:], raw.object_quaternion[:] = obj_pos, obj_quat[[1, 2, 3, 0]]
+        raw.goal_position[:] = self.goal
 
     def flange_position(self) -> np.ndarray:
         """The flange position (3,) m in the base frame (true, without noise)."""
@@ -185,7 +194,7 @@ class FR3ReachEnv(gym.Env):
 
     def _info(self, fault: bool) -> dict[str, Any]:
         distance = float(np.linalg.norm(self.flange_position() - self.goal))
-        state = self.pipeline.state
+        state = self.policy_step.state
         command = np.append(state.target, state.gripper) if state is not None else None
         return {'distance': distance, 'is_success': distance < self.success_radius,
                 'command': command, 'fault': fault, 'goal': self.goal.copy(),

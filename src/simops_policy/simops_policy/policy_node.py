@@ -39,11 +39,10 @@ from simops_core.motion_supervisor import Decision, Mode, MotionSupervisor, stan
 from simops_core.observation import (
     JointIndex,
     MissingJointError,
-    ObservationBuilder,
-    RobotObservation,
 )
 from simops_core.paths import resolve_resource
 from simops_core.policy_card import CardError, load_policy_card
+from simops_core.policy_step import PolicyStep, StepSettings
 from simops_core.robot_spec import SpecError, load_robot_spec
 from simops_core.topics import TopicConfigError, load_topics
 from simops_policy.stats import WindowStats
@@ -180,36 +179,24 @@ class PolicyNode(Node):
             raise ConfigError(f'control_rate {self.rate:g} Hz differs from the card\'s '
                               f'{self.card.control_rate:g} Hz; set control_rate:='
                               f'{self.card.control_rate:g}')
+        settings = StepSettings(**{name: float(value(name).value) for name in (
+            'lpf_cutoff_hz', 'velocity_scale', 'joint_limit_margin', 'ramp_time')})
         try:
-            self.limits = safety.SafetyLimits.from_spec(
-                self.spec, self.period, float(value('velocity_scale').value),
-                float(value('joint_limit_margin').value))
-            alpha = safety.lowpass_alpha(float(value('lpf_cutoff_hz').value), self.rate)
+            self.step = PolicyStep(self.card, self.spec, settings)
         except safety.SafetyConfigError as exc:
             raise ConfigError(f'{exc}; fix the parameter') from None
+        self.limits = self.step.limits
         action = self.card.action
-        self.mapping = safety.ActionMapping(
-            arm_index=np.array([action.joints.index(j) for j in self.spec.arm_joints]),
-            gripper_index=len(action.joints) if action.gripper else None, clip=action.clip,
-            scale=action.scale, reference=action.reference, lpf_alpha=alpha)
-        self.builder = ObservationBuilder(self.card, self.spec.joint_names,
-                                          self.spec.gripper.joints)
         self.supervisor = MotionSupervisor(bool(value('start_enabled').value),
-                                     float(value('ramp_time').value))
+                                           settings.ramp_time)
         self._arm_index = JointIndex(self.spec.arm_joints)
         self._finger_index = JointIndex(self.spec.gripper.joints)
         used_joints = {name for term in self.card.terms if term.source.startswith('joint_')
                        for name in term.fields}
-        self._needs_fingers = bool(action.gripper or self.builder.sources & FINGER_SOURCES
+        sources = self.step.builder.sources
+        self._needs_fingers = bool(action.gripper or sources & FINGER_SOURCES
                                    or used_joints & set(self.spec.gripper.joints))
-        self._needs_velocity = 'joint_velocity' in self.builder.sources
-        self._safety: safety.SafetyState | None = None
-        self._last_action = np.zeros(action.size)
-        n = len(self.spec.joint_names)
-        self._observation = RobotObservation(
-            joint_position=np.zeros(n), joint_velocity=np.zeros(n),
-            object_position=np.zeros(3), object_quaternion=np.array([0.0, 0.0, 0.0, 1.0]),
-            goal_position=np.zeros(3), last_action=self._last_action)
+        self._needs_velocity = 'joint_velocity' in sources
 
     def _resolve(self, parameter: str, path: str) -> Path:
         try:
@@ -321,18 +308,19 @@ class PolicyNode(Node):
         with self._lock:
             self._counters.ticks += 1
             if self._goal is not None:
-                self._observation.goal_position[:] = self._goal
+                self.step.raw.goal_position[:] = self._goal
             ready, not_ready = self._readiness()
-            decision = self.supervisor.tick(now, ready, not_ready, self._safety is not None)
+            decision = self.supervisor.tick(now, ready, not_ready, self.step.state is not None)
         if decision.run:
             self._run_policy(decision)
         else:
-            held = stand_still(self.supervisor, decision, self._safety, self.limits, self._lock)
+            held = stand_still(self.supervisor, decision, self.step.state, self.limits,
+                               self._lock)
             if held is not None:
                 self._publish_command(held)
             elif not decision.publish:   # DISABLED: the next start anchors at the arm
                 self._last_command = None
-            self._safety = held if held is not None or decision.publish else None
+            self.step.state = held if held is not None or decision.publish else None
         self._publish_state()
 
     def _read_object_pose(self) -> None:
@@ -343,7 +331,7 @@ class PolicyNode(Node):
             self._warn(topic, f'ignored {topic}: undecodable message ({exc})')
             pose = None
         if pose is not None:
-            self._observation.object_position[:], self._observation.object_quaternion[:] = pose
+            self.step.raw.object_position[:], self.step.raw.object_quaternion[:] = pose
             self._have_object = True
 
     def _readiness(self) -> tuple[bool, str]:
@@ -356,7 +344,7 @@ class PolicyNode(Node):
             if not self.supervisor.reason.startswith('stale'):
                 self._counters.faults['stale_state'] += 1
             return False, f'stale {topic} ({age:.3f} s old)'
-        sources = self.builder.sources
+        sources = self.step.builder.sources
         if not self._have_object and sources & {'object_position', 'object_quaternion'}:
             return False, f'waiting for {self.topics["object_pose"].name}'
         if self._goal is None and 'goal_position' in sources:
@@ -365,7 +353,7 @@ class PolicyNode(Node):
 
     def _read_joint_state(self, msg: JointState) -> str | None:
         """Fill the observation's joint arrays from ``msg``; return a problem or None."""
-        obs = self._observation
+        obs = self.step.raw
         arm = len(self.spec.arm_joints)
         try:
             self._arm_index.select(msg.name, msg.position, obs.joint_position[:arm])
@@ -401,30 +389,23 @@ class PolicyNode(Node):
                        f'({count} bad messages so far); holding')
             self._hold(f'bad joint state: {problem}')
             return
-        obs = self._observation
-        arm = len(self.spec.arm_joints)
-        measured = obs.joint_position[:arm].copy()
-        over = np.abs(obs.joint_velocity[:arm]) - self.spec.velocity
-        if np.any(over > 0):
-            joint = int(np.argmax(over))
-            self._fault('out_of_domain', f'{self.spec.arm_joints[joint]} moves at '
-                        f'{obs.joint_velocity[joint]:.2f} rad/s, beyond its '
-                        f'{self.spec.velocity[joint]:.2f} rad/s limit')
+        step = self.step
+        problem = step.out_of_domain()
+        if problem is not None:
+            self._fault('out_of_domain', problem)
             return
         if decision.restart:
-            width = (float(obs.joint_position[arm:].sum()) if self._needs_fingers
+            arm = len(self.spec.arm_joints)
+            width = (float(step.raw.joint_position[arm:].sum()) if self._needs_fingers
                      else self.spec.gripper.home_width)
             try:
-                self._safety = (safety.start(measured, width, self.limits)
-                                if self._safety is None else safety.hold(self._safety))
+                observation = step.restart(width)
             except safety.OutsideLimitsError as exc:
                 self._fault('outside_limits', f'cannot start: {exc}; move the arm inside '
                             'its limits')
                 return
-            self._last_action[:] = 0.0
-            observation = self.builder.reset(obs)
         else:
-            observation = self.builder.build(obs)
+            observation = step.observe()
         started = time.perf_counter()
         try:
             action = self.model.infer(observation)
@@ -432,10 +413,7 @@ class PolicyNode(Node):
             self._fault('inference', f'inference failed: {exc}')
             return
         inference = time.perf_counter() - started
-        out = safety.step(self._safety, action, measured, decision.blend, self.limits,
-                          self.mapping)
-        self._safety = out.state
-        self._last_action[:] = out.action
+        out = step.command(action, decision.blend)
         self._publish_command(out.state)
         done_ns = time.time_ns()
         self._action_pub.publish(Float64MultiArray(data=action.tolist()))
@@ -453,18 +431,18 @@ class PolicyNode(Node):
         """Hold for this tick: publish the last target again (if any)."""
         with self._lock:
             self.supervisor.hold_once(reason)
-        if self._safety is not None:
-            self._safety = safety.hold(self._safety)
-            self._publish_command(self._safety)
+        if self.step.state is not None:
+            self.step.state = safety.hold(self.step.state)
+            self._publish_command(self.step.state)
 
     def _fault(self, counter: str, reason: str) -> None:
         with self._lock:
             self._counters.faults[counter] += 1
             self.supervisor.fault(reason)
         self.get_logger().error(f'FAULT: {reason}; holding until ~/enable')
-        if self._safety is not None:
-            self._safety = safety.hold(self._safety)
-            self._publish_command(self._safety)
+        if self.step.state is not None:
+            self.step.state = safety.hold(self.step.state)
+            self._publish_command(self.step.state)
 
     def _publish_command(self, state: safety.SafetyState) -> None:
         """Publish ``state``'s target; the command period is measured here, at publication."""

@@ -1,0 +1,130 @@
+"""One control tick of a policy, as the policy node and every Gym env run it (no ROS here).
+
+A tick: the measured joint state (and object pose, goal) fills :attr:`PolicyStep.raw`; the
+out-of-domain check refuses a state the policy never saw (an arm joint faster than its
+velocity limit: the node faults, the env terminates); the shared
+:class:`~simops_core.observation.ObservationBuilder` builds the observation; after
+inference, the shared safety pipeline (:mod:`simops_core.safety`) maps the raw action to the
+command. The policy node and the envs call the same methods in the same order, so the env
+and the ROS graph agree bit for bit (``tests/test_parity.py``):
+
+- :meth:`PolicyStep.restart` on the first tick after ``~/enable``, a hold or a reset: the
+  safety state starts from the measured position (or re-anchors at the held target), the
+  ``last_action`` term is zeroed and the history restarts;
+- :meth:`PolicyStep.observe` on every later tick (pushes one history frame);
+- :meth:`PolicyStep.command` with the policy's action and the ramp's ``blend``.
+
+Joint arrays are (n,) in ``spec.joint_names`` order (arm then fingers); the command is (7,)
+rad in ``spec.arm_joints`` order and a gripper width in m.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+import numpy as np
+
+from simops_core import safety
+from simops_core.observation import ObservationBuilder, RobotObservation
+from simops_core.policy_card import PolicyCard
+from simops_core.robot_spec import RobotSpec
+
+
+@dataclass(frozen=True)
+class StepSettings:
+    """The policy node parameters that shape commands (names and defaults as the node's).
+
+    ``lpf_cutoff_hz`` Hz, ``velocity_scale`` fraction of the spec's velocity and acceleration
+    limits, ``joint_limit_margin`` rad, ``ramp_time`` s (0: no ramp).
+    """
+
+    lpf_cutoff_hz: float = 5.0
+    velocity_scale: float = 0.5
+    joint_limit_margin: float = 0.05
+    ramp_time: float = 2.0
+
+    def ros_args(self) -> list[str]:
+        """``-p name:=value`` arguments that give a policy node these settings."""
+        return [arg for field in fields(self)
+                for arg in ('-p', f'{field.name}:={getattr(self, field.name)!r}')]
+
+
+class PolicyStep:
+    """The per-tick state of one policy on one robot; see the module docstring."""
+
+    def __init__(self, card: PolicyCard, spec: RobotSpec, settings: StepSettings) -> None:
+        self.card = card
+        self.spec = spec
+        self.settings = settings
+        self.period = 1.0 / card.control_rate
+        self.limits = safety.SafetyLimits.from_spec(spec, self.period, settings.velocity_scale,
+                                                    settings.joint_limit_margin)
+        action = card.action
+        self.mapping = safety.ActionMapping(
+            arm_index=np.array([action.joints.index(j) for j in spec.arm_joints]),
+            gripper_index=len(action.joints) if action.gripper else None, clip=action.clip,
+            scale=action.scale, reference=action.reference,
+            lpf_alpha=safety.lowpass_alpha(settings.lpf_cutoff_hz, card.control_rate))
+        self.builder = ObservationBuilder(card, spec.joint_names, spec.gripper.joints)
+        n = len(spec.joint_names)
+        self.last_action = np.zeros(action.size)
+        self.raw = RobotObservation(
+            joint_position=np.zeros(n), joint_velocity=np.zeros(n),
+            object_position=np.zeros(3), object_quaternion=np.array([0.0, 0.0, 0.0, 1.0]),
+            goal_position=np.zeros(3), last_action=self.last_action)
+        self.state: safety.SafetyState | None = None
+        self._arm = len(spec.arm_joints)
+
+    @property
+    def measured(self) -> np.ndarray:
+        """The measured arm position (7,) rad (a copy)."""
+        return self.raw.joint_position[:self._arm].copy()
+
+    def out_of_domain(self) -> str | None:
+        """Why the measured state lies outside what any policy was trained on, or None.
+
+        An arm joint faster than the spec's velocity limit means a broken state estimate or
+        an arm already out of control: the node faults and the env terminates the episode.
+        """
+        over = np.abs(self.raw.joint_velocity[:self._arm]) - self.spec.velocity
+        if not np.any(over > 0):
+            return None
+        joint = int(np.argmax(over))
+        return (f'{self.spec.arm_joints[joint]} moves at '
+                f'{self.raw.joint_velocity[joint]:.2f} rad/s, beyond its '
+                f'{self.spec.velocity[joint]:.2f} rad/s limit')
+
+    def restart(self, width: float) -> np.ndarray:
+        """First tick of a run: (re)anchor the safety state; return the observation.
+
+        ``last_action`` is zeroed and the history restarts. Without a previous target the
+        state starts at the measured position (gripper ``width`` m); after a hold it
+        re-anchors at the held target, so the command never jumps. Raises
+        :class:`~simops_core.safety.OutsideLimitsError` (the node faults).
+        """
+        self.state = (safety.start(self.measured, width, self.limits) if self.state is None
+                      else safety.hold(self.state))
+        self.last_action[:] = 0.0
+        return self.builder.reset(self.raw)
+
+    def observe(self) -> np.ndarray:
+        """A later tick's observation (pushes one history frame)."""
+        return self.builder.build(self.raw)
+
+    def command(self, action: np.ndarray, blend: float) -> safety.SafetyOutput:
+        """Map the raw ``action`` (card.action.size,) to the command at this measurement.
+
+        ``blend`` in [0, 1] is the ramp's progress. The clipped action becomes the next
+        observation's ``last_action``.
+        """
+        if self.state is None:
+            raise RuntimeError('command() before restart()')
+        out = safety.step(self.state, np.asarray(action, dtype=np.float64), self.measured,
+                          blend, self.limits, self.mapping)
+        self.state = out.state
+        self.last_action[:] = out.action
+        return out
+
+    def forget(self) -> None:
+        """Drop the safety state (DISABLED, or an env reset): the next start measures anew."""
+        self.state = None
