@@ -14,6 +14,7 @@ Budget and reproduction: tests/fuzz_helpers.py.
 
 from __future__ import annotations
 
+import subprocess
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -289,3 +290,18 @@ def test_nodes_start_or_refuse_on_fuzzed_parameters(tmp_path_factory: pytest.Tem
         assert lines[-1].startswith(f'{PROG[executable]}: error: '), output
         assert len([line for line in lines if 'error' in line.lower()]) == 1, output
 
+
+
+@pytest.mark.parametrize(('node', 'name'), [(('simops_sim', 'sim'), 'model'),
+                                            (('simops_policy', 'policy'), 'model_path'),
+                                            (('simops_recorder', 'record'), 'storage'),
+                                            (('simops_sysid', 'excite'), 'robot')])
+def test_an_untyped_empty_list_is_refused_with_one_line(node: tuple[str, str],
+                                                        name: str) -> None:
+    """Found by the fuzz: ``-p model_path:=[]`` crashed every node (uninitialised value)."""
+    result = subprocess.run([str(installed_executable(*node)), '--ros-args', '-p',
+                             f'{name}:=[]'], capture_output=True, text=True, timeout=120,
+                            cwd=REPO)
+    assert result.returncode == 2, result.stdout + result.stderr
+    lines = (result.stdout + result.stderr).strip().splitlines()
+    assert len(lines) == 1 and f'parameter {name} has no value' in lines[0], lines

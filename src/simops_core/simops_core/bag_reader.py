@@ -229,7 +229,8 @@ def _read_mcap(file: Path, wanted: set[str] | None, out: dict[str, RawTopic]) ->
                     topic.log_time.append(message.log_time)
                     topic.data.append(message.data)
             summary = reader.get_summary()
-    except (McapError, OSError, EOFError, ValueError, IndexError, struct.error) as exc:
+    except (McapError, OSError, EOFError, ValueError, IndexError, KeyError,
+            struct.error) as exc:
         raise BagError(f'{file}: cannot read MCAP ({type(exc).__name__}: {exc}); if the '
                        'recorder crashed, run `ros2 run simops_recorder repair` on the bag '
                        'directory') from None

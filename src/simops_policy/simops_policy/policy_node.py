@@ -25,7 +25,6 @@ import numpy as np
 import rclpy
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from geometry_msgs.msg import PoseStamped
-from rclpy.exceptions import InvalidParameterTypeException, InvalidParameterValueException
 from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from rclpy.qos import QoSProfile
@@ -49,7 +48,7 @@ from simops_policy.stats import WindowStats
 from simops_ros.arming import attach_motion_controls
 from simops_ros.commands import point_command
 from simops_ros.node_args import parse_node_args
-from simops_ros.parameters import describe
+from simops_ros.parameters import ParameterError, declare_parameters, describe
 from simops_ros.polled import Polled, PolledGroup, never_called
 
 if TYPE_CHECKING:
@@ -137,10 +136,9 @@ class PolicyNode(Node):
                                         0.0, 60.0)),
         ]
         try:
-            for name, default, descriptor in declarations:
-                self.declare_parameter(name, default, descriptor)
-        except (InvalidParameterValueException, InvalidParameterTypeException) as exc:
-            raise ConfigError(f'{exc}; see the parameter table in docs/interfaces.md') from None
+            declare_parameters(self, declarations)
+        except ParameterError as exc:
+            raise ConfigError(str(exc)) from None
 
     def _configure(self) -> None:
         value = self.get_parameter

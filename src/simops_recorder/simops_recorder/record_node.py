@@ -19,8 +19,6 @@ from pathlib import Path
 from typing import Any
 
 import rclpy
-from rcl_interfaces.msg import ParameterDescriptor
-from rclpy.exceptions import InvalidParameterTypeException, InvalidParameterValueException
 from rclpy.executors import ExternalShutdownException
 from rclpy.experimental import EventsExecutor
 from rclpy.node import Node
@@ -62,6 +60,7 @@ from simops_recorder.episode import (
     utc_now,
 )
 from simops_ros.node_args import parse_node_args
+from simops_ros.parameters import ParameterError, declare_parameters, describe
 
 NODE = 'recorder'
 DEFAULT_TOPIC_KEYS = ('joint_states', 'joint_commands', 'joint_trajectory', 'object_pose',
@@ -184,15 +183,11 @@ class Recorder(Node):
             ('auto_stop_grace', 1.0, 's out of RUNNING before auto mode closes the episode'),
             ('auto_min_duration', 2.0, 's an auto-mode episode lasts at least'),
         ]
-        values = {}
-        for name, default, text in specs:
-            try:
-                param = self.declare_parameter(name, default,
-                                               ParameterDescriptor(description=text))
-            except (InvalidParameterTypeException, InvalidParameterValueException) as exc:
-                raise ConfigError(f'parameter {name} is of the wrong type or range ({exc}); see '
-                                  'the parameter table in docs/interfaces.md') from None
-            values[name] = param.value
+        try:
+            values = declare_parameters(self, [(name, default, describe(text))
+                                               for name, default, text in specs])
+        except ParameterError as exc:
+            raise ConfigError(str(exc)) from None
         checks = [
             (values['storage'] in STORAGES, 'storage', f'use one of {STORAGES}'),
             (values['compression'] in COMPRESSIONS, 'compression', f'use one of {COMPRESSIONS}'),

@@ -152,7 +152,7 @@ def _salvage_mcap(file: Path) -> _Salvage:
                 record = next(records)
             except StopIteration:
                 break
-            except (McapError, EOFError, ValueError, IndexError, struct.error):
+            except (McapError, EOFError, ValueError, IndexError, KeyError, struct.error):
                 break  # the tail that was never flushed
             if isinstance(record, Schema):
                 schemas[record.id] = record

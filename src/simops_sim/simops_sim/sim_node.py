@@ -50,7 +50,6 @@ import rclpy
 from builtin_interfaces.msg import Time
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from geometry_msgs.msg import PoseStamped
-from rclpy.exceptions import InvalidParameterTypeException, InvalidParameterValueException
 from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from rclpy.parameter import Parameter
@@ -65,7 +64,7 @@ from simops_core.robot_spec import SpecError, load_robot_spec
 from simops_core.sim_params import SimParams, SimParamsError, load_sim_params
 from simops_core.topics import TopicConfigError, load_topics
 from simops_ros.node_args import parse_node_args
-from simops_ros.parameters import describe
+from simops_ros.parameters import ParameterError, declare_parameters, describe
 from simops_sim.commands import ArmCommand, CommandError, check_command, parse_joint_command
 from simops_sim.physics import ModelError, Physics, load_model, parse_joint_map
 from simops_sim.trajectory import (
@@ -176,10 +175,9 @@ class SimNode(Node):
                                                 'with seed', 0.0, 0.1)),
         ]
         try:
-            for name, default, descriptor in declarations:
-                self.declare_parameter(name, default, descriptor)
-        except (InvalidParameterValueException, InvalidParameterTypeException) as exc:
-            raise ConfigError(f'{exc}; see the parameter table in docs/interfaces.md') from None
+            declare_parameters(self, declarations)
+        except ParameterError as exc:
+            raise ConfigError(str(exc)) from None
 
     def _configure(self) -> None:
         value = self.get_parameter

@@ -29,7 +29,6 @@ import time
 
 import numpy as np
 import rclpy
-from rclpy.exceptions import InvalidParameterTypeException, InvalidParameterValueException
 from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from rclpy.qos import QoSProfile
@@ -45,7 +44,7 @@ from simops_core.topics import TopicConfigError, load_topics
 from simops_ros.arming import attach_motion_controls
 from simops_ros.commands import point_command
 from simops_ros.node_args import parse_node_args
-from simops_ros.parameters import describe
+from simops_ros.parameters import ParameterError, declare_parameters, describe
 from simops_ros.polled import Polled, PolledGroup, never_called
 from simops_sysid.excitation import ExcitationError, fourier_excitation
 
@@ -137,10 +136,9 @@ class ExciteNode(Node):
                                               '~/enable')),
         ]
         try:
-            for name, default, descriptor in declarations:
-                self.declare_parameter(name, default, descriptor)
-        except (InvalidParameterValueException, InvalidParameterTypeException) as exc:
-            raise ConfigError(f'{exc}; see the parameter table in docs/interfaces.md') from None
+            declare_parameters(self, declarations)
+        except ParameterError as exc:
+            raise ConfigError(str(exc)) from None
 
     def _measured(self) -> np.ndarray | None:
         """The newest arm position (7,) rad, or None when missing or stale (wall time)."""
