@@ -252,3 +252,29 @@ def test_bad_trajectories(spec: RobotSpec, names: list[str], times: list[float],
                           points: list[list[float]], message: str) -> None:
     with pytest.raises(TrajectoryError, match=message):
         parse_trajectory(names, times, points, [[] for _ in points], spec.arm_joints, None)
+
+
+@pytest.mark.parametrize(('poke', 'words'), [
+    (lambda d: d.qvel.__setitem__(0, np.nan), 'bad velocity at dof 0'),   # MuJoCo resets
+    (lambda d: d.qpos.__setitem__(2, np.inf), 'bad position'),
+    (lambda d: d.qvel.__setitem__(3, 500.0), 'beyond 100 rad/s'),
+])
+def test_a_diverged_state_is_caught_once_and_recovered_at_the_same_time(
+        spec: RobotSpec, poke: object, words: str, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)                        # MuJoCo writes MUJOCO_LOG.TXT here
+    physics = Physics(scene(), spec)
+    physics.reset_keyframe('home')
+    physics.step(10)
+    assert physics.diverged() is None
+    poke(physics.data)                                 # type: ignore[operator]
+    before = physics.time
+    physics.step()
+    problem = physics.diverged()
+    assert problem is not None and words in problem, problem
+    physics.recover('home', before + physics.timestep)
+    assert physics.diverged() is None                  # reported once, not again
+    assert physics.time == pytest.approx(before + physics.timestep)
+    np.testing.assert_allclose(physics.arm_target, spec.home)
+    physics.step(100)
+    assert physics.diverged() is None
