@@ -232,3 +232,16 @@ def test_effort_that_does_not_follow_the_targets_still_fits(tmp_path: Path,
     assert result.returncode in (0, 5), result.stdout + result.stderr
     assert 'Traceback' not in result.stderr
     assert 'no positive cross-correlation' in result.stdout
+
+
+def test_arm_only_joint_states_as_franka_ros2_publishes_them(tmp_path: Path,
+                                                             data: StandinData) -> None:
+    """/franka/joint_states carries the 7 arm joints only (the gripper publishes its own):
+    the fit holds the fingers still instead of replaying NaN widths (found by the fuzz)."""
+    arm_only = replaced(data, q=data.q[:, :7], qd=data.qd[:, :7], effort=data.effort[:, :7])
+    bag = write_bag(tmp_path / 'franka', arm_only, names=list(SPEC.arm_joints))
+    result = run_fit('--bag', bag, '--out', tmp_path / 'p.yaml', '--params', 'kp',
+                     '--joints', 'fr3_joint2', '--grouped-iters', '0', '--full-iters', '1',
+                     timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert (tmp_path / 'p.yaml').is_file()

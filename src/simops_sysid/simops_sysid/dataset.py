@@ -156,13 +156,34 @@ def load_recording(bag: str | Path, spec: RobotSpec, topics: dict[str, TopicSpec
     _check_in_limits(where, 'position', series.position[:, :arm], spec)
     _check_finite(where, 'velocity', series.velocity[:, :arm], missing_ok=False)
     _check_finite(where, 'effort', series.effort[:, :arm], missing_ok=True)
+    position, velocity = _hold_unrecorded_fingers(series.position, series.velocity, spec)
     origin = float(series.t[0])
     clock = ReceiveClock(received, stamps if np.all(stamps > 0) else received)
     command_topic = max(commands, key=lambda n: raw.topics[n].count)
     log = _commands(raw, command_topic, spec, store, clock, origin)
     lag = received - stamps if np.all(stamps > 0) else np.zeros_like(stamps)
-    return Recording(Path(bag), topic, series.t - origin, series.position, series.velocity,
+    return Recording(Path(bag), topic, series.t - origin, position, velocity,
                      np.nan_to_num(series.effort), log, lag - lag.min())
+
+
+def _hold_unrecorded_fingers(position: np.ndarray, velocity: np.ndarray, spec: RobotSpec
+                             ) -> tuple[np.ndarray, np.ndarray]:
+    """Positions and velocities (N, 9) with the finger columns made finite.
+
+    A real FR3's ``/franka/joint_states`` has no finger joints (franka_gripper publishes
+    them on a topic of its own), and the fit does not identify the gripper: a finger
+    without a recorded value holds its recorded mean, or half the spec's home width when
+    it was never recorded, at rest.
+    """
+    arm = len(spec.arm_joints)
+    position, velocity = position.copy(), velocity.copy()
+    for column in range(arm, position.shape[1]):
+        values = position[:, column]
+        finite = np.isfinite(values)
+        rest = float(values[finite].mean()) if finite.any() else spec.gripper.home_width / 2
+        values[~finite] = rest
+        velocity[~np.isfinite(velocity[:, column]), column] = 0.0
+    return position, velocity
 
 
 def _check_finite(where: str, field: str, values: np.ndarray, missing_ok: bool) -> None:
