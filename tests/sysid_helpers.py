@@ -21,7 +21,7 @@ from rosbags.typesys import Stores, get_typestore
 from simops_core.robot_spec import RobotSpec, load_robot_spec
 from simops_core.sim_params import SimParams, load_sim_params
 from simops_sim.physics import Physics
-from simops_sim.trajectory import parse_trajectory
+from simops_sim.trajectory_plan import parse_trajectory
 from simops_sysid.excitation import fourier_excitation
 from simops_sysid.replay import CommandLog, physics_targets
 

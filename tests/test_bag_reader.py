@@ -14,8 +14,8 @@ from rosbags.rosbag2 import StoragePlugin, Writer
 from rosbags.typesys import Stores, get_typestore
 
 from simops_core.bag_reader import BagError, MissingTopicsError, read_bag
+from simops_core.bag_series import align, load_trajectory
 from simops_core.robot_spec import load_robot_spec
-from simops_core.trajectory import align, load_trajectory
 
 TESTDATA = REPO.parent / 'shared' / 'testdata' / 'rosbag2'
 BAGS = ['talker_mcap', 'talker_sqlite3', 'cdr_test_mcap', 'cdr_test_sqlite3', 'split_mcap',

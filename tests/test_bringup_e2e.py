@@ -31,8 +31,8 @@ from std_msgs.msg import Bool, String
 from trajectory_msgs.msg import JointTrajectory
 
 from simops_core.bag_reader import read_bag
+from simops_core.bag_series import load_trajectory
 from simops_core.observation import JointIndex
-from simops_core.trajectory import load_trajectory
 from simops_learning.reach_env import SUCCESS_RADIUS
 
 STARTUP = 60.0             # s for every node to come up on two shared cores

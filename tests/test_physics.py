@@ -11,8 +11,8 @@ from sim_helpers import SCENE_XML, renamed_scene
 
 from simops_core.robot_spec import RobotSpec, load_robot_spec
 from simops_core.sim_params import JointParams, ObjectParams, SimParams, SimParamsError
-from simops_sim.commands import CommandError, parse_joint_command
 from simops_sim.delay import CommandDelay, shift_commands
+from simops_sim.joint_commands import CommandError, parse_joint_command
 from simops_sim.physics import (
     ModelError,
     Physics,
@@ -23,7 +23,7 @@ from simops_sim.physics import (
     parse_joint_map,
 )
 from simops_sim.randomization import randomize_sim_params
-from simops_sim.trajectory import TrajectoryError, TrajectoryPlan, parse_trajectory
+from simops_sim.trajectory_plan import TrajectoryError, TrajectoryPlan, parse_trajectory
 
 
 @pytest.fixture(scope='module')

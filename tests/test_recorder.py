@@ -29,8 +29,8 @@ from recorder_helpers import (
 from ros_helpers import NodeProcess, RosProbe, installed_executable, wait_until
 from std_msgs.msg import String
 
+from simops_core.bag_series import load_trajectory
 from simops_core.robot_spec import load_robot_spec
-from simops_core.trajectory import load_trajectory
 
 
 def test_episode_services_labels_and_metadata(ros_probe: RosProbe, tmp_path: Path) -> None:

@@ -9,7 +9,7 @@ import pytest
 from ros_helpers import REPO
 
 from simops_bringup import runner
-from simops_bringup.commands import (
+from simops_bringup.command_lines import (
     ExecutableNotFoundError,
     command_line,
     find_executable,
@@ -201,6 +201,6 @@ def test_missing_node_executable_is_a_configuration_error(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.setenv('AMENT_PREFIX_PATH', str(tmp_path))
-    monkeypatch.setattr('simops_bringup.commands.source_workspace', lambda: None)
+    monkeypatch.setattr('simops_bringup.command_lines.source_workspace', lambda: None)
     assert runner.main(['sim', '--dry-run']) == 2
     assert 'simops_sim/sim is not installed' in capsys.readouterr().err

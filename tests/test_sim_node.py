@@ -32,7 +32,7 @@ from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
 from simops_core.robot_spec import load_robot_spec
 from simops_sim.physics import Physics
-from simops_sim.trajectory import TrajectoryPlan, parse_trajectory
+from simops_sim.trajectory_plan import TrajectoryPlan, parse_trajectory
 
 SPEC = load_robot_spec('fr3')
 TOPICS_QOS = topic('joint_states').qos.as_profile_kwargs()

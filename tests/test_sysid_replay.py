@@ -18,7 +18,7 @@ from sysid_helpers import HIDDEN, SPEC, simulate, write_bag
 from simops_core.sim_params import load_sim_params
 from simops_core.topics import load_topics
 from simops_sim.delay import shift_commands
-from simops_sysid import fitting, parameters
+from simops_sysid import fit_parameters, fitting
 from simops_sysid.dataset import Recording, load_recording, split_sequences, start_position
 from simops_sysid.lag import estimate_delay
 from simops_sysid.replay import delayed
@@ -48,7 +48,7 @@ def problem(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
     base = fitting.nominal(fit_model)
     joints = list(range(7))
     sequences, _ = split_sequences(recording, 0.001, 5.0, 200.0, 60, joints)
-    params = parameters.build_parameters(base, parameters.KINDS[:6], SPEC.arm_joints, [])
+    params = fit_parameters.build_parameters(base, fit_parameters.KINDS[:6], SPEC.arm_joints, [])
     return fitting.make_problem(fit_model, sequences, joints, base), params, recording
 
 
@@ -63,7 +63,7 @@ def test_replay_with_the_truth_matches_the_wrapper(problem: tuple) -> None:
 
 def test_delay_first_guess_finds_the_hidden_delay(problem: tuple) -> None:
     _, _, recording = problem
-    assert estimate_delay(recording, 0.001, parameters.MAX_DELAY) == pytest.approx(
+    assert estimate_delay(recording, 0.001, fit_parameters.MAX_DELAY) == pytest.approx(
         load_sim_params(HIDDEN).command_delay)
 
 
@@ -79,7 +79,7 @@ def test_bag_hash_is_stable_and_follows_the_content(tmp_path: Path) -> None:
 def test_commands_the_recorder_missed_at_the_start_are_not_replayed(tmp_path: Path) -> None:
     """A recorder discovers a new command publisher after the arm does, so a bag can begin
     with the arm already moving; the replay must start where the recorded commands define
-    every target, and then match the wrapper with the true parameters."""
+    every target, and then match the wrapper with the true fit_parameters."""
     data = simulate(8.0, noise=0.0)
     late = 100   # the first 2 s of commands never reached the bag
     data = replace(data, arrival=data.arrival[late:], commands=data.commands[late:],
@@ -90,7 +90,7 @@ def test_commands_the_recorder_missed_at_the_start_are_not_replayed(tmp_path: Pa
     joints = list(range(7))
     sequences, _ = split_sequences(recording, 0.001, 5.0, 200.0, 60, joints)
     assert sequences[0].t0 > recording.commands.t[1] + 0.06
-    params = parameters.build_parameters(base, parameters.KINDS[:6], SPEC.arm_joints, [])
+    params = fit_parameters.build_parameters(base, fit_parameters.KINDS[:6], SPEC.arm_joints, [])
     truth = fitting.evaluate(fitting.make_problem(fit_model, sequences, joints, base), params,
                              load_sim_params(HIDDEN))
     assert truth.rms_q.max() < 5e-5, truth.rms_q

@@ -24,7 +24,7 @@ from policy_helpers import call_enable
 from recorder_helpers import episodes, trigger
 from ros_helpers import REPO, NodeProcess, RosProbe, installed_executable, wait_until
 
-from simops_bringup.commands import command_line
+from simops_bringup.command_lines import command_line
 from simops_bringup.graph import NodeSpec, build_graph
 from simops_core.robot_spec import load_robot_spec
 from simops_core.sim_params import load_sim_params

@@ -17,9 +17,9 @@ from ros_helpers import REPO
 from simops_core.policy_card import file_sha256
 from simops_learning.domain import Conditions, load_randomization
 from simops_learning.reach_env import FR3ReachEnv
-from simops_learning.report import Report, Thresholds
 from simops_learning.rollout import run_episodes
 from simops_learning.validate import UsageError, grid_conditions, parse_grid
+from simops_learning.validation_report import Report, Thresholds
 from simops_policy.model import load_model
 
 VALIDATE = str(REPO / '.venv/bin/simops-validate')

@@ -12,7 +12,7 @@ import os
 import shlex
 import sys
 
-from simops_bringup.commands import ExecutableNotFoundError, command_line
+from simops_bringup.command_lines import ExecutableNotFoundError, command_line
 from simops_bringup.graph import PROFILES, GraphError, build_graph, launch_arguments
 from simops_bringup.supervisor import Command, Supervisor
 from simops_core.command_line import CommandLineParser, exit_codes

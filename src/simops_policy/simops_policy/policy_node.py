@@ -46,9 +46,9 @@ from simops_core.robot_spec import SpecError, load_robot_spec
 from simops_core.topics import TopicConfigError, load_topics
 from simops_policy.stats import WindowStats
 from simops_ros.arming import attach_motion_controls
-from simops_ros.commands import point_command
+from simops_ros.declarations import ParameterError, declare_parameters, describe
 from simops_ros.node_args import parse_node_args
-from simops_ros.parameters import ParameterError, declare_parameters, describe
+from simops_ros.point_commands import point_command
 from simops_ros.polled import Polled, PolledGroup, never_called
 
 if TYPE_CHECKING:

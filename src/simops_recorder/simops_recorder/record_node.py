@@ -59,8 +59,8 @@ from simops_recorder.episode import (
     sha256_file,
     utc_now,
 )
+from simops_ros.declarations import ParameterError, declare_parameters, describe
 from simops_ros.node_args import parse_node_args
-from simops_ros.parameters import ParameterError, declare_parameters, describe
 
 NODE = 'recorder'
 DEFAULT_TOPIC_KEYS = ('joint_states', 'joint_commands', 'joint_trajectory', 'object_pose',

@@ -63,11 +63,11 @@ from trajectory_msgs.msg import JointTrajectory
 from simops_core.robot_spec import SpecError, load_robot_spec
 from simops_core.sim_params import SimParams, SimParamsError, load_sim_params
 from simops_core.topics import TopicConfigError, load_topics
+from simops_ros.declarations import ParameterError, declare_parameters, describe
 from simops_ros.node_args import parse_node_args
-from simops_ros.parameters import ParameterError, declare_parameters, describe
-from simops_sim.commands import ArmCommand, CommandError, check_command, parse_joint_command
+from simops_sim.joint_commands import ArmCommand, CommandError, check_command, parse_joint_command
 from simops_sim.physics import ModelError, Physics, load_model, parse_joint_map
-from simops_sim.trajectory import (
+from simops_sim.trajectory_plan import (
     TrajectoryError,
     TrajectoryGoal,
     TrajectoryPlan,

@@ -1,7 +1,7 @@
 """Identification data from rosbag2 bags: aligned, resampled and split into sequences.
 
 Bags are read only through the shared reader (:mod:`simops_core.bag_reader`,
-:mod:`simops_core.trajectory`). Joint states are found by message type and joint names (the
+:mod:`simops_core.bag_series`). Joint states are found by message type and joint names (the
 real arm publishes them on /franka/joint_states, the simulator on /joint_states); commands
 come from a ``JointTrajectory`` topic or the ``joint_commands`` topic of config/topics.yaml.
 
@@ -31,16 +31,16 @@ import numpy as np
 from scipy.ndimage import uniform_filter1d
 
 from simops_core.bag_reader import BagError, RawBag, message_typestore, read_bag
-from simops_core.robot_spec import RobotSpec
-from simops_core.topics import TopicSpec
-from simops_core.trajectory import (
+from simops_core.bag_series import (
     FLOAT_ARRAY,
     JOINT_STATE,
     TRAJECTORY,
     command_series,
     joint_series,
 )
-from simops_sim.trajectory import TrajectoryError, TrajectoryGoal, goal_from_message
+from simops_core.robot_spec import RobotSpec
+from simops_core.topics import TopicSpec
+from simops_sim.trajectory_plan import TrajectoryError, TrajectoryGoal, goal_from_message
 from simops_sysid.replay import CommandLog, physics_targets
 
 STREAM_HOLD = 0.5           # s a streamed command stays in force (the node's command_timeout)

@@ -7,7 +7,7 @@ runs it through ``safety.step`` (position limits minus a margin, ``amplitude_fra
 the velocity and acceleration limits) and publishes it on the command topic the policy uses
 (``joint_commands`` or ``joint_trajectory``, config/topics.yaml). A trajectory command is
 stamped with the time it was computed and reaches its point one control period later, so a
-recording times every command exactly (:mod:`simops_ros.commands`). The 1 kHz joint states
+recording times every command exactly (:mod:`simops_ros.point_commands`). The 1 kHz joint states
 are polled at each tick, not handled per message. Without a joint state received within
 :data:`STALE_STATE` s it holds. When the trajectory is done it holds ``home``
 for a moment and exits with code 0. Parameters are in docs/interfaces.md.
@@ -42,9 +42,9 @@ from simops_core.motion_supervisor import Mode, MotionSupervisor, stand_still
 from simops_core.robot_spec import SpecError, load_robot_spec
 from simops_core.topics import TopicConfigError, load_topics
 from simops_ros.arming import attach_motion_controls
-from simops_ros.commands import point_command
+from simops_ros.declarations import ParameterError, declare_parameters, describe
 from simops_ros.node_args import parse_node_args
-from simops_ros.parameters import ParameterError, declare_parameters, describe
+from simops_ros.point_commands import point_command
 from simops_ros.polled import Polled, PolledGroup, never_called
 from simops_sysid.excitation import ExcitationError, fourier_excitation
 

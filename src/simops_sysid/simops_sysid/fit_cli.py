@@ -2,7 +2,7 @@
 
 Reads bags (:mod:`simops_sysid.dataset`), fits with mujoco.sysid
 (:mod:`simops_sysid.fitting`), writes a SimParams YAML with provenance and, with
-``--report``, a report directory (:mod:`simops_sysid.report`).
+``--report``, a report directory (:mod:`simops_sysid.fit_report`).
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from simops_core.sim_params import (
 )
 from simops_core.topics import TopicConfigError, load_topics
 from simops_sim.physics import ModelError
-from simops_sysid import fitting, parameters
+from simops_sysid import fit_parameters, fitting
 from simops_sysid.dataset import (
     DataError,
     Recording,
@@ -40,8 +40,8 @@ from simops_sysid.dataset import (
     load_recording,
     split_sequences,
 )
+from simops_sysid.fit_report import write_report
 from simops_sysid.lag import estimate_delay
-from simops_sysid.report import write_report
 
 PROG = 'fit'
 EXIT_OK = 0
@@ -85,7 +85,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument('--model', default='models/fr3/scene.xml',
                         help='MJCF the simulator runs (default models/fr3/scene.xml)')
     parser.add_argument('--params', default=DEFAULT_KINDS,
-                        help=f'comma-separated kinds from {",".join(parameters.KINDS)} '
+                        help=f'comma-separated kinds from {",".join(fit_parameters.KINDS)} '
                              f'(default {DEFAULT_KINDS})')
     parser.add_argument('--joints', default='',
                         help='comma-separated arm joints to fit (default: all)')
@@ -196,8 +196,8 @@ def _run(options: argparse.Namespace) -> int:
         raise UsageError(f'--threads must be in 1-{MAX_THREADS}, got {options.threads}')
     _check_outputs(options.out, options.report)
     try:
-        kinds = parameters.parse_kinds(options.params)
-    except parameters.ParameterError as exc:
+        kinds = fit_parameters.parse_kinds(options.params)
+    except fit_parameters.ParameterError as exc:
         raise UsageError(str(exc)) from None
     robot = load_robot_spec(options.robot)
     joint_names = [j.strip() for j in options.joints.split(',') if j.strip()] or list(
@@ -234,13 +234,13 @@ def _run(options: argparse.Namespace) -> int:
     hashes = {bag: bag_sha256(bag) for bag in [*options.bag, *options.holdout]}
     train, recordings = sequences(options.bag)
     held, _ = sequences(options.holdout)
-    params = parameters.build_parameters(base, kinds, joint_names, fit_model.index.mass_bodies)
-    if parameters.DELAY in params and all(np.any(r.effort[:, :7]) for r in recordings):
+    params = fit_parameters.build_parameters(base, kinds, joint_names, fit_model.index.mass_bodies)
+    if fit_parameters.DELAY in params and all(np.any(r.effort[:, :7]) for r in recordings):
         guesses = [g for r in recordings
-                   if (g := estimate_delay(r, dt, parameters.MAX_DELAY)) is not None]
+                   if (g := estimate_delay(r, dt, fit_parameters.MAX_DELAY)) is not None]
         if guesses:
             guess = float(np.median(guesses))
-            params[parameters.DELAY].update_from_vector(np.array([guess]))
+            params[fit_parameters.DELAY].update_from_vector(np.array([guess]))
             print(f'command delay starts from {guess * 1e3:.1f} ms (targets vs effort '
                   'cross-correlation)', flush=True)
         else:
@@ -262,8 +262,8 @@ def _run(options: argparse.Namespace) -> int:
             result.objective[-1]):
         return _fail(EXIT_FIT, 'the fit diverged (non-finite parameters or objective); '
                                'check the bags and --params')
-    fitted = parameters.whole_step_delay(result.values, dt)
-    if parameters.DELAY in result.params:
+    fitted = fit_parameters.whole_step_delay(result.values, dt)
+    if fit_parameters.DELAY in result.params:
         print(f'command delay: fitted {result.values.command_delay * 1e3:.2f} ms, written as '
               f'{fitted.command_delay * 1e3:g} ms (whole {dt * 1e3:g} ms physics steps)')
     train_eval = (fitting.evaluate(problem, params, base),

@@ -5,7 +5,7 @@ Each :class:`~simops_sysid.dataset.SequenceData` becomes one measured rollout of
 rollouts and the confidence intervals are mujoco.sysid's; this module supplies the three
 hooks it asks for:
 
-- ``build_model``: :class:`~simops_sysid.parameters.ModelFactory` (``apply_sim_params``);
+- ``build_model``: :class:`~simops_sysid.fit_parameters.ModelFactory` (``apply_sim_params``);
 - ``custom_rollout``: :class:`DelayedReplay` delays each sequence's servo targets by the
   candidate command delay (:func:`simops_sysid.replay.delayed`) and calls
   ``mujoco.sysid.sysid_rollout``;
@@ -43,7 +43,7 @@ from simops_core.robot_spec import RobotSpec
 from simops_core.sim_params import SimParams
 from simops_sim.physics import ModelIndex, index_model, nominal_sim_params
 from simops_sysid.dataset import EFFORT_WINDOW, SequenceData, average_effort
-from simops_sysid.parameters import (
+from simops_sysid.fit_parameters import (
     DELAY,
     JOINT_KINDS,
     ModelFactory,

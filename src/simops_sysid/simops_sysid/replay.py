@@ -3,7 +3,7 @@
 Open-loop replay must drive the model exactly as the simulator node drove the arm
 (:mod:`simops_sim.sim_node`): a command is applied before the first physics step that runs
 after it arrived; a ``Float64MultiArray`` target is held until the next one; a
-``JointTrajectory`` starts a :class:`simops_sim.trajectory.TrajectoryPlan` from the current
+``JointTrajectory`` starts a :class:`simops_sim.trajectory_plan.TrajectoryPlan` from the current
 target and is sampled at every physics step. The command delay is applied afterwards with
 :func:`simops_sim.delay.shift_commands`, the rule the node's delay line follows; a
 fractional delay blends the two neighbouring whole-step shifts, so the fit sees a smooth
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from simops_sim.delay import shift_commands
-from simops_sim.trajectory import TrajectoryGoal, TrajectoryPlan
+from simops_sim.trajectory_plan import TrajectoryGoal, TrajectoryPlan
 
 
 @dataclass(frozen=True)

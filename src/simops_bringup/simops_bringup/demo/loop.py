@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from simops_bringup.commands import (
+from simops_bringup.command_lines import (
     ExecutableNotFoundError,
     command_line,
     find_executable,

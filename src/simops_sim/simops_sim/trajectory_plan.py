@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from simops_core.robot_spec import RobotSpec
-from simops_sim.commands import limit_violation
+from simops_sim.joint_commands import limit_violation
 
 
 class TrajectoryError(ValueError):
