@@ -13,12 +13,14 @@ import hashlib
 import math
 import os
 import subprocess
+import time
 import zlib
 from pathlib import Path
 from typing import Any
 
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
+from ros_helpers import REPO, NodeProcess
 
 LONG = os.environ.get('SIMOPS_FUZZ', 'ci') == 'long'
 
@@ -60,6 +62,31 @@ def assert_clean_exit(result: subprocess.CompletedProcess[str], prog: str,
     if result.returncode != 0:
         lines = result.stderr.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith(f'{prog}: error: '), result.stderr
+
+
+def start_or_refuse(argv: list[str], log: Path, ready: str, prog: str,
+                    hold: float = 0.0) -> str:
+    """Run a node until it prints ``ready`` (then ``hold`` s more and Ctrl-C) or exits.
+
+    Either way it must end cleanly: exit 0 after Ctrl-C, or exit 2 with exactly one
+    ``prog: error:`` line among its output; never a traceback. Returns the output.
+    """
+
+    with NodeProcess(argv, log, cwd=REPO) as node:
+        deadline = time.monotonic() + 60
+        while node.proc.poll() is None and ready not in node.output:
+            assert time.monotonic() < deadline, node.output
+            time.sleep(0.1)
+        if node.proc.poll() is None:
+            time.sleep(hold)
+        code = node.stop() if node.proc.poll() is None else node.proc.returncode
+    output = node.output
+    assert 'Traceback' not in output, output
+    if code != 0:
+        lines = [line for line in output.strip().splitlines() if line]
+        assert code == 2 and lines[-1].startswith(f'{prog}: error: '), output
+        assert len([line for line in lines if 'error' in line.lower()]) == 1, output
+    return output
 
 
 def mutate(tree: Any, path: list[Any], value: Any) -> Any:

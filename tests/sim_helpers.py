@@ -13,6 +13,7 @@ from rclpy.qos import QoSProfile
 from ros_helpers import NodeProcess, RosProbe, wait_until
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
+from trajectory_msgs.msg import JointTrajectory
 
 from simops_core.paths import resolve_resource
 from simops_core.topics import TopicSpec, load_topics
@@ -67,6 +68,15 @@ def stamp(msg: Any) -> float:
 def command_publisher(probe: RosProbe) -> Any:
     """A /joint_commands publisher, returned once the node's subscription has matched it."""
     pub = probe.publisher(topic('joint_commands').name, Float64MultiArray, qos('joint_commands'))
+    assert wait_until(lambda: pub.get_subscription_count() > 0, timeout=20)
+    time.sleep(0.3)  # let the node's side of discovery settle too
+    return pub
+
+
+def trajectory_publisher(probe: RosProbe) -> Any:
+    """A JointTrajectory publisher, returned once the node's subscription has matched it."""
+    pub = probe.publisher(topic('joint_trajectory').name, JointTrajectory,
+                          qos('joint_trajectory'))
     assert wait_until(lambda: pub.get_subscription_count() > 0, timeout=20)
     time.sleep(0.3)  # let the node's side of discovery settle too
     return pub

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-import time
 from pathlib import Path
 from typing import Any
 
@@ -23,11 +22,12 @@ from fuzz_helpers import (
     assert_clean_exit,
     budget,
     mutate,
+    start_or_refuse,
     tree_digest,
 )
 from hypothesis import example, given
 from hypothesis import strategies as st
-from ros_helpers import REPO, NodeProcess, installed_executable
+from ros_helpers import REPO, installed_executable
 from sysid_helpers import SPEC, StandinData, simulate, write_bag
 
 from simops_core.paths import resolve_resource
@@ -182,20 +182,8 @@ def test_sim_node_on_fuzzed_sim_params(tmp_path_factory: pytest.TempPathFactory,
     written = path.read_bytes()
     argv = [str(installed_executable('simops_sim', 'sim')), '--ros-args', '-p',
             f'sim_params_file:={path}', '-p', 'publish_clock:=false']
-    with NodeProcess(argv, folder / 'sim.log') as node:
-        deadline = time.monotonic() + 30
-        while node.proc.poll() is None and 'joint_states at' not in node.output:
-            assert time.monotonic() < deadline, node.output
-            time.sleep(0.1)
-        if node.proc.poll() is None:
-            time.sleep(1.0)
-            assert node.stop() == 0, node.output
-            assert 'diverged' not in node.output or 'reset to keyframe' in node.output
-        else:
-            lines = node.output.strip().splitlines()
-            assert node.proc.returncode == 2 and len(lines) == 1, node.output
-            assert lines[0].startswith('sim: error: ')
-    assert 'Traceback' not in node.output
+    output = start_or_refuse(argv, folder / 'sim.log', 'joint_states at', 'sim', hold=1.0)
+    assert 'diverged' not in output or 'reset to keyframe' in output
     assert path.read_bytes() == written
 
 
@@ -230,17 +218,7 @@ def test_policy_node_on_fuzzed_cards(tmp_path_factory: pytest.TempPathFactory,
     before = tree_digest(folder)
     argv = [str(installed_executable('simops_policy', 'policy')), '--ros-args', '-p',
             f'model_path:={model}', '-p', 'start_enabled:=false']
-    with NodeProcess(argv, folder / 'policy.log') as node:
-        deadline = time.monotonic() + 60
-        while node.proc.poll() is None and 'DISABLED' not in node.output:
-            assert time.monotonic() < deadline, node.output
-            time.sleep(0.1)
-        code = node.stop() if node.proc.poll() is None else node.proc.returncode
-    output = node.output
-    assert 'Traceback' not in output, output
-    if code != 0:
-        lines = [line for line in output.strip().splitlines() if line]
-        assert code == 2 and len(lines) == 1 and lines[0].startswith('policy: error: '), output
+    start_or_refuse(argv, folder / 'policy.log', 'DISABLED', 'policy')
     (folder / 'policy.log').unlink()
     assert tree_digest(folder) == before
 

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from fuzz_helpers import ODD_FLOATS, budget
+from fuzz_helpers import ODD_FLOATS, budget, start_or_refuse
 from geometry_msgs.msg import PoseStamped
 from hypothesis import given
 from hypothesis import strategies as st
@@ -276,20 +276,7 @@ def test_nodes_start_or_refuse_on_fuzzed_parameters(tmp_path_factory: pytest.Tem
     executable = node[1]
     argv = [str(installed_executable(*node)), '--ros-args', *args, '-p',
             'use_sim_time:=false']
-    with NodeProcess(argv, folder / 'node.log', cwd=REPO) as proc:
-        deadline = time.monotonic() + 60
-        while proc.proc.poll() is None and READY[executable] not in proc.output:
-            assert time.monotonic() < deadline, proc.output
-            time.sleep(0.1)
-        code = proc.stop() if proc.proc.poll() is None else proc.proc.returncode
-    output = proc.output
-    assert 'Traceback' not in output, output
-    if code != 0:
-        lines = [line for line in output.strip().splitlines() if line]
-        assert code == 2, output
-        assert lines[-1].startswith(f'{PROG[executable]}: error: '), output
-        assert len([line for line in lines if 'error' in line.lower()]) == 1, output
-
+    start_or_refuse(argv, folder / 'node.log', READY[executable], PROG[executable])
 
 
 @pytest.mark.parametrize(('node', 'name'), [(('simops_sim', 'sim'), 'model'),

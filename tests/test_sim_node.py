@@ -25,6 +25,7 @@ from sim_helpers import (
     stream_until,
     subscribe_states,
     topic,
+    trajectory_publisher,
 )
 from std_msgs.msg import Float64MultiArray
 from std_srvs.srv import SetBool, Trigger
@@ -210,10 +211,7 @@ def test_bad_commands_never_crash_and_hold_the_last_valid_target(ros_probe: RosP
         for data in bad:
             pub.publish(Float64MultiArray(data=data))
             time.sleep(0.05)
-        trajectories = ros_probe.publisher(topic('joint_trajectory').name, JointTrajectory,
-                                           qos('joint_trajectory'))
-        assert wait_until(lambda: trajectories.get_subscription_count() > 0, timeout=20)
-        time.sleep(0.3)
+        trajectories = trajectory_publisher(ros_probe)
         trajectories.publish(JointTrajectory(
             joint_names=['not_a_joint'], points=[JointTrajectoryPoint(positions=[1.0])]))
         time.sleep(0.1)  # depth-1 command QoS: a newer message may replace an undelivered one
@@ -324,10 +322,7 @@ def test_absurd_targets_are_rejected_and_the_arm_stays_inside_its_limits(
         for data in ([1e308] * 7, [100.0] * 7, beyond.tolist(), [*valid.tolist(), 5.0]):
             pub.publish(Float64MultiArray(data=data))
             time.sleep(0.05)
-        trajectories = ros_probe.publisher(topic('joint_trajectory').name, JointTrajectory,
-                                           qos('joint_trajectory'))
-        assert wait_until(lambda: trajectories.get_subscription_count() > 0, timeout=20)
-        time.sleep(0.3)
+        trajectories = trajectory_publisher(ros_probe)
         for positions, velocities in (([1e308], []), ([0.5], [1e308]), ([0.5], [-1e308])):
             msg = JointTrajectory(joint_names=['fr3_joint1'], points=[
                 JointTrajectoryPoint(positions=positions, velocities=velocities)])
