@@ -22,10 +22,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
-import rclpy
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from geometry_msgs.msg import PoseStamped
-from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from rclpy.qos import QoSProfile
 from rclpy.serialization import deserialize_message
@@ -47,9 +45,9 @@ from simops_core.topics import TopicConfigError, load_topics
 from simops_policy.stats import WindowStats
 from simops_ros.arming import attach_motion_controls
 from simops_ros.declarations import ParameterError, declare_parameters, describe
-from simops_ros.node_args import parse_node_args
 from simops_ros.point_commands import point_command
 from simops_ros.polled import Polled, PolledGroup, never_called
+from simops_ros.scaffold import ConfigError, run_node
 
 if TYPE_CHECKING:
     from simops_policy.model import PolicyModel
@@ -63,9 +61,6 @@ CONTROL_FIFO_PRIORITY = 10  # SCHED_FIFO priority of the control thread, when pe
 CONTROL_NICE = -10          # else its nice value, when permitted
 FINGER_SOURCES = frozenset({'gripper_width'})
 
-
-class ConfigError(Exception):
-    """A bad parameter, card or model; the message says what is wrong and how to fix it."""
 
 
 @dataclass
@@ -537,26 +532,9 @@ def _raise_thread_priority() -> str:
 
 def main(args: list[str] | None = None) -> int:
     """Run the policy node; return 0 on a clean shutdown and 2 on a configuration error."""
-    argv = parse_node_args(NODE_NAME, 'Run a TorchScript or .pt2 policy behind the safety '
-                           'pipeline. Starts DISABLED unless start_enabled (simulators only); '
-                           'call ~/enable to start, publish true on /simops/estop to stop.',
-                           args)
-    rclpy.init(args=argv)
-    node = None
-    try:
-        node = PolicyNode()
-        rclpy.spin(node)
-    except ConfigError as exc:
-        print(f'{NODE_NAME}: error: {exc}', file=sys.stderr)
-        return 2
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    finally:
-        if node is not None:
-            node.stop()
-            node.destroy_node()
-        rclpy.try_shutdown()
-    return 0
+    return run_node(NODE_NAME, 'Run a TorchScript or .pt2 policy behind the safety pipeline. '
+                    'Starts DISABLED unless start_enabled (simulators only); call ~/enable to '
+                    'start, publish true on /simops/estop to stop.', PolicyNode, args)
 
 
 if __name__ == '__main__':

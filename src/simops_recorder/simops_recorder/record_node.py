@@ -37,6 +37,7 @@ from rosbags.typesys import Stores, get_typestore
 from std_msgs.msg import String
 from std_srvs.srv import Trigger
 
+from simops_core.command_line import fail
 from simops_core.paths import resolve_resource
 from simops_core.topics import TopicConfigError, TopicSpec, load_topics
 from simops_recorder.auto_mode import Action, AutoEpisodes
@@ -61,6 +62,7 @@ from simops_recorder.episode import (
 )
 from simops_ros.declarations import ParameterError, declare_parameters, describe
 from simops_ros.node_args import parse_node_args
+from simops_ros.scaffold import EXIT_CONFIG, ConfigError
 
 NODE = 'recorder'
 DEFAULT_TOPIC_KEYS = ('joint_states', 'joint_commands', 'joint_trajectory', 'object_pose',
@@ -85,9 +87,6 @@ DRAIN_PERIOD = 0.01  # s
 STOP_CHECK_PERIOD = 0.1  # s, longest wait before a SIGINT/SIGTERM is noticed
 AUTO_POLL_PERIOD = 0.1   # s between checks of the auto mode's grace period
 
-
-class ConfigError(ValueError):
-    """A parameter or configuration file is invalid; the message says how to fix it."""
 
 
 @dataclass
@@ -478,9 +477,8 @@ def main(args: list[str] | None = None) -> None:
     try:
         node = Recorder()
     except ConfigError as exc:
-        print(f'{NODE}: error: {exc}', file=sys.stderr)
         rclpy.try_shutdown()
-        sys.exit(2)
+        sys.exit(fail(NODE, EXIT_CONFIG, str(exc)))
     executor = EventsExecutor()  # see DRAIN_PERIOD for the measurements behind this choice
     executor.add_node(node)
     try:

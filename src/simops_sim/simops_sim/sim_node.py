@@ -50,7 +50,6 @@ import rclpy
 from builtin_interfaces.msg import Time
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from geometry_msgs.msg import PoseStamped
-from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 from rclpy.qos import QoSProfile
@@ -64,7 +63,7 @@ from simops_core.robot_spec import SpecError, load_robot_spec
 from simops_core.sim_params import SimParams, SimParamsError, load_sim_params
 from simops_core.topics import TopicConfigError, load_topics
 from simops_ros.declarations import ParameterError, declare_parameters, describe
-from simops_ros.node_args import parse_node_args
+from simops_ros.scaffold import ConfigError, run_node
 from simops_sim.joint_commands import ArmCommand, CommandError, check_command, parse_joint_command
 from simops_sim.physics import ModelError, Physics, load_model, parse_joint_map
 from simops_sim.trajectory_plan import (
@@ -84,9 +83,6 @@ WARN_PERIOD = 1.0          # s between repeated warnings about bad commands
 MAX_STAMP_OFFSET = 60.0  # s a trajectory may start ahead of, or end behind, sim time
 NUMBER = re.compile(r'[-+]?(\d+\.?\d*|\.\d+)(e[-+]?\d+)?|nan|inf')
 
-
-class ConfigError(Exception):
-    """A bad parameter or configuration file; the message says what and how to fix it."""
 
 
 @dataclass
@@ -576,25 +572,10 @@ class SimNode(Node):
 
 
 def main(args: list[str] | None = None) -> int:
-    """Run the simulator node; return 0 on a clean shutdown and 2 on a configuration error."""
-    argv = parse_node_args(NODE_NAME, 'Simulate the arm in MuJoCo behind the real arm\'s '
-                           'topics.', args, {1: 'the physics thread failed (a bug: see the log)'})
-    rclpy.init(args=argv)
-    node = None
-    try:
-        node = SimNode()
-        rclpy.spin(node)
-    except ConfigError as exc:
-        print(f'{NODE_NAME}: error: {exc}', file=sys.stderr)
-        return 2
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    finally:
-        if node is not None:
-            node.stop()
-            node.destroy_node()
-        rclpy.try_shutdown()
-    return 1 if node is not None and node.failure is not None else 0
+    """Run the simulator node; 0 on a clean shutdown, 1 if physics failed, 2 on bad config."""
+    return run_node(NODE_NAME, 'Simulate the arm in MuJoCo behind the real arm\'s topics.',
+                    SimNode, args, {1: 'the physics thread failed (a bug: see the log)'},
+                    exit_code=lambda node: 1 if node.failure is not None else 0)
 
 
 if __name__ == '__main__':

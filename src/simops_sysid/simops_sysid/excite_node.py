@@ -29,7 +29,6 @@ import time
 
 import numpy as np
 import rclpy
-from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from rclpy.qos import QoSProfile
 from rclpy.serialization import deserialize_message
@@ -43,9 +42,9 @@ from simops_core.robot_spec import SpecError, load_robot_spec
 from simops_core.topics import TopicConfigError, load_topics
 from simops_ros.arming import attach_motion_controls
 from simops_ros.declarations import ParameterError, declare_parameters, describe
-from simops_ros.node_args import parse_node_args
 from simops_ros.point_commands import point_command
 from simops_ros.polled import Polled, PolledGroup, never_called
+from simops_ros.scaffold import ConfigError, run_node
 from simops_sysid.excitation import ExcitationError, fourier_excitation
 
 NODE_NAME = 'excite'
@@ -55,9 +54,6 @@ STALE_STATE = 0.1           # s; an older joint state means hold
 RAMP = 3.0                  # s blending in from the measured position
 FINAL_HOLD = 1.0            # s of holding home before exiting
 
-
-class ConfigError(Exception):
-    """A bad parameter or configuration file; the message says what and how to fix it."""
 
 
 class ExciteNode(Node):
@@ -220,28 +216,18 @@ class ExciteNode(Node):
 
 def main(args: list[str] | None = None) -> int:
     """Run the node; 0 when the excitation completed or on SIGINT, 2 on a config error."""
-    argv = parse_node_args(NODE_NAME, 'Excite the arm for system identification: a Fourier '
-                           'trajectory through the safety pipeline. Starts DISABLED; call '
-                           '~/enable to start, publish true on /simops/estop to stop.', args,
-                           {0: 'the excitation finished at home, or a clean shutdown'})
-    rclpy.init(args=argv)
-    node = None
-    try:
-        node = ExciteNode()
-        while rclpy.ok() and not node.finished:
-            rclpy.spin_once(node)
-        if node.finished:
-            node.get_logger().info('excitation finished at home')
-    except ConfigError as exc:
-        print(f'{NODE_NAME}: error: {exc}', file=sys.stderr)
-        return 2
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    finally:
-        if node is not None:
-            node.destroy_node()
-        rclpy.try_shutdown()
-    return 0
+    return run_node(NODE_NAME, 'Excite the arm for system identification: a Fourier '
+                    'trajectory through the safety pipeline. Starts DISABLED; call ~/enable '
+                    'to start, publish true on /simops/estop to stop.', ExciteNode, args,
+                    {0: 'the excitation finished at home, or a clean shutdown'},
+                    spin=_spin_until_finished)
+
+
+def _spin_until_finished(node: ExciteNode) -> None:
+    while rclpy.ok() and not node.finished:
+        rclpy.spin_once(node)
+    if node.finished:
+        node.get_logger().info('excitation finished at home')
 
 
 if __name__ == '__main__':

@@ -1,0 +1,56 @@
+"""The one ``main()`` of the SimOps nodes, shaped like ros2/demos' ``demo_nodes_py``.
+
+:func:`run_node` parses the node's own command line first (:mod:`simops_ros.node_args`:
+``--help``, stray arguments), initialises rclpy with ``with rclpy.init()``, builds the node,
+spins it, and ends it in one place: a :class:`ConfigError` while building becomes one line
+on stderr and exit code 2, Ctrl-C and an external shutdown end it cleanly, and the node's
+``stop()`` (when it has one: control and physics threads) runs before ``destroy_node()``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TypeVar
+
+import rclpy
+from rclpy.executors import ExternalShutdownException
+from rclpy.node import Node
+
+from simops_core.command_line import fail
+from simops_ros.node_args import parse_node_args
+
+EXIT_CONFIG = 2
+
+NodeT = TypeVar('NodeT', bound=Node)
+
+
+class ConfigError(Exception):
+    """A bad parameter or configuration file; the message says what is wrong and how to fix it."""
+
+
+def run_node(executable: str, description: str, make: Callable[[], NodeT],
+             args: list[str] | None = None, codes: dict[int, str] | None = None,
+             spin: Callable[[NodeT], None] = rclpy.spin,
+             exit_code: Callable[[NodeT], int] | None = None) -> int:
+    """Run the node ``make`` builds until ``spin`` returns, Ctrl-C or shutdown.
+
+    ``args`` defaults to ``sys.argv``; ``codes`` adds exit codes to ``--help``. Returns 2 on
+    a :class:`ConfigError`, else ``exit_code(node)`` (default 0).
+    """
+    argv = parse_node_args(executable, description, args, codes)
+    node: NodeT | None = None
+    with rclpy.init(args=argv):
+        try:
+            node = make()
+            spin(node)
+        except ConfigError as exc:
+            return fail(executable, EXIT_CONFIG, str(exc))
+        except (KeyboardInterrupt, ExternalShutdownException):
+            pass
+        finally:
+            if node is not None:
+                stop = getattr(node, 'stop', None)
+                if callable(stop):
+                    stop()
+                node.destroy_node()
+    return 0 if node is None or exit_code is None else exit_code(node)
