@@ -28,7 +28,7 @@ from rclpy.node import Node
 from rclpy.qos import QoSProfile
 from rclpy.serialization import deserialize_message
 from sensor_msgs.msg import JointState
-from std_msgs.msg import Float64MultiArray, String
+from std_msgs.msg import Float64MultiArray
 from trajectory_msgs.msg import JointTrajectory
 
 from simops_core import safety
@@ -43,7 +43,7 @@ from simops_core.policy_step import PolicyStep, StepSettings
 from simops_core.robot_spec import SpecError, load_robot_spec
 from simops_core.topics import TopicConfigError, load_topics
 from simops_policy.stats import WindowStats
-from simops_ros.arming import attach_motion_controls
+from simops_ros.arming import ModeReport, attach_motion_controls
 from simops_ros.declarations import ParameterError, declare_parameters, describe
 from simops_ros.point_commands import point_command
 from simops_ros.polled import Polled, PolledGroup, never_called
@@ -90,7 +90,6 @@ class PolicyNode(Node):
                        for key in ('period', 'period_error', 'state_age', 'latency',
                                    'compute', 'inference')}
         self._last_warning: dict[str, float] = {}
-        self._published_state: Mode | None = None
         self._scheduling = 'default'
         self._last_command: float | None = None   # time.monotonic() of the last command
         self._create_interfaces()
@@ -212,8 +211,8 @@ class PolicyNode(Node):
         self._command_pub = self.create_publisher(message, self.command_topic, qos(key))
         self._action_pub = self.create_publisher(Float64MultiArray, name('policy_action'),
                                                  qos('policy_action'))
-        self._state_pub = self.create_publisher(String, name('policy_state'),
-                                                qos('policy_state'))
+        self._report_mode = ModeReport(self, self.supervisor, name('policy_state'),
+                                       qos('policy_state'))
         self._diag_pub = self.create_publisher(DiagnosticArray, name('diagnostics'),
                                                qos('diagnostics'))
         polled = PolledGroup()
@@ -314,7 +313,7 @@ class PolicyNode(Node):
             elif not decision.publish:   # DISABLED: the next start anchors at the arm
                 self._last_command = None
             self.step.state = held if held is not None or decision.publish else None
-        self._publish_state()
+        self._report_mode()
 
     def _read_object_pose(self) -> None:
         topic = self.topics['object_pose'].name
@@ -453,13 +452,6 @@ class PolicyNode(Node):
                 self._stats['period'].add(now - self._last_command)
                 self._stats['period_error'].add(abs(now - self._last_command - self.period))
         self._last_command = now
-
-    def _publish_state(self) -> None:
-        mode = self.supervisor.mode
-        if mode is not self._published_state:
-            self._published_state = mode
-            self._state_pub.publish(String(data=mode.value))
-            self.get_logger().info(f'{mode.value}: {self.supervisor.reason}')
 
     # --- diagnostics (control thread, after the tick's commands) ----------------------------
 

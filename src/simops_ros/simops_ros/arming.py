@@ -1,7 +1,7 @@
-"""The ROS side of :mod:`simops_core.motion_supervisor`: ``~/enable`` and the e-stop topic.
+"""The ROS side of :mod:`simops_core.motion_supervisor`: enable, e-stop and mode report.
 
-The policy node and ``excite`` attach the same two interfaces to their supervisor, so an
-operator enables, disables and stops either of them the same way.
+The policy node and ``excite`` attach the same interfaces to their supervisor, so an
+operator enables, disables, stops and watches either of them the same way.
 """
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ import threading
 
 from rclpy.node import Node
 from rclpy.qos import QoSProfile
-from std_msgs.msg import Bool
+from std_msgs.msg import Bool, String
 from std_srvs.srv import SetBool
 
-from simops_core.motion_supervisor import MotionSupervisor
+from simops_core.motion_supervisor import Mode, MotionSupervisor
 from simops_core.topics import TopicSpec
 
 
@@ -40,3 +40,22 @@ def attach_motion_controls(node: Node, supervisor: MotionSupervisor, lock: threa
     node.create_subscription(Bool, estop.name, on_estop,
                              QoSProfile(**estop.qos.as_profile_kwargs()))
     node.create_service(SetBool, '~/enable', on_enable)
+
+
+class ModeReport:
+    """Publishes the supervisor's mode by name on ``topic`` (latched) and logs it, on change."""
+
+    def __init__(self, node: Node, supervisor: MotionSupervisor, topic: str,
+                 qos: QoSProfile) -> None:
+        self._supervisor = supervisor
+        self._logger = node.get_logger()
+        self._publisher = node.create_publisher(String, topic, qos)
+        self._published: Mode | None = None
+
+    def __call__(self) -> None:
+        """Publish and log the mode if it changed since the last call."""
+        mode = self._supervisor.mode
+        if mode is not self._published:
+            self._published = mode
+            self._publisher.publish(String(data=mode.value))
+            self._logger.info(f'{mode.value}: {self._supervisor.reason}')

@@ -33,14 +33,14 @@ from rclpy.node import Node
 from rclpy.qos import QoSProfile
 from rclpy.serialization import deserialize_message
 from sensor_msgs.msg import JointState
-from std_msgs.msg import Float64MultiArray, String
+from std_msgs.msg import Float64MultiArray
 from trajectory_msgs.msg import JointTrajectory
 
 from simops_core import safety
-from simops_core.motion_supervisor import Mode, MotionSupervisor, stand_still
+from simops_core.motion_supervisor import MotionSupervisor, stand_still
 from simops_core.robot_spec import SpecError, load_robot_spec
 from simops_core.topics import TopicConfigError, load_topics
-from simops_ros.arming import attach_motion_controls
+from simops_ros.arming import ModeReport, attach_motion_controls
 from simops_ros.declarations import ParameterError, declare_parameters, describe
 from simops_ros.point_commands import point_command
 from simops_ros.polled import Polled, PolledGroup, never_called
@@ -101,9 +101,8 @@ class ExciteNode(Node):
         self._safety: safety.SafetyState | None = None
         self._lock = threading.Lock()       # the supervisor: services vs. the timer
         self.supervisor = MotionSupervisor(bool(value('start_enabled').value), RAMP)
-        self._state_pub = self.create_publisher(String, '~/state', QoSProfile(
+        self._report_mode = ModeReport(self, self.supervisor, '~/state', QoSProfile(
             **topics['policy_state'].qos.as_profile_kwargs()))
-        self._published_mode: Mode | None = None
         attach_motion_controls(self, self.supervisor, self._lock, topics['estop'])
         self._tick = 0          # samples of the excitation already commanded
         self._holds = 0
@@ -169,7 +168,7 @@ class ExciteNode(Node):
             if held is not None:
                 self._publish(held.target)
             self._safety = held if held is not None or decision.publish else None
-        self._publish_mode()
+        self._report_mode()
 
     def _excite(self, measured: np.ndarray, restart: bool, blend: float) -> None:
         """Command the next excitation sample, ``blend`` of the way from the ramp's anchor."""
@@ -198,13 +197,6 @@ class ExciteNode(Node):
         self._safety = out.state
         self._tick += 1
         self._publish(out.state.target)
-
-    def _publish_mode(self) -> None:
-        mode = self.supervisor.mode
-        if mode is not self._published_mode:
-            self._published_mode = mode
-            self._state_pub.publish(String(data=mode.value))
-            self.get_logger().info(f'{mode.value}: {self.supervisor.reason}')
 
     def _publish(self, target: np.ndarray) -> None:
         if self.interface == 'float64_array':
