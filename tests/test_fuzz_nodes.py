@@ -17,6 +17,7 @@ from __future__ import annotations
 import subprocess
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -29,7 +30,13 @@ from policy_helpers import COMMANDS, STATE, call_enable, qos
 from rclpy.qos import QoSProfile
 from ros_helpers import REPO, NodeProcess, RosProbe, installed_executable, wait_until
 from sensor_msgs.msg import JointState
-from sim_helpers import command_publisher, start_sim, subscribe_states, topic
+from sim_helpers import (
+    command_publisher,
+    start_sim,
+    subscribe_states,
+    topic,
+    trajectory_publisher,
+)
 from std_msgs.msg import Float64MultiArray, String
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
@@ -82,66 +89,68 @@ def trajectories(draw: st.DrawFn) -> JointTrajectory:
     return msg
 
 
-@pytest.fixture(scope='module')
-def sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[NodeProcess, RosProbe]]:
-    folder = tmp_path_factory.mktemp('sim_fuzz')
-    probe = RosProbe('fuzz_sim_probe')
-    try:
-        states = subscribe_states(probe)
-        with start_sim(folder) as node:
-            probe.wait_for_messages(states, timeout=30)
-            yield node, probe
-            assert node.stop() == 0, node.output
-    finally:
-        probe.close()
+@dataclass
+class Rig:
+    """A node under fuzz, the probe watching it and the probe's matched publishers."""
+
+    node: NodeProcess
+    probe: RosProbe
+    publishers: dict[str, Any]
 
 
-@budget(40)
-@given(messages=st.lists(st.one_of(ARRAYS, trajectories()), min_size=1, max_size=6))
-def test_sim_survives_fuzzed_commands(sim: tuple[NodeProcess, RosProbe],
-                                      messages: list[Any]) -> None:
-    node, probe = sim
-    commands = _publisher(probe, 'joint_commands', Float64MultiArray)
-    paths = _publisher(probe, 'joint_trajectory', JointTrajectory)
-    for message in messages:
-        if isinstance(message, JointTrajectory):
-            paths.publish(message)
-        else:
-            commands.publish(Float64MultiArray(data=[float(v) for v in message]))
-        time.sleep(0.03)
-    assert node.proc.poll() is None, node.output[-3000:]
-    states = probe.messages(topic('joint_states').name)[-200:]
-    position = np.array([m.position[:7] for m in states])
-    assert np.all(np.isfinite(position))
-    assert np.all(position >= SPEC.position_lower - LIMIT_SLACK), position.min(axis=0)
-    assert np.all(position <= SPEC.position_upper + LIMIT_SLACK), position.max(axis=0)
-    assert 'Traceback' not in node.output
+def _matched(probe: RosProbe, name: str, kind: type, profile: QoSProfile) -> Any:
+    """A publisher on ``probe`` once the node's subscription has matched it."""
+    pub = probe.publisher(name, kind, profile)
+    assert wait_until(lambda: pub.get_subscription_count() > 0, 30)
+    time.sleep(0.3)  # let the node's side of discovery settle too
+    return pub
 
 
-def test_sim_still_at_rate_after_the_fuzz(sim: tuple[NodeProcess, RosProbe]) -> None:
-    """Runs after the fuzz above (same module-scoped node): 1 kHz of joint states."""
-    node, probe = sim
-    name = topic('joint_states').name
-    before = len(probe.messages(name))
-    time.sleep(2.0)
-    rate = (len(probe.messages(name)) - before) / 2.0
-    assert rate > 800, (rate, node.output[-2000:])
+class TestSimUnderFuzzedCommands:
+    """One simulator for the class (stopped before the policy's class starts, so its 1 kHz
+    joint states never reach the policy under fuzz)."""
 
+    @pytest.fixture(scope='class')
+    @classmethod
+    def sim(cls, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
+        folder = tmp_path_factory.mktemp('sim_fuzz')
+        probe = RosProbe('fuzz_sim_probe')
+        try:
+            states = subscribe_states(probe)
+            with start_sim(folder) as node:
+                probe.wait_for_messages(states, timeout=30)
+                yield Rig(node, probe, {'commands': command_publisher(probe),
+                                        'paths': trajectory_publisher(probe)})
+                assert node.stop() == 0, node.output
+        finally:
+            probe.close()
 
-_PUBLISHERS: dict[tuple[int, str], Any] = {}
+    @budget(40)
+    @given(messages=st.lists(st.one_of(ARRAYS, trajectories()), min_size=1, max_size=6))
+    def test_sim_survives_fuzzed_commands(self, sim: Rig, messages: list[Any]) -> None:
+        node, probe = sim.node, sim.probe
+        for message in messages:
+            if isinstance(message, JointTrajectory):
+                sim.publishers['paths'].publish(message)
+            else:
+                sim.publishers['commands'].publish(
+                    Float64MultiArray(data=[float(v) for v in message]))
+            time.sleep(0.03)
+        assert node.proc.poll() is None, node.output[-3000:]
+        states = probe.messages(topic('joint_states').name)[-200:]
+        position = np.array([m.position[:7] for m in states])
+        assert np.all(np.isfinite(position))
+        assert np.all(position >= SPEC.position_lower - LIMIT_SLACK), position.min(axis=0)
+        assert np.all(position <= SPEC.position_upper + LIMIT_SLACK), position.max(axis=0)
+        assert 'Traceback' not in node.output
 
-
-def _publisher(probe: RosProbe, key: str, kind: type) -> Any:
-    """One publisher per probe and topic, matched once (commands use depth-1 QoS)."""
-    slot = (id(probe), key)
-    if slot not in _PUBLISHERS:
-        if key == 'joint_commands':
-            _PUBLISHERS[slot] = command_publisher(probe)
-        else:
-            pub = probe.publisher(topic(key).name, kind, qos(key))
-            assert wait_until(lambda: pub.get_subscription_count() > 0, 20)
-            _PUBLISHERS[slot] = pub
-    return _PUBLISHERS[slot]
+    def test_sim_still_at_rate_after_the_fuzz(self, sim: Rig) -> None:
+        """Runs after the fuzz above (same node): 1 kHz of joint states."""
+        name = topic('joint_states').name
+        before = len(sim.probe.messages(name))
+        time.sleep(2.0)
+        rate = (len(sim.probe.messages(name)) - before) / 2.0
+        assert rate > 800, (rate, sim.node.output[-2000:])
 
 
 # --- joint states into the policy node --------------------------------------------------------
@@ -161,76 +170,72 @@ def joint_states(draw: st.DrawFn) -> JointState:
                       effort=draw(st.lists(NUMBERS, max_size=size)))
 
 
-@pytest.fixture(scope='module')
-def policy(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[NodeProcess, RosProbe]]:
-    folder = tmp_path_factory.mktemp('policy_fuzz')
-    probe = RosProbe('fuzz_policy_probe')
-    try:
-        probe.subscribe(COMMANDS, Float64MultiArray, 500)
-        probe.subscribe(STATE, String, qos('policy_state'))
-        goal = PoseStamped()
-        goal.header.frame_id = SPEC.base_frame
-        goal.pose.position.x, goal.pose.position.z = 0.4, 0.3
-        goal.pose.orientation.w = 1.0
-        probe.publisher(TOPICS['goal_pose'].name, PoseStamped, qos('goal_pose')).publish(goal)
-        argv = [str(installed_executable('simops_policy', 'policy')), '--ros-args', '-p',
-                'ramp_time:=0.2', '-p', 'stale_state_timeout:=1.0', '-p',
-                'start_enabled:=true']
-        with NodeProcess(argv, folder / 'policy.log') as node:
-            yield node, probe
-            assert node.stop() == 0, node.output
-    finally:
-        probe.close()
+class TestPolicyUnderFuzzedJointStates:
+    """One policy node for the class, fed only by the probe (no simulator runs meanwhile)."""
 
+    @pytest.fixture(scope='class')
+    @classmethod
+    def policy(cls, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
+        folder = tmp_path_factory.mktemp('policy_fuzz')
+        probe = RosProbe('fuzz_policy_probe')
+        try:
+            probe.subscribe(COMMANDS, Float64MultiArray, 500)
+            probe.subscribe(STATE, String, qos('policy_state'))
+            goal = PoseStamped()
+            goal.header.frame_id = SPEC.base_frame
+            goal.pose.position.x, goal.pose.position.z = 0.4, 0.3
+            goal.pose.orientation.w = 1.0
+            probe.publisher(TOPICS['goal_pose'].name, PoseStamped,
+                            qos('goal_pose')).publish(goal)
+            argv = [str(installed_executable('simops_policy', 'policy')), '--ros-args', '-p',
+                    'ramp_time:=0.2', '-p', 'stale_state_timeout:=1.0', '-p',
+                    'start_enabled:=true']
+            with NodeProcess(argv, folder / 'policy.log') as node:
+                assert probe.node.count_publishers(TOPICS['joint_states'].name) == 0, \
+                    'another node publishes joint states: the fuzz would not reach the policy'
+                yield Rig(node, probe, {
+                    'states': _matched(probe, TOPICS['joint_states'].name, JointState,
+                                       QoSProfile(**TOPICS['joint_states'].qos
+                                                  .as_profile_kwargs())),
+                    'poses': _matched(probe, TOPICS['object_pose'].name, PoseStamped,
+                                      qos('object_pose'))})
+                assert node.stop() == 0, node.output
+        finally:
+            probe.close()
 
-@budget(30)
-@given(messages=st.lists(joint_states(), min_size=1, max_size=4))
-def test_policy_survives_fuzzed_joint_states(policy: tuple[NodeProcess, RosProbe],
-                                             messages: list[JointState]) -> None:
-    node, probe = policy
-    pub = _publisher_of(probe, TOPICS['joint_states'].name, JointState,
-                        QoSProfile(**TOPICS['joint_states'].qos.as_profile_kwargs()))
-    poses = _publisher_of(probe, TOPICS['object_pose'].name, PoseStamped, qos('object_pose'))
-    pose = PoseStamped()
-    pose.header.frame_id = SPEC.base_frame
-    pose.pose.position.x, pose.pose.orientation.w = 0.5, 1.0
-    poses.publish(pose)   # volatile: published once the node listens
-    home = JointState(name=list(SPEC.joint_names),
-                      position=[*SPEC.home, 0.04, 0.04], velocity=[0.0] * 9)
-    pub.publish(home)
-    time.sleep(0.06)
-    assert call_enable(probe, True).success   # clear a FAULT the last example latched
-    for message in [home, *messages]:
-        pub.publish(message)
-        time.sleep(0.06)   # the node takes the newest state once per 50 ms tick
-    assert node.proc.poll() is None, node.output[-3000:]
-    assert 'Traceback' not in node.output
+    @budget(30)
+    @given(messages=st.lists(joint_states(), min_size=1, max_size=4))
+    def test_policy_survives_fuzzed_joint_states(self, policy: Rig,
+                                                 messages: list[JointState]) -> None:
+        node, probe = policy.node, policy.probe
+        pose = PoseStamped()
+        pose.header.frame_id = SPEC.base_frame
+        pose.pose.position.x, pose.pose.orientation.w = 0.5, 1.0
+        policy.publishers['poses'].publish(pose)   # volatile: once the node listens
+        home = JointState(name=list(SPEC.joint_names),
+                          position=[*SPEC.home, 0.04, 0.04], velocity=[0.0] * 9)
+        states = policy.publishers['states']
+        states.publish(home)
+        time.sleep(0.06)
+        assert call_enable(probe, True).success   # clear a FAULT the last example latched
+        for message in [home, *messages]:
+            states.publish(message)
+            time.sleep(0.06)   # the node takes the newest state once per 50 ms tick
+        assert node.proc.poll() is None, node.output[-3000:]
+        assert 'Traceback' not in node.output
 
-
-def test_policy_commands_kept_the_invariants_through_the_fuzz(
-        policy: tuple[NodeProcess, RosProbe]) -> None:
-    """Runs after the fuzz above (same node): every command it published was safe."""
-    node, probe = policy
-    limits = SafetyLimits.from_spec(SPEC, 0.05, 0.5, 0.05)
-    commands = np.array([list(m.data)[:7] for m in probe.messages(COMMANDS)])
-    assert commands.size, ('the policy never commanded', node.output[-3000:])
-    assert np.all(commands >= limits.lower) and np.all(commands <= limits.upper)
-    # Never disabled, so every target continues from the one before (holds included).
-    assert np.all(np.abs(np.diff(commands, axis=0)) <= limits.max_step + 1e-9)
-    assert {'RUNNING', 'FAULT'} <= {m.data for m in probe.messages(STATE)}
-    assert node.proc.poll() is None
-
-
-_RAW_PUBLISHERS: dict[tuple[int, str], Any] = {}
-
-
-def _publisher_of(probe: RosProbe, name: str, kind: type, profile: QoSProfile) -> Any:
-    slot = (id(probe), name)
-    if slot not in _RAW_PUBLISHERS:
-        pub = probe.publisher(name, kind, profile)
-        assert wait_until(lambda: pub.get_subscription_count() > 0, 30)
-        _RAW_PUBLISHERS[slot] = pub
-    return _RAW_PUBLISHERS[slot]
+    def test_policy_commands_kept_the_invariants_through_the_fuzz(self, policy: Rig) -> None:
+        """Runs after the fuzz above (same node): every command it published was safe."""
+        node, probe = policy.node, policy.probe
+        limits = SafetyLimits.from_spec(SPEC, 0.05, 0.5, 0.05)
+        commands = np.array([list(m.data)[:7] for m in probe.messages(COMMANDS)])
+        assert commands.size, ('the policy never commanded', node.output[-3000:])
+        assert np.all(commands >= limits.lower) and np.all(commands <= limits.upper)
+        # Never disabled, so every target continues from the one before (holds included).
+        assert np.all(np.abs(np.diff(commands, axis=0)) <= limits.max_step + 1e-9)
+        # The fuzzed states reached the node: it ran, and faulted on some of them.
+        assert {'RUNNING', 'FAULT'} <= {m.data for m in probe.messages(STATE)}
+        assert node.proc.poll() is None
 
 
 # --- parameter values at start-up -------------------------------------------------------------
