@@ -12,7 +12,9 @@ module adds what rosbags' ``Writer`` lacks:
 - metadata version 8 (read by Humble, Jazzy and Kilted; version 9 QoS strings are not).
 
 The file being written is ``<bag>/<bag>.mcap`` (the storage plugin's own name); it is
-renamed to its split name once closed.
+renamed to its split name once closed. Used as a context manager, in the manner of rosbags'
+``Writer``, the bag is finished when the block ends and aborted when it raises; the recorder,
+whose episodes outlive any one block, calls :meth:`BagWriter.close` itself.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import TracebackType
 from typing import Any
 
 import yaml
@@ -159,6 +162,17 @@ class BagWriter:
             self._guard(storage.bio.flush)
         elif isinstance(storage, Sqlite3Writer):
             self._guard(storage.conn.commit)
+
+    def __enter__(self) -> BagWriter:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 traceback: TracebackType | None) -> None:
+        """Finish the bag (:meth:`close`), or :meth:`abort` it when the block raised."""
+        if exc_type is None:
+            self.close()
+        else:
+            self.abort()
 
     def close(self) -> None:
         """Finish the current file and write metadata.yaml."""

@@ -98,18 +98,17 @@ def repair(bag: Path) -> RepairReport:
     if staging.exists():
         raise RepairError(f'{staging} exists from an earlier attempt; remove it and retry')
     try:
-        writer = BagWriter(staging / bag.name, storage)
-        ids: dict[str, int] = {}
-        for index, part in enumerate(salvaged):
-            if index:
-                writer.start_new_file()
-            for topic in part.topics:
-                if topic.name not in ids:
-                    ids[topic.name] = writer.add_topic(topic)
-            for name, timestamp, data in part.messages:
-                writer.write(ids[name], timestamp, data)
-        writer.custom_data.update(_episode_metadata(bag, writer.topic_counts))
-        writer.close()
+        with BagWriter(staging / bag.name, storage) as writer:
+            ids: dict[str, int] = {}
+            for index, part in enumerate(salvaged):
+                if index:
+                    writer.start_new_file()
+                for topic in part.topics:
+                    if topic.name not in ids:
+                        ids[topic.name] = writer.add_topic(topic)
+                for name, timestamp, data in part.messages:
+                    writer.write(ids[name], timestamp, data)
+            writer.custom_data.update(_episode_metadata(bag, writer.topic_counts))
     except (BagWriteError, OSError):
         shutil.rmtree(staging, ignore_errors=True)
         raise
