@@ -40,6 +40,7 @@ from simops_core.bag_series import (
 )
 from simops_core.robot_spec import RobotSpec
 from simops_core.topics import TopicSpec
+from simops_sim.joint_commands import limit_violation
 from simops_sim.trajectory_plan import TrajectoryError, TrajectoryGoal, goal_from_message
 from simops_sysid.replay import CommandLog, physics_targets
 
@@ -201,15 +202,17 @@ def _check_finite(where: str, field: str, values: np.ndarray, missing_ok: bool) 
 
 
 def _check_in_limits(where: str, field: str, values: np.ndarray, spec: RobotSpec) -> None:
-    """Raise :class:`DataError` for an arm value (M, 7) rad beyond the limits + slack."""
-    lower, upper = spec.position_lower - LIMIT_SLACK, spec.position_upper + LIMIT_SLACK
+    """Raise :class:`DataError` for an arm value (M, 7) rad beyond the limits + slack.
+
+    The check is the sim node's (:func:`simops_sim.joint_commands.limit_violation`), with
+    :data:`LIMIT_SLACK` of room for encoder noise and servo overshoot; NaN is not judged here.
+    """
+    bound = (spec.position_lower - LIMIT_SLACK, spec.position_upper + LIMIT_SLACK)
     with np.errstate(invalid='ignore'):
-        bad = (values < lower) | (values > upper)
-    if bad.any():
-        row, joint = (int(i[0]) for i in np.nonzero(bad))
-        raise DataError(f'{where}: {field} {values[row, joint]:.6g} rad of '
-                        f'{spec.arm_joints[joint]} (message {row}) lies outside its limits '
-                        f'[{spec.position_lower[joint]:g}, {spec.position_upper[joint]:g}] '
+        problem = limit_violation(np.atleast_2d(values), bound, spec.arm_joints,
+                                  np.arange(len(spec.arm_joints)), field)
+    if problem is not None:
+        raise DataError(f'{where}: {problem}, outside its limits by more than {LIMIT_SLACK:g} '
                         f'rad; this is not a recording of {spec.name}, or it is corrupt')
 
 
