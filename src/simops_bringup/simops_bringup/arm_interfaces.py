@@ -6,11 +6,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
-
 from simops_bringup.arguments import COMMAND_INTERFACES, GraphError
-from simops_core.paths import resolve_resource
 from simops_core.topics import TopicSpec
+from simops_core.yaml_fields import read_yaml
 
 REAL_ROBOT_FILE = 'config/real_robot.yaml'
 
@@ -27,13 +25,7 @@ class ArmInterfaces:
 def load_arm_interfaces(topics: Mapping[str, TopicSpec],
                         path: str | Path = REAL_ROBOT_FILE) -> ArmInterfaces:
     """Load and validate the arm interfaces file against the topic keys of ``topics``."""
-    try:
-        file = resolve_resource(path)
-        raw = yaml.safe_load(file.read_text())
-    except (FileNotFoundError, OSError, yaml.YAMLError) as exc:
-        raise GraphError(f'cannot read {path}: {exc}') from None
-    if not isinstance(raw, dict) or raw.get('version') != 1:
-        raise GraphError(f'{file}: field "version" must be 1')
+    file, raw = read_yaml(path, GraphError, 'arm interfaces file', version=1)
     command = raw.get('command_interface')
     if command not in COMMAND_INTERFACES:
         raise GraphError(f'{file}: command_interface must be one of {COMMAND_INTERFACES}')

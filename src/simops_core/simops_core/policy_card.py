@@ -47,8 +47,9 @@ from typing import Any
 import numpy as np
 import yaml
 
+from simops_core.yaml_fields import Fields, is_number
+
 CARD_VERSION = 1
-ARM_ACTIONS = 7
 GRIPPER_FIELD = 'gripper'
 POSE_FIELDS = {
     'gripper_width': ('width',),
@@ -163,7 +164,7 @@ def load_policy_card(path: str | Path, joint_names: tuple[str, ...],
 def parse_policy_card(raw: Any, source: Path, joint_names: tuple[str, ...],
                       arm_joints: tuple[str, ...]) -> PolicyCard:
     """Validate a card already parsed from YAML; see :func:`load_policy_card`."""
-    check = _Check(source)
+    check = Fields(str(source), CardError)
     root = check.mapping(raw, '<root>')
     version = check.get(root, 'version', int, 'version')
     if version != CARD_VERSION:
@@ -195,9 +196,9 @@ def parse_policy_card(raw: Any, source: Path, joint_names: tuple[str, ...],
                       action=action, training=training, source=source)
 
 
-def _action(check: _Check, table: dict[str, Any], arm_joints: tuple[str, ...]) -> ActionLayout:
+def _action(check: Fields, table: dict[str, Any], arm_joints: tuple[str, ...]) -> ActionLayout:
     joints = check.get(table, 'joints', list, 'action.joints')
-    if sorted(map(str, joints)) != sorted(arm_joints) or len(joints) != ARM_ACTIONS:
+    if sorted(map(str, joints)) != sorted(arm_joints) or len(joints) != len(arm_joints):
         check.fail('action.joints', f'must list each of {list(arm_joints)} once, got {joints!r}')
     gripper = check.get(table, 'gripper', bool, 'action.gripper')
     clip = check.number(table, 'clip', 'action.clip')
@@ -210,7 +211,7 @@ def _action(check: _Check, table: dict[str, Any], arm_joints: tuple[str, ...]) -
     return ActionLayout(tuple(joints), gripper, clip, scale, reference)
 
 
-def _term(check: _Check, item: Any, where: str, joint_names: tuple[str, ...],
+def _term(check: Fields, item: Any, where: str, joint_names: tuple[str, ...],
           action: ActionLayout) -> ObservationTerm:
     table = check.mapping(item, where)
     source = table.get('source')
@@ -227,60 +228,27 @@ def _term(check: _Check, item: Any, where: str, joint_names: tuple[str, ...],
         check.fail(f'{where}.fields', f'has unknown {source} field {unknown[0]!r}; '
                    f'choose from {list(allowed)}')
     count = len(fields)
-    offset = check.broadcast(table, 'offset', f'{where}.offset', count, default=0.0)
-    scale = check.broadcast(table, 'scale', f'{where}.scale', count, default=1.0)
+    offset = _broadcast(check, table, 'offset', f'{where}.offset', count, default=0.0)
+    scale = _broadcast(check, table, 'scale', f'{where}.scale', count, default=1.0)
     clip = table.get('clip')
     if clip is None:
         bounds = (-math.inf, math.inf)
     else:
         if (not isinstance(clip, list) or len(clip) != 2
-                or not all(_is_number(v) for v in clip) or not clip[0] < clip[1]):
+                or not all(is_number(v) for v in clip) or not clip[0] < clip[1]):
             check.fail(f'{where}.clip', f'must be [low, high] with low < high, got {clip!r}')
         bounds = (float(clip[0]), float(clip[1]))
     return ObservationTerm(source, tuple(fields), offset, scale, bounds)
 
 
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-class _Check:
-    """Field accessors raising :class:`CardError` with the file and the dotted field path."""
-
-    def __init__(self, source: Path) -> None:
-        self.source = source
-
-    def fail(self, field: str, problem: str) -> None:
-        raise CardError(f'{self.source}: field {field!r} {problem}')
-
-    def mapping(self, value: Any, field: str) -> dict[str, Any]:
-        if not isinstance(value, dict):
-            self.fail(field, 'must be a mapping')
-        return value
-
-    def get(self, table: dict[str, Any], key: str, kind: type, field: str) -> Any:
-        if key not in table:
-            self.fail(field, 'is missing')
-        value = table[key]
-        if not isinstance(value, kind) or (kind is not bool and isinstance(value, bool)):
-            self.fail(field, f'must be a {kind.__name__}, got {value!r}')
-        return value
-
-    def number(self, table: dict[str, Any], key: str, field: str) -> float:
-        if key not in table:
-            self.fail(field, 'is missing')
-        value = table[key]
-        if not _is_number(value) or not math.isfinite(value):
-            self.fail(field, f'must be a finite number, got {value!r}')
-        return float(value)
-
-    def broadcast(self, table: dict[str, Any], key: str, field: str, count: int,
-                  default: float) -> np.ndarray:
-        value = table.get(key, default)
-        values = [value] * count if _is_number(value) else value
-        if (not isinstance(values, list) or len(values) != count
-                or not all(_is_number(v) and math.isfinite(v) for v in values)):
-            self.fail(field, f'must be a finite number or a list of {count}, got {value!r}')
-        array = np.asarray(values, dtype=np.float64)
-        array.setflags(write=False)
-        return array
+def _broadcast(check: Fields, table: dict[str, Any], key: str, field: str, count: int,
+               default: float) -> np.ndarray:
+    """A finite number or a list of ``count`` of them at ``table[key]`` as a read-only (count,)."""
+    value = table.get(key, default)
+    values = [value] * count if is_number(value) else value
+    if (not isinstance(values, list) or len(values) != count
+            or not all(is_number(v) and math.isfinite(v) for v in values)):
+        check.fail(field, f'must be a finite number or a list of {count}, got {value!r}')
+    array = np.asarray(values, dtype=np.float64)
+    array.setflags(write=False)
+    return array

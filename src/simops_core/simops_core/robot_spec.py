@@ -15,6 +15,7 @@ import numpy as np
 import yaml
 
 from simops_core.paths import resolve_resource
+from simops_core.yaml_fields import Fields
 
 SPEC_VERSION = 1
 ARM_DOF = 7
@@ -85,7 +86,7 @@ def load_robot_spec(path: str | Path) -> RobotSpec:
 
 def parse_robot_spec(raw: Any, source: Path) -> RobotSpec:
     """Validate a robot spec already parsed from YAML; see :func:`load_robot_spec`."""
-    fields = _Fields(source)
+    fields = Fields(str(source), SpecError)
     root = fields.mapping(raw, '')
     version = fields.get(root, 'version', int)
     if version != SPEC_VERSION:
@@ -93,27 +94,27 @@ def parse_robot_spec(raw: Any, source: Path) -> RobotSpec:
     arm = fields.mapping(fields.get(root, 'arm', dict), 'arm')
     grip = fields.mapping(fields.get(root, 'gripper', dict), 'gripper')
 
-    joints = fields.names(arm, 'arm.joints', ARM_DOF)
-    lower = fields.vector(arm, 'arm.position_lower')
-    upper = fields.vector(arm, 'arm.position_upper')
+    joints = _names(fields, arm, 'arm.joints', ARM_DOF)
+    lower = _vector(fields, arm, 'arm.position_lower')
+    upper = _vector(fields, arm, 'arm.position_upper')
     bad = np.flatnonzero(lower >= upper)
     if bad.size:
         fields.fail('arm.position_upper', f'must exceed position_lower for {joints[bad[0]]}')
-    limits = {key: fields.vector(arm, f'arm.{key}', positive=True)
+    limits = {key: _vector(fields, arm, f'arm.{key}', positive=True)
               for key in ('velocity', 'acceleration', 'jerk', 'effort')}
-    home = fields.vector(arm, 'arm.home')
+    home = _vector(fields, arm, 'arm.home')
     outside = np.flatnonzero((home < lower) | (home > upper))
     if outside.size:
         fields.fail('arm.home', f'{joints[outside[0]]} = {home[outside[0]]} lies outside its '
                     'position limits')
 
     gripper = GripperSpec(
-        joints=fields.names(grip, 'gripper.joints', 2),
-        width_min=fields.number(grip, 'gripper.width_min', minimum=0.0),
-        width_max=fields.number(grip, 'gripper.width_max', minimum=0.0),
-        speed_max=fields.number(grip, 'gripper.speed_max', minimum=0.0, strict=True),
-        force_max=fields.number(grip, 'gripper.force_max', minimum=0.0, strict=True),
-        home_width=fields.number(grip, 'gripper.home_width', minimum=0.0),
+        joints=_names(fields, grip, 'gripper.joints', 2),
+        width_min=fields.number(grip, 'width_min', 'gripper.width_min', minimum=0.0),
+        width_max=fields.number(grip, 'width_max', 'gripper.width_max', minimum=0.0),
+        speed_max=fields.number(grip, 'speed_max', 'gripper.speed_max', minimum=0.0, strict=True),
+        force_max=fields.number(grip, 'force_max', 'gripper.force_max', minimum=0.0, strict=True),
+        home_width=fields.number(grip, 'home_width', 'gripper.home_width', minimum=0.0),
     )
     if gripper.width_max <= gripper.width_min:
         fields.fail('gripper.width_max', 'must exceed gripper.width_min')
@@ -137,56 +138,25 @@ def parse_robot_spec(raw: Any, source: Path) -> RobotSpec:
     )
 
 
-class _Fields:
-    """Field accessors that raise :class:`SpecError` with the file and the field's dotted path."""
+def _names(fields: Fields, table: dict[str, Any], field: str, count: int) -> tuple[str, ...]:
+    value = fields.get(table, field.split('.')[-1], list, field)
+    if len(value) != count or not all(isinstance(v, str) and v for v in value):
+        fields.fail(field, f'must list {count} joint names, got {value!r}')
+    if len(set(value)) != count:
+        fields.fail(field, 'has duplicate joint names')
+    return tuple(value)
 
-    def __init__(self, source: Path) -> None:
-        self.source = source
 
-    def fail(self, field: str, problem: str) -> None:
-        raise SpecError(f'{self.source}: field {field!r} {problem}')
-
-    def mapping(self, value: Any, field: str) -> dict[str, Any]:
-        if not isinstance(value, dict):
-            self.fail(field or '<root>', 'must be a mapping')
-        return value
-
-    def get(self, table: dict[str, Any], key: str, kind: type) -> Any:
-        if key not in table:
-            self.fail(key, 'is missing')
-        value = table[key]
-        if not isinstance(value, kind) or isinstance(value, bool):
-            self.fail(key, f'must be a {kind.__name__}, got {value!r}')
-        return value
-
-    def names(self, table: dict[str, Any], field: str, count: int) -> tuple[str, ...]:
-        value = self.get(table, field.split('.')[-1], list)
-        if len(value) != count or not all(isinstance(v, str) and v for v in value):
-            self.fail(field, f'must list {count} joint names, got {value!r}')
-        if len(set(value)) != count:
-            self.fail(field, 'has duplicate joint names')
-        return tuple(value)
-
-    def vector(self, table: dict[str, Any], field: str, positive: bool = False) -> np.ndarray:
-        value = self.get(table, field.split('.')[-1], list)
-        try:
-            array = np.asarray(value, dtype=float)
-        except (TypeError, ValueError):
-            self.fail(field, f'must hold {ARM_DOF} numbers, got {value!r}')
-        if array.shape != (ARM_DOF,) or not np.all(np.isfinite(array)):
-            self.fail(field, f'must hold {ARM_DOF} finite numbers, got {value!r}')
-        if positive and np.any(array <= 0):
-            self.fail(field, f'must be positive, got {value!r}')
-        array.setflags(write=False)
-        return array
-
-    def number(self, table: dict[str, Any], field: str, minimum: float,
-               strict: bool = False) -> float:
-        value = table.get(field.split('.')[-1])
-        if value is None:
-            self.fail(field, 'is missing')
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            self.fail(field, f'must be a number, got {value!r}')
-        if not np.isfinite(value) or value < minimum or (strict and value == minimum):
-            self.fail(field, f'must be {">" if strict else ">="} {minimum}, got {value!r}')
-        return float(value)
+def _vector(fields: Fields, table: dict[str, Any], field: str, positive: bool = False
+            ) -> np.ndarray:
+    value = fields.get(table, field.split('.')[-1], list, field)
+    try:
+        array = np.asarray(value, dtype=float)
+    except (TypeError, ValueError):
+        fields.fail(field, f'must hold {ARM_DOF} numbers, got {value!r}')
+    if array.shape != (ARM_DOF,) or not np.all(np.isfinite(array)):
+        fields.fail(field, f'must hold {ARM_DOF} finite numbers, got {value!r}')
+    if positive and np.any(array <= 0):
+        fields.fail(field, f'must be positive, got {value!r}')
+    array.setflags(write=False)
+    return array

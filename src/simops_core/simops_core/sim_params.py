@@ -32,6 +32,7 @@ from typing import Any
 import yaml
 
 from simops_core.paths import resolve_resource
+from simops_core.yaml_fields import Fields, is_number
 
 SIM_PARAMS_VERSION = 1
 JOINT_FIELDS = ('damping', 'armature', 'frictionloss', 'kp', 'kv')
@@ -131,7 +132,7 @@ def load_sim_params(path: str | Path) -> SimParams:
 
 def parse_sim_params(raw: Any, source: str = '<mapping>') -> SimParams:
     """Validate a SimParams mapping already parsed from YAML; see :func:`load_sim_params`."""
-    check = _Checker(source)
+    check = Fields(source, SimParamsError)
     root = check.mapping(raw, '<root>')
     check.known(root, TOP_LEVEL, '')
     version = root.get('version')
@@ -143,18 +144,18 @@ def parse_sim_params(raw: Any, source: str = '<mapping>') -> SimParams:
         where = f'joints.{name}'
         table = check.mapping(entry, where)
         check.known(table, JOINT_FIELDS, where)
-        joints[str(name)] = JointParams(**{k: check.number(table.get(k), f'{where}.{k}')
+        joints[str(name)] = JointParams(**{k: _number(check, table.get(k), f'{where}.{k}')
                                            for k in JOINT_FIELDS})
-    scales = {str(body): check.number(value, f'body_mass_scale.{body}', required=True)
+    scales = {str(body): _number(check, value, f'body_mass_scale.{body}', required=True)
               for body, value in check.mapping(root.get('body_mass_scale') or {},
                                                'body_mass_scale').items()}
     obj = check.mapping(root.get('object') or {}, 'object')
     check.known(obj, OBJECT_FIELDS, 'object')
     return SimParams(
         joints=joints,
-        command_delay=check.number(root.get('command_delay'), 'command_delay'),
+        command_delay=_number(check, root.get('command_delay'), 'command_delay'),
         body_mass_scale=scales,
-        object=ObjectParams(**{k: check.number(obj.get(k), f'object.{k}')
+        object=ObjectParams(**{k: _number(check, obj.get(k), f'object.{k}')
                                for k in OBJECT_FIELDS}),
         provenance=dict(check.mapping(root.get('provenance') or {}, 'provenance')),
     )
@@ -185,37 +186,18 @@ def save_sim_params(params: SimParams, path: str | Path) -> None:
     Path(path).write_text(yaml.safe_dump(sim_params_to_dict(params), sort_keys=False))
 
 
-class _Checker:
-    """Validators that raise :class:`SimParamsError` with the source and the dotted field."""
-
-    def __init__(self, source: str) -> None:
-        self.source = source
-
-    def fail(self, field_name: str, problem: str) -> None:
-        raise SimParamsError(f'{self.source}: field {field_name!r} {problem}')
-
-    def mapping(self, value: Any, where: str) -> dict[Any, Any]:
-        if not isinstance(value, dict):
-            self.fail(where, f'must be a mapping, got {value!r}')
-        return value
-
-    def known(self, table: dict[Any, Any], allowed: tuple[str, ...], where: str) -> None:
-        for key in table:
-            if key not in allowed:
-                self.fail(f'{where}.{key}' if where else str(key),
-                          f'is not a SimParams field (expected one of {", ".join(allowed)})')
-
-    def number(self, value: Any, where: str, required: bool = False) -> float | None:
-        if value is None and not required:
-            return None
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            self.fail(where, f'must be a number, got {value!r}')
-        kind = 'body_mass_scale' if where.startswith('body_mass_scale.') else where.split('.')[-1]
-        low, high, unit = RANGES[kind]
-        strict = kind in STRICTLY_POSITIVE
-        inside = math.isfinite(value) and (value > low if strict else value >= low) \
-            and value <= high
-        if not inside:
-            self.fail(where, f'must lie in {"(" if strict else "["}{low:g}, {high:g}] '
-                             f'{unit}'.rstrip() + f', got {value!r}')
-        return float(value)
+def _number(check: Fields, value: Any, where: str, required: bool = False) -> float | None:
+    """``value`` inside its field's :data:`RANGES` entry (None when absent and optional)."""
+    if value is None and not required:
+        return None
+    if not is_number(value):
+        check.fail(where, f'must be a number, got {value!r}')
+    kind = 'body_mass_scale' if where.startswith('body_mass_scale.') else where.split('.')[-1]
+    low, high, unit = RANGES[kind]
+    strict = kind in STRICTLY_POSITIVE
+    inside = math.isfinite(value) and (value > low if strict else value >= low) \
+        and value <= high
+    if not inside:
+        check.fail(where, f'must lie in {"(" if strict else "["}{low:g}, {high:g}] '
+                          f'{unit}'.rstrip() + f', got {value!r}')
+    return float(value)

@@ -8,9 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
-
-from simops_core.paths import resolve_resource
+from simops_core.yaml_fields import read_yaml
 
 TOPICS_FILE = 'config/topics.yaml'
 RELIABILITY = ('reliable', 'best_effort')
@@ -53,13 +51,7 @@ class TopicSpec:
 
 def load_topics(path: str | Path = TOPICS_FILE) -> dict[str, TopicSpec]:
     """Load every topic of the topics file, keyed by its key (``joint_states``, ...)."""
-    try:
-        file = resolve_resource(path)
-        raw = yaml.safe_load(file.read_text())
-    except (FileNotFoundError, OSError, yaml.YAMLError) as exc:
-        raise TopicConfigError(f'cannot read topics file {path}: {exc}') from None
-    if not isinstance(raw, dict) or raw.get('version') != 1:
-        raise TopicConfigError(f'{file}: field "version" must be 1')
+    file, raw = read_yaml(path, TopicConfigError, 'topics file', version=1)
     profiles = {key: _qos(file, key, value) for key, value in (raw.get('qos') or {}).items()}
     topics = {}
     for key, value in (raw.get('topics') or {}).items():
