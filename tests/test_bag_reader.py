@@ -8,13 +8,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
+from bag_helpers import align, load_trajectory
 from ros_helpers import REPO
 from rosbags.highlevel import AnyReader
 from rosbags.rosbag2 import StoragePlugin, Writer
 from rosbags.typesys import Stores, get_typestore
 
 from simops_core.bag_reader import BagError, MissingTopicsError, read_bag
-from simops_core.bag_series import align, load_trajectory
 from simops_core.robot_spec import load_robot_spec
 
 TESTDATA = REPO.parent / 'shared' / 'testdata' / 'rosbag2'

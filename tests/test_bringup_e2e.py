@@ -22,6 +22,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from bag_helpers import load_trajectory
 from geometry_msgs.msg import PoseStamped
 from policy_helpers import SPEC, STATE, TOPICS, call_enable, qos, states
 from recorder_helpers import trigger
@@ -31,7 +32,6 @@ from std_msgs.msg import Bool, String
 from trajectory_msgs.msg import JointTrajectory
 
 from simops_core.bag_reader import read_bag
-from simops_core.bag_series import load_trajectory
 from simops_core.observation import JointIndex
 from simops_learning.reach_env import SUCCESS_RADIUS
 

@@ -8,8 +8,7 @@ message crossed the process boundary both ways and was decoded on each side.
 import rclpy
 from rclpy.node import Node
 from sensor_msgs.msg import JointState
-
-from simops_ros.spinning import spin_until_shutdown
+from spinning import spin_until_shutdown
 
 
 class JointStateEcho(Node):

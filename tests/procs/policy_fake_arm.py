@@ -15,12 +15,12 @@ from geometry_msgs.msg import PoseStamped
 from rclpy.node import Node
 from rclpy.qos import QoSProfile
 from sensor_msgs.msg import JointState
+from spinning import spin_until_shutdown
 from std_msgs.msg import Bool, Float64MultiArray
 from trajectory_msgs.msg import JointTrajectory
 
 from simops_core.robot_spec import load_robot_spec
 from simops_core.topics import load_topics
-from simops_ros.spinning import spin_until_shutdown
 
 
 class FakeArm(Node):

@@ -21,6 +21,7 @@ from geometry_msgs.msg import PoseStamped
 from rclpy.node import Node
 from rclpy.qos import QoSProfile
 from sensor_msgs.msg import JointState
+from spinning import spin_until_shutdown
 from std_msgs.msg import Float64MultiArray
 
 from simops_core import safety
@@ -28,9 +29,8 @@ from simops_core.observation import JointIndex, ObservationBuilder, RobotObserva
 from simops_core.policy_card import load_policy_card
 from simops_core.robot_spec import load_robot_spec
 from simops_core.topics import load_topics
+from simops_policy.loop_stats import WindowStats
 from simops_policy.model import load_model
-from simops_policy.stats import WindowStats
-from simops_ros.spinning import spin_until_shutdown
 
 
 class ReferencePolicy(Node):
