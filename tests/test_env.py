@@ -16,9 +16,10 @@ from simops_core.observation import ObservationBuilder, RobotObservation
 from simops_core.policy_step import StepSettings
 from simops_core.robot_spec import load_robot_spec
 from simops_core.sim_params import JointParams, SimParams, save_sim_params
-from simops_learning.domain import Conditions, Curriculum, DomainRandomization
+from simops_learning.curriculum import Curriculum
 from simops_learning.expert import ReachExpert
 from simops_learning.reach_env import ENV_ID, WORKSPACE_HIGH, WORKSPACE_LOW, FR3ReachEnv
+from simops_sim.randomization import Conditions, default_randomization
 
 SPEC = load_robot_spec('fr3')
 
@@ -100,7 +101,7 @@ def test_success_terminates_and_is_reported(env: FR3ReachEnv) -> None:
 def test_same_seed_same_episode() -> None:
     rollouts = []
     for _ in range(2):
-        env = FR3ReachEnv(randomization=DomainRandomization())
+        env = FR3ReachEnv(randomization=default_randomization())
         obs, _ = env.reset(seed=11)
         trace = [obs]
         for k in range(10):
@@ -137,7 +138,7 @@ def test_conditions_reach_the_model_and_delay_the_command() -> None:
 
 
 def test_curriculum_widens_the_randomisation() -> None:
-    env = FR3ReachEnv(randomization=DomainRandomization(), curriculum=Curriculum(0, 50))
+    env = FR3ReachEnv(randomization=default_randomization(), curriculum=Curriculum(0, 50))
     rng_draws = []
     for episode in range(100):
         _, info = env.reset(seed=episode)

@@ -31,7 +31,6 @@ from simops_core.robot_spec import RobotSpec
 from simops_sim.physics import ModelIndex
 
 HAND_BODY = 'fr3_hand'
-ARM_DOF = 7
 
 
 @dataclass(frozen=True)
@@ -105,10 +104,11 @@ class ReachExpert:
         upper = self.spec.position_upper - g.margin
         axis = self.desired_axis(goal)
         q = self.reference.copy()
-        dofs = index.dof_adr[:ARM_DOF]
-        eye = np.eye(ARM_DOF)
+        arm = index.arm_dof
+        dofs = index.dof_adr[:arm]
+        eye = np.eye(arm)
         for _ in range(g.iterations):
-            data.qpos[index.qpos_adr[:ARM_DOF]] = q
+            data.qpos[index.qpos_adr[:arm]] = q
             mujoco.mj_kinematics(model, data)
             mujoco.mj_comPos(model, data)
             error = goal - data.xpos[index.flange_body]
@@ -141,7 +141,7 @@ class ReachExpert:
         if self._goal is None or not np.array_equal(goal, self._goal):
             self._posture = self.solve(goal)
             self._goal = np.array(goal, dtype=float)
-        dq = (self._posture - measured[:ARM_DOF]) * self.gains.gain / self.scale
+        dq = (self._posture - measured[:self.index.arm_dof]) * self.gains.gain / self.scale
         largest = np.max(np.abs(dq))
         if largest > 1.0:
             dq /= largest

@@ -37,9 +37,10 @@ from simops_core.policy_card import PolicyCard, load_policy_card
 from simops_core.policy_step import PolicyStep, StepSettings
 from simops_core.robot_spec import load_robot_spec
 from simops_core.sim_params import SimParams, load_sim_params, merge_sim_params
-from simops_learning.domain import Conditions, Curriculum, DomainRandomization
+from simops_learning.curriculum import Curriculum
 from simops_learning.reach_card import parse_card, reach_card
 from simops_sim.physics import Physics
+from simops_sim.randomization import Conditions, DomainRandomization
 
 ENV_ID = 'SimOps/FR3Reach-v0'
 MAX_EPISODE_STEPS = 200

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from simops_learning.domain import Conditions
 from simops_learning.reach_env import WORKSPACE_HIGH, WORKSPACE_LOW, FR3ReachEnv
+from simops_sim.randomization import Conditions
 
 Policy = Callable[[np.ndarray], np.ndarray]
 

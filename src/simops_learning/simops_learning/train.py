@@ -30,10 +30,14 @@ import numpy as np
 import torch
 
 from simops_core.command_line import CommandLineParser, exit_codes
-from simops_learning.domain import DomainRandomization, load_randomization
 from simops_learning.expert import ExpertGains, ReachExpert
 from simops_learning.network import PosturePolicy, export_policy
 from simops_learning.reach_env import WORKSPACE_HIGH, WORKSPACE_LOW, FR3ReachEnv
+from simops_sim.randomization import (
+    DomainRandomization,
+    default_randomization,
+    load_randomization,
+)
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 GOAL_MARGIN = 0.01        # m the sampled goals extend beyond the workspace on every side
@@ -54,7 +58,7 @@ class TrainConfig:
     gain_candidates: tuple[float, ...] = (0.15, 0.2, 0.3)
     workers: int = 2
     gains: ExpertGains = field(default_factory=ExpertGains)
-    randomization: DomainRandomization = field(default_factory=DomainRandomization)
+    randomization: DomainRandomization = field(default_factory=default_randomization)
 
 
 def label_goals(goals: np.ndarray) -> np.ndarray:
@@ -119,7 +123,7 @@ def flange_errors(env: FR3ReachEnv, postures: np.ndarray, goals: np.ndarray) -> 
     index = env.physics.index
     out = []
     for q, goal in zip(postures, goals, strict=True):
-        data.qpos[index.qpos_adr[:7]] = q
+        data.qpos[index.qpos_adr[:index.arm_dof]] = q
         mujoco.mj_kinematics(env.physics.model, data)
         out.append(np.linalg.norm(data.xpos[index.flange_body] - goal))
     return np.array(out)
@@ -214,7 +218,7 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_USAGE
     try:
         randomization = (load_randomization(args.randomization) if args.randomization
-                         else DomainRandomization())
+                         else default_randomization())
     except ValueError as exc:
         print(f'simops-train: error: {exc}', file=sys.stderr)
         return EXIT_USAGE

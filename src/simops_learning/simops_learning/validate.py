@@ -25,8 +25,8 @@ from simops_core.command_line import CommandLineParser, exit_codes
 from simops_core.policy_card import CardError, file_sha256, load_policy_card
 from simops_core.robot_spec import SpecError, load_robot_spec
 from simops_core.sim_params import SimParamsError, load_sim_params
-from simops_learning.domain import Conditions, DomainRandomization, parse_randomization
 from simops_learning.validation_report import Report, Thresholds, write_reports
+from simops_sim.randomization import Conditions, DomainRandomization, parse_randomization
 
 EXIT_PASS, EXIT_ERROR, EXIT_USAGE, EXIT_MARGINAL, EXIT_FAIL = 0, 1, 2, 3, 4
 VERDICT_EXIT = {'pass': EXIT_PASS, 'marginal': EXIT_MARGINAL, 'fail': EXIT_FAIL}

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import yaml
 
-from simops_learning.domain import Conditions, DomainRandomization
+from simops_sim.randomization import Conditions, DomainRandomization, default_randomization
 
 WORST_SHOWN = 5
 SUGGESTION_MARGIN = 1.25      # factor beyond the worst values a suggested range reaches
@@ -111,7 +111,7 @@ class Report:
         is among the worst. Factor axes widen to ``[low / margin, high * margin]`` of the
         failing values; delay and noise to their largest failing value.
         """
-        current = current or DomainRandomization()
+        current = current or default_randomization()
         failing = [c for c in self.configs if c.success < self.thresholds.pass_min]
         failing = failing or self.worst()
         ranges = asdict(current)

@@ -36,15 +36,12 @@ from simops_core.sim_params import (
     ObjectParams,
     SimParams,
     SimParamsError,
-    merge_sim_params,
 )
 from simops_sim.delay import CommandDelay, delay_steps
-from simops_sim.randomization import Randomization, randomize_sim_params
 
 GRIPPER_TENDON = 'gripper_width'
 OBJECT_BODY = 'object'
 GOAL_BODY = 'goal'
-ARM_DOF = 7
 MAX_SPEED = 100.0   # rad/s or m/s; any faster dof means the integration diverged
 
 
@@ -86,6 +83,7 @@ class ModelIndex:
     """
 
     joint_names: tuple[str, ...]     # spec names, (9,) arm then fingers
+    arm_dof: int                     # arm joints first in joint_names, then fingers
     joint_ids: np.ndarray            # (9,) MuJoCo joint ids
     qpos_adr: np.ndarray             # (9,)
     dof_adr: np.ndarray              # (9,)
@@ -127,7 +125,8 @@ def index_model(model: mujoco.MjModel, spec: RobotSpec,
     joint_ids_arr = np.array(joint_ids)
 
     servos = []
-    for name, jid in zip(spec.arm_joints, joint_ids[:ARM_DOF], strict=True):
+    for name, jid in zip(spec.arm_joints, joint_ids[:len(spec.arm_joints)],
+                             strict=True):
         hits = np.flatnonzero((model.actuator_trntype == mujoco.mjtTrn.mjTRN_JOINT)
                               & (model.actuator_trnid[:, 0] == jid)
                               & (model.actuator_biastype == mujoco.mjtBias.mjBIAS_AFFINE))
@@ -155,6 +154,7 @@ def index_model(model: mujoco.MjModel, spec: RobotSpec,
     robot = [b for b in range(model.nbody) if _descends(model, b, base) and model.body_mass[b] > 0]
     return ModelIndex(
         joint_names=spec.joint_names,
+        arm_dof=len(spec.arm_joints),
         joint_ids=joint_ids_arr,
         qpos_adr=model.jnt_qposadr[joint_ids_arr].copy(),
         dof_adr=model.jnt_dofadr[joint_ids_arr].copy(),
@@ -208,10 +208,10 @@ def apply_sim_params(model: mujoco.MjModel, params: SimParams, index: ModelIndex
             if value is not None:
                 (model.dof_damping, model.dof_armature, model.dof_frictionloss)[column][dof] = value
         servo = [key for key in SERVO_FIELDS if getattr(joint, key) is not None]
-        if i >= ARM_DOF and servo:
+        if i >= index.arm_dof and servo:
             raise SimParamsError(f'field joints.{name}.{servo[0]}: finger joints have no servo '
                                  'of their own; remove it')
-        if i < ARM_DOF:
+        if i < index.arm_dof:
             act = index.ctrl_ids[i]
             if joint.kp is not None:
                 model.actuator_gainprm[act, 0] = joint.kp
@@ -248,7 +248,7 @@ def nominal_sim_params(model: mujoco.MjModel, index: ModelIndex) -> SimParams:
     for i, name in enumerate(index.joint_names):
         dof = index.dof_adr[i]
         servo = {}
-        if i < ARM_DOF:
+        if i < index.arm_dof:
             act = index.ctrl_ids[i]
             servo = {'kp': float(model.actuator_gainprm[act, 0]),
                      'kv': float(-model.actuator_biasprm[act, 2])}
@@ -320,7 +320,7 @@ class Physics:
     @property
     def arm_target(self) -> np.ndarray:
         """The current arm target (7,) in rad (a copy)."""
-        return self._target[:ARM_DOF].copy()
+        return self._target[:self.index.arm_dof].copy()
 
     @property
     def delay_steps(self) -> int:
@@ -336,29 +336,17 @@ class Physics:
             self._delay.fill(self._target)
         self.params = params
 
-    def randomize(self, rng: np.random.Generator | int, base: SimParams | None = None,
-                  ranges: Randomization | None = None) -> SimParams:
-        """Sample physics around ``base`` (default: model nominal), apply and return them.
-
-        ``rng`` is a generator or a seed; see :func:`randomize_sim_params` for the ranges.
-        """
-        rng = np.random.default_rng(rng) if isinstance(rng, int) else rng
-        sample = randomize_sim_params(merge_sim_params(self.nominal, base or SimParams()), rng,
-                                      ranges)
-        self.apply_params(sample)
-        return sample
-
     def set_arm_target(self, q: np.ndarray) -> None:
         """Arm position targets (7,) in rad; the servos clamp them to their ctrlrange."""
-        self._target[:ARM_DOF] = q
+        self._target[:self.index.arm_dof] = q
 
     def set_gripper_width(self, width: float) -> None:
         """Gripper opening target (m); the servo clamps it to its ctrlrange."""
-        self._target[ARM_DOF] = width
+        self._target[self.index.arm_dof] = width
 
     def hold(self) -> None:
         """Target the arm's current position (a stop), keeping the gripper target."""
-        self._target[:ARM_DOF] = self.data.qpos[self.index.qpos_adr[:ARM_DOF]]
+        self._target[:self.index.arm_dof] = self.data.qpos[self.index.qpos_adr[:self.index.arm_dof]]
 
     def step(self, n: int = 1) -> None:
         """Advance ``n`` physics steps with the current targets."""

@@ -1,25 +1,30 @@
-"""Physics conditions of an episode, their randomisation and the curriculum schedule.
+"""Domain randomisation, one model for the simulator node and the Gym envs (no rclpy).
 
 :class:`Conditions` is one point of the domain: factors on the (calibrated) physics and the
-action delay and observation noise. :meth:`Conditions.sim_params` turns it into a
+command delay and observation noise. :meth:`Conditions.sim_params` turns it into a
 :class:`~simops_core.sim_params.SimParams`, so randomised, validated and fitted physics all
-reach MuJoCo through the one ``simops_sim.physics.apply_sim_params`` path, and the action
-delay through the wrapper's command delay (``delay_steps`` control periods).
+reach MuJoCo through the one ``simops_sim.physics.apply_sim_params`` path, and the delay
+through the wrapper's command delay. :class:`DomainRandomization` holds the ranges, whose
+one source is ``config/randomization.yaml`` (:func:`default_randomization`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, fields, replace
+from functools import cache
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import yaml
 
 from simops_core.sim_params import ObjectParams, SimParams
+from simops_core.yaml_fields import Fields, is_number, read_yaml
 
-ARM_DOF = 7
+RANDOMIZATION_FILE = 'config/randomization.yaml'
 
+
+class RandomizationError(ValueError):
+    """A randomisation file is missing or has a bad field."""
 
 @dataclass(frozen=True)
 class Conditions:
@@ -80,13 +85,13 @@ class DomainRandomization:
     ``ramp_times`` the policy-node ramp times (s) drawn uniformly per episode.
     """
 
-    friction: tuple[float, float] = (0.2, 2.0)
-    mass: tuple[float, float] = (0.4, 2.5)
-    damping: tuple[float, float] = (0.5, 2.0)
-    servo_gain: tuple[float, float] = (0.7, 1.3)
-    delay: int = 3
-    obs_noise: float = 0.002
-    ramp_times: tuple[float, ...] = (0.0, 2.0)
+    friction: tuple[float, float]
+    mass: tuple[float, float]
+    damping: tuple[float, float]
+    servo_gain: tuple[float, float]
+    delay: int
+    obs_noise: float
+    ramp_times: tuple[float, ...]
 
     def sample(self, rng: np.random.Generator, level: float) -> tuple[Conditions, float]:
         """Draw conditions and a ramp time at curriculum ``level`` in [0, 1] (1 = full).
@@ -108,55 +113,51 @@ class DomainRandomization:
         return conditions, ramp
 
 
-@dataclass(frozen=True)
-class Curriculum:
-    """Linear schedule of the randomisation level: 0 at ``start``, 1 at ``end`` (episodes)."""
-
-    start: int = 0
-    end: int = 1
-
-    def level(self, episode: int) -> float:
-        """The level for an episode index."""
-        if self.end <= self.start:
-            return 1.0
-        return float(np.clip((episode - self.start) / (self.end - self.start), 0.0, 1.0))
+@cache
+def default_randomization() -> DomainRandomization:
+    """The ranges of ``config/randomization.yaml``."""
+    return load_randomization(RANDOMIZATION_FILE, complete=True)
 
 
-def load_randomization(path: Path) -> DomainRandomization:
-    """The ``randomization`` mapping of a YAML file (e.g. ``dr_suggestion.yaml``).
+def load_randomization(path: str | Path, complete: bool = False) -> DomainRandomization:
+    """The ``randomization`` mapping of a YAML file (e.g. the gate's ``dr_suggestion.yaml``).
 
-    Missing fields keep their defaults; raises ValueError naming a bad field.
+    Missing fields keep the defaults (all must be present when ``complete``); raises
+    :class:`RandomizationError` naming a bad field.
     """
-    try:
-        raw: Any = yaml.safe_load(Path(path).read_text())
-    except (OSError, yaml.YAMLError) as exc:
-        raise ValueError(f'{path}: cannot read randomisation: {exc}') from None
-    table = raw.get('randomization') if isinstance(raw, dict) else None
-    return parse_randomization(table, str(path))
+    file, raw = read_yaml(path, RandomizationError, 'randomisation')
+    check = Fields(str(file), RandomizationError)
+    table = check.mapping(check.mapping(raw, '').get('randomization'), 'randomization')
+    return parse_randomization(table, str(path), complete)
 
 
-def parse_randomization(table: Any, path: str) -> DomainRandomization:
-    """Validate a randomisation mapping (field → range); ``path`` names it in errors."""
-    if not isinstance(table, dict):
-        raise ValueError(f'{path}: needs a mapping under "randomization"')
-    known = {f.name: f for f in fields(DomainRandomization)}
+def parse_randomization(table: Any, path: str, complete: bool = False) -> DomainRandomization:
+    """Validate a randomisation mapping (field → range) over the defaults of the config."""
+    check = Fields(path, RandomizationError)
+    names = tuple(f.name for f in fields(DomainRandomization))
+    check.known(check.mapping(table, 'randomization'), names, 'randomization')
+    if complete:
+        for name in names:
+            if name not in table:
+                check.fail(f'randomization.{name}', 'is missing')
     values: dict[str, Any] = {}
     for name, value in table.items():
-        if name not in known:
-            raise ValueError(f'{path}: randomization.{name} is not one of {", ".join(known)}')
-        if name in ('delay',):
-            ok = isinstance(value, int) and value >= 0
+        field = f'randomization.{name}'
+        if name == 'delay':
+            ok = isinstance(value, int) and not isinstance(value, bool) and value >= 0
         elif name == 'obs_noise':
-            ok = isinstance(value, (int, float)) and value >= 0
+            ok = is_number(value) and value >= 0
         elif name == 'ramp_times':
-            ok = isinstance(value, list) and value and all(
-                isinstance(v, (int, float)) and v >= 0 for v in value)
+            ok = isinstance(value, list) and bool(value) and all(
+                is_number(v) and v >= 0 for v in value)
             value = tuple(float(v) for v in value) if ok else value
         else:
             ok = (isinstance(value, list) and len(value) == 2
-                  and all(isinstance(v, (int, float)) for v in value) and 0 < value[0] <= value[1])
+                  and all(is_number(v) for v in value) and 0 < value[0] <= value[1])
             value = (float(value[0]), float(value[1])) if ok else value
         if not ok:
-            raise ValueError(f'{path}: randomization.{name} has a bad value {value!r}')
+            check.fail(field, f'has a bad value {value!r}')
         values[name] = value
-    return DomainRandomization(**values)
+    if complete:
+        return DomainRandomization(**values)
+    return replace(default_randomization(), **values)
