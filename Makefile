@@ -12,12 +12,13 @@ REQS_STAMP := $(VENV)/.requirements.stamp
 EDITABLE_STAMP := $(VENV)/.editable.stamp
 PYTEST_ARGS ?=
 
-.PHONY: help demo test build lint clean
+.PHONY: help demo test build lint docs clean
 
 help:
 	@echo "make demo   run the SimOps demo (sets everything up first)"
 	@echo "make test   build, lint and run the tests (sets everything up first)"
 	@echo "make build  set up .venv and colcon-build the workspace"
+	@echo "make docs   regenerate the parameter tables in docs/interfaces.md"
 	@echo "make clean  remove .venv, build/, install/, log/"
 
 demo: build
@@ -28,6 +29,10 @@ test: build lint
 
 lint: $(REQS_STAMP)
 	$(BIN)/ruff check .
+
+docs: $(EDITABLE_STAMP)
+	$(BIN)/python -c 'import pathlib, simops_core.parameter_schema as s; \
+		p = pathlib.Path("docs/interfaces.md"); p.write_text(s.with_tables(p.read_text()))'
 
 build: $(EDITABLE_STAMP)
 	$(BIN)/colcon --log-base log build --base-paths src --symlink-install \

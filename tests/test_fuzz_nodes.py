@@ -258,7 +258,7 @@ PARAMETERS = {
 }
 READY = {'sim': 'joint_states at', 'policy': 'DISABLED', 'record': 'recording',
          'excite': 'exciting'}
-PROG = {'sim': 'sim', 'policy': 'policy', 'record': 'recorder', 'excite': 'excite'}
+PROG = {'sim': 'sim', 'policy': 'policy', 'record': 'record', 'excite': 'excite'}
 VALUES = st.sampled_from(['5', '-1', '0', '1e400', '-1e400', 'nan', 'inf', 'soon', 'true',
                           'false', '[]', '[1, 2]', "['a', 'b']", "''", '2.5', '-0.0',
                           '1e-300', '99999999999999999999', '/', '/nonexistent/x.yaml',

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from bag_helpers import load_trajectory
 from recorder_helpers import (
     check_bag_metadata,
     check_joint_states,
@@ -29,7 +30,6 @@ from recorder_helpers import (
 from ros_helpers import NodeProcess, RosProbe, installed_executable, wait_until
 from std_msgs.msg import String
 
-from simops_core.bag_series import load_trajectory
 from simops_core.robot_spec import load_robot_spec
 
 
@@ -180,7 +180,7 @@ def test_unwritable_root_is_a_clean_error(tmp_path: Path) -> None:
         with start_recorder(tmp_path / 'rec.log', f'root:={root}') as rec:
             assert rec.wait(30) == 2
         lines = output(rec).strip().splitlines()
-        assert lines[-1].startswith(f"recorder: error: root '{root}' cannot be created")
+        assert lines[-1].startswith(f"record: error: root '{root}' cannot be created")
         assert 'root:=' in lines[-1] and 'Traceback' not in output(rec)
 
 
@@ -253,7 +253,7 @@ def test_bad_parameters_exit_2(tmp_path: Path, param: str, value: str) -> None:
     with start_recorder(tmp_path / 'rec.log', f'root:={tmp_path}', f'{param}:={value}') as rec:
         assert rec.wait(30) == 2
     lines = output(rec).strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith(f'recorder: error: parameter {param} is ')
+    assert len(lines) == 1 and lines[0].startswith(f'record: error: parameter {param} is ')
     assert 'Traceback' not in output(rec)
 
 

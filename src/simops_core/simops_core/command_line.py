@@ -13,6 +13,11 @@ import sys
 from typing import NoReturn
 
 EXIT_USAGE = 2   # a bad command line, as argparse and every SimOps tool use it
+EXIT_CONFIG = 2  # a bad parameter or configuration file (a node refuses to start)
+
+
+class ConfigError(Exception):
+    """A bad parameter or configuration file; the message says what is wrong and how to fix it."""
 
 
 class CommandLineParser(argparse.ArgumentParser):

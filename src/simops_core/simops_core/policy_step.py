@@ -20,33 +20,57 @@ rad in ``spec.arm_joints`` order and a gripper width in m.
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, fields
 
 import numpy as np
 
 from simops_core import safety
 from simops_core.observation import ObservationBuilder, RobotObservation
+from simops_core.parameter_schema import defaults, load_parameter_schema
 from simops_core.policy_card import PolicyCard
 from simops_core.robot_spec import RobotSpec
+
+_NODE = defaults(load_parameter_schema('policy'))   # the policy node's parameter schema
 
 
 @dataclass(frozen=True)
 class StepSettings:
-    """The policy node parameters that shape commands (names and defaults as the node's).
+    """The policy node parameters that shape commands; defaults are the node's schema's.
 
     ``lpf_cutoff_hz`` Hz, ``velocity_scale`` fraction of the spec's velocity and acceleration
     limits, ``joint_limit_margin`` rad, ``ramp_time`` s (0: no ramp).
     """
 
-    lpf_cutoff_hz: float = 5.0
-    velocity_scale: float = 0.5
-    joint_limit_margin: float = 0.05
-    ramp_time: float = 2.0
+    lpf_cutoff_hz: float = _NODE['lpf_cutoff_hz']
+    velocity_scale: float = _NODE['velocity_scale']
+    joint_limit_margin: float = _NODE['joint_limit_margin']
+    ramp_time: float = _NODE['ramp_time']
 
     def ros_args(self) -> list[str]:
         """``-p name:=value`` arguments that give a policy node these settings."""
         return [arg for field in fields(self)
                 for arg in ('-p', f'{field.name}:={getattr(self, field.name)!r}')]
+
+
+Infer = Callable[[np.ndarray], np.ndarray]
+"""A policy: observation (card.observation_size,) -> raw action (card.action.size,)."""
+
+
+@dataclass(frozen=True)
+class Tick:
+    """One node tick: the safety output and raw action, or the fault that stopped it.
+
+    ``fault`` is ``out_of_domain``, ``outside_limits`` or ``inference`` (then ``problem``
+    says why and nothing may be commanded); ``inference`` is the inference time (s).
+    """
+
+    out: safety.SafetyOutput | None = None
+    action: np.ndarray | None = None
+    inference: float = 0.0
+    fault: str = ''
+    problem: str = ''
 
 
 class PolicyStep:
@@ -110,6 +134,31 @@ class PolicyStep:
     def observe(self) -> np.ndarray:
         """A later tick's observation (pushes one history frame)."""
         return self.builder.build(self.raw)
+
+    def run(self, infer: Infer, restart: bool, blend: float, width: float) -> Tick:
+        """The whole tick a node runs: check, observe, infer, command.
+
+        ``restart`` on the first tick of a run (``width``: the measured gripper opening, m);
+        a model that raises is a fault, not a crash.
+        """
+        problem = self.out_of_domain()
+        if problem is not None:
+            return Tick(fault='out_of_domain', problem=problem)
+        if restart:
+            try:
+                observation = self.restart(width)
+            except safety.OutsideLimitsError as exc:
+                return Tick(fault='outside_limits', problem=f'cannot start: {exc}; move the '
+                                                            'arm inside its limits')
+        else:
+            observation = self.observe()
+        started = time.perf_counter()
+        try:
+            action = infer(observation)
+        except Exception as exc:  # a model that throws must not stop the node
+            return Tick(fault='inference', problem=f'inference failed: {exc}')
+        inference = time.perf_counter() - started
+        return Tick(self.command(action, blend), action, inference)
 
     def command(self, action: np.ndarray, blend: float) -> safety.SafetyOutput:
         """Map the raw ``action`` (card.action.size,) to the command at this measurement.

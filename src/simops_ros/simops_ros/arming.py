@@ -15,6 +15,7 @@ from std_srvs.srv import SetBool
 
 from simops_core.motion_supervisor import Mode, MotionSupervisor
 from simops_core.topics import TopicSpec
+from simops_ros.qos import qos_profile
 
 
 def attach_motion_controls(node: Node, supervisor: MotionSupervisor, lock: threading.Lock,
@@ -38,7 +39,7 @@ def attach_motion_controls(node: Node, supervisor: MotionSupervisor, lock: threa
         return response
 
     node.create_subscription(Bool, estop.name, on_estop,
-                             QoSProfile(**estop.qos.as_profile_kwargs()))
+                             qos_profile(estop))
     node.create_service(SetBool, '~/enable', on_enable)
 
 

@@ -7,11 +7,15 @@ runs them; a control loop that needs only the newest message takes it at its tic
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from rclpy.callback_groups import CallbackGroup
+from rclpy.serialization import deserialize_message
 from rclpy.subscription import Subscription
+
+T = TypeVar('T')
 
 
 class PolledGroup(CallbackGroup):
@@ -60,3 +64,11 @@ class Polled:
         self.raw = newest[0]
         self.received_ns = newest[1]['received_timestamp'] or time.time_ns()
         return True
+
+    def read(self, check: Callable[[Any], T]) -> T | str:
+        """``check(message)`` on the newest message, or the problem if its bytes don't decode."""
+        try:
+            message = deserialize_message(self.raw, self.subscription.msg_type)
+        except Exception as exc:  # bytes rclpy cannot decode
+            return f'undecodable message ({exc})'
+        return check(message)

@@ -15,31 +15,28 @@ from typing import TypeVar
 import rclpy
 from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
+from rclpy.signals import SignalHandlerOptions
 
-from simops_core.command_line import fail
+from simops_core.command_line import EXIT_CONFIG, ConfigError, fail
 from simops_ros.node_args import parse_node_args
 
-EXIT_CONFIG = 2
-
 NodeT = TypeVar('NodeT', bound=Node)
-
-
-class ConfigError(Exception):
-    """A bad parameter or configuration file; the message says what is wrong and how to fix it."""
 
 
 def run_node(executable: str, description: str, make: Callable[[], NodeT],
              args: list[str] | None = None, codes: dict[int, str] | None = None,
              spin: Callable[[NodeT], None] = rclpy.spin,
-             exit_code: Callable[[NodeT], int] | None = None) -> int:
+             exit_code: Callable[[NodeT], int] | None = None,
+             signals: SignalHandlerOptions = SignalHandlerOptions.ALL) -> int:
     """Run the node ``make`` builds until ``spin`` returns, Ctrl-C or shutdown.
 
-    ``args`` defaults to ``sys.argv``; ``codes`` adds exit codes to ``--help``. Returns 2 on
-    a :class:`ConfigError`, else ``exit_code(node)`` (default 0).
+    ``args`` defaults to ``sys.argv``; ``codes`` adds exit codes to ``--help``; ``signals``
+    NO leaves SIGINT/SIGTERM to ``spin`` (the recorder ends at a wait, never mid-write).
+    Returns 2 on a :class:`ConfigError`, else ``exit_code(node)`` (default 0).
     """
     argv = parse_node_args(executable, description, args, codes)
     node: NodeT | None = None
-    with rclpy.init(args=argv):
+    with rclpy.init(args=argv, signal_handler_options=signals):
         try:
             node = make()
             spin(node)

@@ -19,7 +19,16 @@ TOLERANCE = 1e-9   # rad or m of rounding accepted at a limit
 
 
 class CommandError(ValueError):
-    """A command that must be rejected; the message names the problem."""
+    """A command that must be rejected: the message names the problem, ``kind`` its class.
+
+    Kinds: ``malformed`` (shape, names, timing), ``non_finite``, ``position_limits``,
+    ``velocity_limits``, ``gripper_limits``, ``clock`` (a stamp on another clock). The node
+    throttles its warnings per topic and kind, so one kind of fault cannot hide another.
+    """
+
+    def __init__(self, message: str, kind: str) -> None:
+        super().__init__(message)
+        self.kind = kind
 
 
 @dataclass(frozen=True)
@@ -40,11 +49,11 @@ def parse_joint_command(values: Sequence[float], joint_names: Sequence[str]) -> 
     data = np.asarray(values, dtype=float)
     if data.shape not in ((dof,), (dof + 1,)):
         raise CommandError(f'expected {dof} arm targets (+ optional gripper width), '
-                           f'got {data.size} values')
+                           f'got {data.size} values', 'malformed')
     bad = np.flatnonzero(~np.isfinite(data))
     if bad.size:
         where = joint_names[bad[0]] if bad[0] < dof else 'gripper width'
-        raise CommandError(f'{where} target is {data[bad[0]]}')
+        raise CommandError(f'{where} target is {data[bad[0]]}', 'non_finite')
     return ArmCommand(data[:dof].copy(), float(data[dof]) if data.size > dof else None)
 
 
@@ -72,10 +81,10 @@ def check_command(command: ArmCommand, spec: RobotSpec) -> None:
     problem = limit_violation(command.arm, (spec.position_lower, spec.position_upper),
                               spec.arm_joints, np.arange(len(spec.arm_joints)), 'target')
     if problem is not None:
-        raise CommandError(problem.split(': ', 1)[1] + ' (its position limits)')
+        raise CommandError(problem.split(': ', 1)[1] + ' (its position limits)', 'position_limits')
     width = command.gripper_width
     gripper = spec.gripper
     if width is not None and not (gripper.width_min - TOLERANCE <= width
                                   <= gripper.width_max + TOLERANCE):
         raise CommandError(f'gripper width {width:.6g} m is outside [{gripper.width_min:g}, '
-                           f'{gripper.width_max:g}] m')
+                           f'{gripper.width_max:g}] m', 'gripper_limits')

@@ -16,11 +16,11 @@ from typing import Any
 import numpy as np
 
 from simops_core.robot_spec import RobotSpec
-from simops_sim.joint_commands import limit_violation
+from simops_sim.joint_commands import CommandError, limit_violation
 
 
-class TrajectoryError(ValueError):
-    """A trajectory that must be rejected; the message names the problem."""
+class TrajectoryError(CommandError):
+    """A trajectory that must be rejected; see :class:`CommandError` for ``kind``."""
 
 
 @dataclass(frozen=True)
@@ -48,28 +48,32 @@ def parse_trajectory(names: Sequence[str], times: Sequence[float],
     slots = {name: i for i, name in enumerate(arm_joints)}
     unknown = [n for n in names if n not in slots]
     if unknown:
-        raise TrajectoryError(f'unknown joint {unknown[0]!r} (expected {", ".join(arm_joints)})')
+        raise TrajectoryError(f'unknown joint {unknown[0]!r} (expected '
+                              f'{", ".join(arm_joints)})', 'malformed')
     if not names or len(set(names)) != len(names):
-        raise TrajectoryError('joint_names must be non-empty and without duplicates')
+        raise TrajectoryError('joint_names must be non-empty and without duplicates',
+                              'malformed')
     if not times:
-        raise TrajectoryError('has no points')
+        raise TrajectoryError('has no points', 'malformed')
     stamps = np.asarray(times, dtype=float)
     if stamps[0] < 0 or np.any(np.diff(stamps) <= 0) or not np.all(np.isfinite(stamps)):
-        raise TrajectoryError('time_from_start must be >= 0 and strictly increasing')
+        raise TrajectoryError('time_from_start must be >= 0 and strictly increasing',
+                              'malformed')
     joints = np.array([slots[n] for n in names])
     pos = np.zeros((len(stamps), len(arm_joints)))
     vel = np.zeros_like(pos) if all(len(v) for v in velocities) else None
     for k, point in enumerate(positions):
         if len(point) != len(names):
-            raise TrajectoryError(f'point {k} has {len(point)} positions for {len(names)} joints')
+            raise TrajectoryError(f'point {k} has {len(point)} positions for {len(names)} '
+                                  'joints', 'malformed')
         pos[k, joints] = point
         if vel is not None:
             if len(velocities[k]) != len(names):
                 raise TrajectoryError(f'point {k} has {len(velocities[k])} velocities for '
-                                      f'{len(names)} joints')
+                                      f'{len(names)} joints', 'malformed')
             vel[k, joints] = velocities[k]
     if not np.all(np.isfinite(pos)) or (vel is not None and not np.all(np.isfinite(vel))):
-        raise TrajectoryError('has a NaN or Inf position or velocity')
+        raise TrajectoryError('has a NaN or Inf position or velocity', 'non_finite')
     return TrajectoryGoal(stamps, pos, vel, joints, start)
 
 
@@ -96,11 +100,13 @@ def check_goal(goal: TrajectoryGoal, spec: RobotSpec) -> None:
     names = spec.arm_joints
     problem = limit_violation(goal.positions, (spec.position_lower, spec.position_upper),
                               names, goal.joints, 'position')
-    if problem is None and goal.velocities is not None:
+    if problem is not None:
+        raise TrajectoryError(f'{problem} (the spec\'s limits)', 'position_limits')
+    if goal.velocities is not None:
         problem = limit_violation(goal.velocities, (-spec.velocity, spec.velocity), names,
                                   goal.joints, 'velocity')
-    if problem is not None:
-        raise TrajectoryError(f'{problem} (the spec\'s limits)')
+        if problem is not None:
+            raise TrajectoryError(f'{problem} (the spec\'s limits)', 'velocity_limits')
 
 
 class TrajectoryPlan:

@@ -10,7 +10,7 @@ stamped with the time it was computed and reaches its point one control period l
 recording times every command exactly (:mod:`simops_ros.point_commands`). The 1 kHz joint states
 are polled at each tick, not handled per message. Without a joint state received within
 :data:`STALE_STATE` s it holds. When the trajectory is done it holds ``home``
-for a moment and exits with code 0. Parameters are in docs/interfaces.md.
+for a moment and exits with code 0. Parameters: ``config/parameters/excite.yaml``.
 
 It moves an arm, so it behaves like the policy node, through the same
 :class:`simops_core.motion_supervisor.MotionSupervisor`: it starts DISABLED and publishes
@@ -33,22 +33,21 @@ from rclpy.node import Node
 from rclpy.qos import QoSProfile
 from rclpy.serialization import deserialize_message
 from sensor_msgs.msg import JointState
-from std_msgs.msg import Float64MultiArray
-from trajectory_msgs.msg import JointTrajectory
 
 from simops_core import safety
+from simops_core.command_line import ConfigError
 from simops_core.motion_supervisor import MotionSupervisor, stand_still
 from simops_core.robot_spec import SpecError, load_robot_spec
 from simops_core.topics import TopicConfigError, load_topics
 from simops_ros.arming import ModeReport, attach_motion_controls
-from simops_ros.declarations import ParameterError, declare_parameters, describe
-from simops_ros.point_commands import point_command
+from simops_ros.declarations import declare_schema
+from simops_ros.point_commands import ArmCommandPublisher
 from simops_ros.polled import Polled, PolledGroup, never_called
-from simops_ros.scaffold import ConfigError, run_node
+from simops_ros.qos import qos_profile
+from simops_ros.scaffold import run_node
 from simops_sysid.excitation import ExcitationError, fourier_excitation
 
 NODE_NAME = 'excite'
-COMMAND_INTERFACES = ('float64_array', 'joint_trajectory')
 JOINT_LIMIT_MARGIN = 0.05   # rad kept clear of the position limits, as the policy's default
 STALE_STATE = 0.1           # s; an older joint state means hold
 RAMP = 3.0                  # s blending in from the measured position
@@ -61,23 +60,15 @@ class ExciteNode(Node):
 
     def __init__(self) -> None:
         super().__init__(NODE_NAME)
-        self._declare_parameters()
-        value = self.get_parameter
-        self.interface = value('command_interface').value
-        if self.interface not in COMMAND_INTERFACES:
-            raise ConfigError(f'command_interface {self.interface!r} is unknown; use '
-                              f'{" or ".join(COMMAND_INTERFACES)}')
-        self.rate = float(value('control_rate').value)
-        self.period = 1.0 / self.rate
-        fraction = float(value('amplitude_fraction').value)
+        s = self.settings = declare_schema(self, NODE_NAME)
+        self.rate, self.period = s.control_rate, 1.0 / s.control_rate
         try:
-            self.spec = load_robot_spec(value('robot').value)
+            self.spec = load_robot_spec(s.robot)
             topics = load_topics()
-            self.excitation = fourier_excitation(
-                self.spec, float(value('duration').value), int(value('seed').value), fraction,
-                self.rate, ramp=RAMP)
-            self.limits = safety.SafetyLimits.from_spec(self.spec, self.period, fraction,
-                                                        JOINT_LIMIT_MARGIN)
+            self.excitation = fourier_excitation(self.spec, s.duration, s.seed,
+                                                 s.amplitude_fraction, self.rate, ramp=RAMP)
+            self.limits = safety.SafetyLimits.from_spec(self.spec, self.period,
+                                                        s.amplitude_fraction, JOINT_LIMIT_MARGIN)
         except SpecError as exc:
             raise ConfigError(f'{exc}; fix the robot spec or the robot parameter') from None
         except TopicConfigError as exc:
@@ -88,19 +79,16 @@ class ExciteNode(Node):
         self.mapping = safety.ActionMapping(
             arm_index=np.arange(joints), gripper_index=None, clip=float(2 * np.pi), scale=1.0,
             reference='last_command', lpf_alpha=1.0)
-        key = 'joint_commands' if self.interface == 'float64_array' else 'joint_trajectory'
-        topic = topics[key]
-        message = Float64MultiArray if self.interface == 'float64_array' else JointTrajectory
-        self._command_pub = self.create_publisher(
-            message, topic.name, QoSProfile(**topic.qos.as_profile_kwargs()))
+        self._publish = ArmCommandPublisher(self, topics, s.command_interface,
+                                            self.spec.arm_joints, self.period)
         state = topics['joint_states']
         self._joint_states = Polled(self.create_subscription(
-            JointState, state.name, never_called, QoSProfile(**state.qos.as_profile_kwargs()),
+            JointState, state.name, never_called, qos_profile(state),
             raw=True, callback_group=PolledGroup()))
         self._columns: np.ndarray | None = None
         self._safety: safety.SafetyState | None = None
         self._lock = threading.Lock()       # the supervisor: services vs. the timer
-        self.supervisor = MotionSupervisor(bool(value('start_enabled').value), RAMP)
+        self.supervisor = MotionSupervisor(s.start_enabled, RAMP)
         self._report_mode = ModeReport(self, self.supervisor, '~/state', QoSProfile(
             **topics['policy_state'].qos.as_profile_kwargs()))
         attach_motion_controls(self, self.supervisor, self._lock, topics['estop'])
@@ -110,30 +98,9 @@ class ExciteNode(Node):
         self.create_timer(self.period, self._on_tick)
         self.get_logger().info(
             f'exciting {joints} joints for {self.excitation.duration:g} s at {self.rate:g} Hz '
-            f'(seed {value("seed").value}, {fraction:g} of the limits) on '
-            f'{self._command_pub.topic_name} from '
+            f'(seed {s.seed}, {s.amplitude_fraction:g} of the limits) on '
+            f'{self._publish.topic} from '
             f'{self._joint_states.subscription.topic_name}; {self.supervisor.reason}')
-
-    def _declare_parameters(self) -> None:
-        declarations = [
-            ('robot', 'config/robot/fr3.yaml', describe('robot spec YAML or name')),
-            ('duration', 60.0, describe('excitation length including the ramps (s)',
-                                        6.0, 3600.0)),
-            ('seed', 0, describe('seed of the Fourier coefficients', 0, 2**31 - 1,
-                                 integer=True)),
-            ('amplitude_fraction', 0.25, describe(
-                'fraction of the position room around home and of the velocity and '
-                'acceleration limits', 0.01, 1.0)),
-            ('command_interface', 'float64_array', describe(
-                'float64_array (joint_commands) or joint_trajectory')),
-            ('control_rate', 50.0, describe('command rate (Hz)', 1.0, 1000.0)),
-            ('start_enabled', False, describe('true only on a simulator: excite without '
-                                              '~/enable')),
-        ]
-        try:
-            declare_parameters(self, declarations)
-        except ParameterError as exc:
-            raise ConfigError(str(exc)) from None
 
     def _measured(self) -> np.ndarray | None:
         """The newest arm position (7,) rad, or None when missing or stale (wall time)."""
@@ -197,13 +164,6 @@ class ExciteNode(Node):
         self._safety = out.state
         self._tick += 1
         self._publish(out.state.target)
-
-    def _publish(self, target: np.ndarray) -> None:
-        if self.interface == 'float64_array':
-            self._command_pub.publish(Float64MultiArray(data=target.tolist()))
-            return
-        self._command_pub.publish(point_command(self.spec.arm_joints, target, self.period,
-                                                self.get_clock().now().to_msg()))
 
 
 def main(args: list[str] | None = None) -> int:

@@ -22,6 +22,7 @@ from std_srvs.srv import SetBool, Trigger
 from simops_core.topics import load_topics
 from simops_core.waiting import wait_until
 from simops_ros.background import BackgroundNode
+from simops_ros.qos import qos_profile
 
 SERVICE_TIMEOUT = 30.0  # s for a service to appear and answer
 RECORDER = '/recorder'  # node names of the bringup graph (simops_bringup.graph)
@@ -45,7 +46,7 @@ class Operator(BackgroundNode):
         super().__init__('simops_demo_operator')
 
         def qos(key: str) -> QoSProfile:
-            return QoSProfile(**topics[key].qos.as_profile_kwargs())
+            return qos_profile(topics[key])
 
         node = self.node
         node.create_subscription(String, topics['policy_state'].name, self._on_state,

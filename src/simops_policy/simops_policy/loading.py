@@ -1,0 +1,87 @@
+"""Everything a policy node loads before its first tick, checked (no rclpy).
+
+The robot spec, the topics, the policy card and model, and the :class:`PolicyStep` they
+make, from the node's settings (``config/parameters/policy.yaml``). Every problem is a
+:class:`~simops_core.command_line.ConfigError` that says how to fix it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from simops_core import safety
+from simops_core.command_line import ConfigError
+from simops_core.paths import resolve_resource
+from simops_core.policy_card import CardError, PolicyCard, load_policy_card
+from simops_core.policy_step import PolicyStep, StepSettings
+from simops_core.robot_spec import RobotSpec, SpecError, load_robot_spec
+from simops_core.topics import TopicConfigError, TopicSpec, load_topics
+
+if TYPE_CHECKING:
+    from simops_policy.model import PolicyModel
+
+
+@dataclass(frozen=True)
+class Deployment:
+    """A policy ready to tick on one robot."""
+
+    spec: RobotSpec
+    topics: dict[str, TopicSpec]
+    card: PolicyCard
+    model: PolicyModel
+    step: PolicyStep
+
+    def summary(self) -> str:
+        """One line for the log: model, checksum, observation and action sizes."""
+        card = self.card
+        return (f'{self.model.path.name} ({card.sha256[:12]}): {card.observation_size} '
+                f'observation values ({card.history} x {card.frame_size}), '
+                f'{card.action.size} actions')
+
+
+def load_deployment(settings: Any) -> Deployment:
+    """Load and cross-check what ``settings`` (the node's parameters) name."""
+    try:
+        spec = load_robot_spec(settings.robot)
+        topics = load_topics()
+    except SpecError as exc:
+        raise ConfigError(f'{exc}; fix the robot spec or the robot parameter') from None
+    except TopicConfigError as exc:
+        raise ConfigError(f'{exc}; fix config/topics.yaml') from None
+    model_path = _resolve('model_path', settings.model_path)
+    card_path = _resolve('card_path', settings.card_path
+                         or str(model_path.with_suffix('.yaml')))
+    # torch takes seconds to import: here, inside main()'s handlers, Ctrl-C during start-up
+    # ends the node cleanly instead of with a traceback.
+    from simops_policy.model import ModelError, load_model
+
+    try:
+        card = load_policy_card(card_path, spec.joint_names, spec.arm_joints)
+        model = load_model(model_path, card)
+    except CardError as exc:
+        raise ConfigError(f'{exc}; fix the card or the card_path parameter') from None
+    except ModelError as exc:
+        raise ConfigError(f'{exc}; re-export the model or fix its card') from None
+    if card.robot != spec.name:
+        raise ConfigError(f'card {card_path.name} is for robot {card.robot!r}, the spec is '
+                          f'{spec.name!r}; set the robot parameter')
+    rate = settings.control_rate
+    if abs(card.control_rate - rate) > 1e-9:
+        raise ConfigError(f'control_rate {rate:g} Hz differs from the card\'s '
+                          f'{card.control_rate:g} Hz; set control_rate:={card.control_rate:g}')
+    step_settings = StepSettings(settings.lpf_cutoff_hz, settings.velocity_scale,
+                                 settings.joint_limit_margin, settings.ramp_time)
+    try:
+        step = PolicyStep(card, spec, step_settings)
+    except safety.SafetyConfigError as exc:
+        raise ConfigError(f'{exc}; fix the parameter') from None
+    return Deployment(spec, topics, card, model, step)
+
+
+def _resolve(parameter: str, path: str) -> Path:
+    try:
+        return resolve_resource(path)
+    except FileNotFoundError as exc:
+        raise ConfigError(f'{parameter} {exc}; set {parameter} to an existing file') from None

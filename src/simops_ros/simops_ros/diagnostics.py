@@ -1,0 +1,24 @@
+"""One ``diagnostic_msgs/DiagnosticArray`` from a level name, a message and plain values."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from builtin_interfaces.msg import Time
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+
+LEVELS = {'ok': DiagnosticStatus.OK, 'warn': DiagnosticStatus.WARN,
+          'error': DiagnosticStatus.ERROR}
+
+
+def diagnostic_array(name: str, hardware_id: str, level: str, message: str,
+                     values: Mapping[str, object], stamp_ns: int, digits: int = 6
+                     ) -> DiagnosticArray:
+    """A one-status array stamped ``stamp_ns``; floats keep ``digits`` significant digits."""
+    status = DiagnosticStatus(
+        level=LEVELS[level], name=name, hardware_id=hardware_id, message=message,
+        values=[KeyValue(key=k, value=f'{v:.{digits}g}' if isinstance(v, float) else str(v))
+                for k, v in values.items()])
+    msg = DiagnosticArray(status=[status])
+    msg.header.stamp = Time(sec=stamp_ns // 1_000_000_000, nanosec=stamp_ns % 1_000_000_000)
+    return msg

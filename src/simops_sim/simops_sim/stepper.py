@@ -1,0 +1,433 @@
+"""The simulator's clockwork, apart from ROS: commands in, paced steps, frames out (no rclpy).
+
+:class:`Stepper` owns a :class:`~simops_sim.physics.Physics` and everything around a step:
+
+- the command inbox (streamed :class:`~simops_sim.joint_commands.ArmCommand` targets and
+  :class:`~simops_sim.trajectory_plan.TrajectoryGoal` trajectories) and the active plan;
+- pacing: ``realtime`` steps on absolute wall-clock deadlines (``realtime_factor`` sim s per
+  wall s, 0 runs free; a hiccup under :data:`MAX_CATCH_UP` s is caught up, a longer stall
+  re-anchors the schedule and counts an overrun); ``lockstep`` advances one control period
+  per command, or per ``lockstep_timeout`` wall seconds without one;
+- stamps: sim time, or without ``/clock`` sim time plus an offset onto the system clock
+  fixed whenever the schedule is (re)anchored, so a step's stamp is the system time it was
+  scheduled for, as a real arm's driver stamps;
+- the command timeout (a streamed target older than ``command_timeout`` s of sim time is
+  replaced by a hold), divergence recovery, and the diagnostics values.
+
+After each step the physics thread copies what is due into a :class:`Frame` under the lock
+and hands it to the :data:`Publish` hook after releasing it, so publishing never blocks the
+executor's callbacks.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import Protocol
+
+import numpy as np
+
+from simops_core.sim_params import SimParams
+from simops_sim.joint_commands import ArmCommand
+from simops_sim.physics import Physics
+from simops_sim.trajectory_plan import TrajectoryError, TrajectoryGoal, TrajectoryPlan
+
+POSE_RATE = 100.0          # Hz of sim time, flange and object poses
+VIEWER_RATE = 60.0         # Hz of wall time
+MAX_CATCH_UP = 1.0         # s behind schedule before the schedule is re-anchored
+MAX_STAMP_OFFSET = 60.0    # s a trajectory may start ahead of, or end behind, sim time
+PAUSE_POLL = 0.05          # s between checks while paused
+
+
+@dataclass
+class Frame:
+    """What one step publishes: the stamp (ns) and copies of what is due, else None.
+
+    ``joints`` (3, n): position, velocity, effort in ``spec.joint_names`` order (noise
+    added to positions); poses: (position (3,) m, quaternion (4,) w-x-y-z) in the base frame.
+    """
+
+    stamp_ns: int
+    joints: np.ndarray | None = None
+    flange: tuple[np.ndarray, np.ndarray] | None = None
+    object: tuple[np.ndarray, np.ndarray] | None = None
+
+
+Publish = Callable[[Frame], None]
+"""Hook called by the physics thread, outside the lock, with each step's frame."""
+
+Warn = Callable[[str, str], None]
+"""Hook for a warning: (kind, text); the node throttles per kind."""
+
+
+class Viewer(Protocol):
+    """The part of MuJoCo's passive viewer the stepper uses."""
+
+    def sync(self) -> None:
+        """Copy the physics state to the viewer."""
+
+    def close(self) -> None:
+        """Close the viewer's window."""
+
+
+@dataclass(frozen=True)
+class Timing:
+    """How the stepper runs; the live fields may change while it runs (:meth:`Stepper.set`).
+
+    Times in s; ``realtime_factor`` in sim s per wall s; ``joint_state_noise`` in rad (m for
+    the fingers).
+    """
+
+    sync_mode: str
+    realtime_factor: float
+    control_period: float
+    lockstep_timeout: float
+    command_timeout: float
+    joint_state_rate: float
+    joint_state_noise: float
+
+
+@dataclass
+class Counters:
+    """Statistics of the current diagnostics window (cumulative where noted)."""
+
+    steps: int = 0
+    step_wall: float = 0.0           # s of wall time spent stepping
+    step_wall_max: float = 0.0
+    joint_states: int = 0
+    lag_max: float = 0.0             # s, worst lateness of a step against its deadline
+    divergences: int = 0             # in this window
+    dropped_commands: int = 0        # cumulative, like the three below
+    command_timeouts: int = 0
+    overruns: int = 0
+    divergences_total: int = 0
+    last_divergence: str = ''
+    window_wall: float = field(default_factory=time.monotonic)
+    window_sim: float = 0.0
+
+
+@dataclass(frozen=True)
+class Report:
+    """One diagnostics window: level ``ok``, ``warn`` or ``error``, a message, the values."""
+
+    level: str
+    message: str
+    values: dict[str, float | int | str | bool]
+
+
+class Stepper:
+    """Steps ``physics`` under ``timing``; see the module docstring.
+
+    ``system_ns`` reads the system clock (ns) for stamps without ``/clock``; None stamps
+    with sim time. ``rng`` draws the randomisation (around ``base``, from ``sample``),
+    ``noise_rng`` the joint-state noise.
+    """
+
+    def __init__(self, physics: Physics, timing: Timing, keyframe: str,
+                 sample: Callable[[SimParams, np.random.Generator], SimParams] | None,
+                 seed: int, system_ns: Callable[[], int] | None, warn: Warn,
+                 viewer: Viewer | None = None) -> None:
+        self.physics = physics
+        self.timing = timing
+        self.keyframe = keyframe
+        self.lock = threading.Lock()
+        self._wakeup = threading.Condition(self.lock)
+        self._sample = sample
+        self._base = physics.params
+        self.rng = np.random.default_rng(seed)
+        self.noise_rng = np.random.default_rng([seed, 1])  # never shifts the randomisation
+        self._system_ns = system_ns
+        self._warn = warn
+        self.viewer = viewer
+        dt = physics.timestep
+        self._state_every = max(1, round(1.0 / (timing.joint_state_rate * dt)))
+        self._pose_every = max(1, round(1.0 / (POSE_RATE * dt)))
+        self._period_steps = max(1, round(timing.control_period / dt))
+        self._inbox: deque[ArmCommand | TrajectoryGoal] = deque()
+        self._plan: TrajectoryPlan | None = None
+        self._plan_target = np.zeros(len(physics.spec.arm_joints))
+        self._streaming = False
+        self._last_command = 0.0
+        self._step_index = 0
+        self._anchor: tuple[float, int] | None = None   # (wall time, step index)
+        self._stamp_offset = 0
+        self.paused = False
+        self.counters = Counters()
+        self.reset()
+
+    def summary(self) -> str:
+        """One line for the log: joints, rates, pacing and command delay."""
+        t, dt = self.timing, self.physics.timestep
+        mode = t.sync_mode if t.sync_mode == 'lockstep' else (
+            f'realtime x{t.realtime_factor:g}' if t.realtime_factor else 'free-running')
+        return (f'{len(self.physics.spec.joint_names)} joints, {1 / dt:.0f} Hz physics, {mode}, '
+                f'joint_states at {1 / (self._state_every * dt):.0f} Hz, command delay '
+                f'{self.physics.delay_steps} steps')
+
+    # --- from the executor thread ----------------------------------------------------------
+
+    def submit(self, command: ArmCommand | TrajectoryGoal) -> None:
+        """Queue a checked command; realtime applies it at the next step, lockstep per period."""
+        with self.lock:
+            self._inbox.append(command)
+            self._wakeup.notify()
+
+    def on_sim_clock(self, goal: TrajectoryGoal) -> TrajectoryGoal:
+        """``goal`` with its ``header.stamp`` start moved onto sim time.
+
+        Raises :class:`TrajectoryError` when the stamp is on another clock (it starts more
+        than :data:`MAX_STAMP_OFFSET` s ahead, or ends that far behind).
+        """
+        if goal.start is None:
+            return goal
+        with self.lock:
+            start = goal.start - 1e-9 * self._stamp_offset
+            lead = start - self.physics.time
+        lag = -lead - float(goal.times[-1])
+        if max(lead, lag) > MAX_STAMP_OFFSET:
+            clock = 'system time' if self._system_ns else 'sim time (use_sim_time)'
+            where = f'lies {lead:.0f} s ahead of' if lead > 0 else f'ends {lag:.0f} s behind'
+            raise TrajectoryError(f'header.stamp {goal.start:.3f} s {where} this node\'s '
+                                  f'clock; stamp with {clock} or leave it zero to start now',
+                                  'clock')
+        return replace(goal, start=start)
+
+    def count_rejected(self) -> int:
+        """Count a rejected command; return the running total."""
+        with self.lock:
+            self.counters.dropped_commands += 1
+            return self.counters.dropped_commands
+
+    def set_goal_pose(self, position: np.ndarray, quaternion: np.ndarray) -> None:
+        """Move the goal marker: ``position`` (3,) m, unit ``quaternion`` (4,) w-x-y-z."""
+        with self.lock:
+            self.physics.set_goal_pose(position, quaternion)
+
+    def reset(self) -> Frame:
+        """Back to the keyframe at sim time 0 (re-randomised when sampling); the full frame."""
+        with self.lock:
+            if self._sample is not None:
+                self.physics.apply_params(self._sample(self._base, self.rng))
+            self.physics.reset_keyframe(self.keyframe)
+            self._plan = None
+            self._streaming = False
+            self._inbox.clear()
+            self._step_index = 0
+            self._anchor = None
+            self._anchor_stamps()
+            return self._frame(force=True)
+
+    def pause(self, paused: bool) -> None:
+        """Stop or resume stepping; resuming re-anchors the realtime schedule."""
+        with self.lock:
+            self.paused = paused
+            self._anchor = None
+            self._wakeup.notify()
+
+    def set(self, name: str, value: float) -> None:
+        """Change a live :class:`Timing` field (the realtime schedule re-anchors)."""
+        with self.lock:
+            self.timing = replace(self.timing, **{name: float(value)})
+            self._anchor = None
+            self._wakeup.notify()
+
+    def wake(self) -> None:
+        """Wake a waiting physics thread (to notice a stop)."""
+        with self.lock:
+            self._wakeup.notify()
+
+    def stamp_ns(self) -> int:
+        """The stamp (ns) of the current state."""
+        with self.lock:
+            return round(self.physics.time * 1e9) + self._stamp_offset
+
+    # --- the physics thread ----------------------------------------------------------------
+
+    def run(self, running: threading.Event, publish: Publish) -> None:
+        """Step until ``running`` clears, handing each step's frame to ``publish``."""
+        publish(self.reset_frame())
+        if self.timing.sync_mode == 'lockstep':
+            self._run_lockstep(running, publish)
+        else:
+            self._run_realtime(running, publish)
+
+    def reset_frame(self) -> Frame:
+        """The full frame of the current state."""
+        with self.lock:
+            return self._frame(force=True)
+
+    def _run_realtime(self, running: threading.Event, publish: Publish) -> None:
+        next_viewer = 0.0
+        while running.is_set():
+            if self.paused:
+                with self.lock:
+                    self._wakeup.wait(PAUSE_POLL)
+                continue
+            late = self._wait_for_deadline()
+            with self.lock:
+                if late:
+                    self.counters.lag_max = max(self.counters.lag_max, late)
+                    if late > MAX_CATCH_UP:
+                        self.counters.overruns += 1
+                        self._anchor = None
+                while self._inbox:
+                    self._apply(self._inbox.popleft())
+                frame = self._timed_step()
+            publish(frame)
+            if self.viewer is not None and time.monotonic() >= next_viewer:
+                next_viewer = time.monotonic() + 1.0 / VIEWER_RATE
+                with self.lock:
+                    self.viewer.sync()
+
+    def _wait_for_deadline(self) -> float:
+        """Sleep until the next step is due; return how late (s) it already was."""
+        factor = self.timing.realtime_factor
+        if factor <= 0:
+            return 0.0
+        with self.lock:
+            if self._anchor is None:
+                self._anchor = (time.monotonic(), self._step_index)
+                self._anchor_stamps()
+            wall0, step0 = self._anchor
+            due = wall0 + (self._step_index + 1 - step0) * self.physics.timestep / factor
+        delay = due - time.monotonic()
+        if delay > 0:
+            time.sleep(delay)
+            return 0.0
+        return -delay
+
+    def _run_lockstep(self, running: threading.Event, publish: Publish) -> None:
+        while running.is_set():
+            frames = []
+            with self.lock:
+                self._wakeup.wait_for(
+                    lambda: (self._inbox and not self.paused) or not running.is_set(),
+                    self.timing.lockstep_timeout)
+                if self.paused or not running.is_set():
+                    continue
+                if self._inbox:
+                    self._apply(self._inbox.popleft())
+                for _ in range(self._period_steps):
+                    frames.append(self._timed_step())
+                if self.viewer is not None:
+                    self.viewer.sync()
+            for frame in frames:
+                publish(frame)
+
+    def _apply(self, command: ArmCommand | TrajectoryGoal) -> None:
+        now = self.physics.time
+        self._last_command = now
+        if isinstance(command, ArmCommand):
+            self._plan = None
+            self._streaming = True
+            self.physics.set_arm_target(command.arm)
+            if command.gripper_width is not None:
+                self.physics.set_gripper_width(command.gripper_width)
+        else:
+            self._streaming = False
+            start = now if command.start is None else command.start
+            self._plan = TrajectoryPlan(command, start, self.physics.arm_target)
+
+    def _timed_step(self) -> Frame:
+        started = time.perf_counter()
+        self._control_and_step()
+        frame = self._frame(force=False)
+        spent = time.perf_counter() - started
+        counters = self.counters
+        counters.steps += 1
+        counters.step_wall += spent
+        counters.step_wall_max = max(counters.step_wall_max, spent)
+        return frame
+
+    def _control_and_step(self) -> None:
+        """Trajectory sampling or the timeout hold, one physics step, divergence recovery."""
+        physics = self.physics
+        if self._plan is not None:
+            if self._plan.sample(physics.time, self._plan_target):
+                self._plan = None
+            physics.set_arm_target(self._plan_target)
+        elif (self._streaming
+              and physics.time - self._last_command > self.timing.command_timeout):
+            physics.hold()
+            self._streaming = False
+            self.counters.command_timeouts += 1
+        before = physics.time
+        physics.step()
+        problem = physics.diverged()
+        if problem is not None:  # never publish a diverged state: back to the keyframe
+            physics.recover(self.keyframe, before + physics.timestep)
+            self._plan = None
+            self._streaming = False
+            counters = self.counters
+            counters.divergences += 1
+            counters.divergences_total += 1
+            counters.last_divergence = problem
+            self._warn('diverged', f'physics diverged ({problem}); reset to keyframe '
+                                   f'{self.keyframe!r}, holding it '
+                                   f'({counters.divergences_total} so far)')
+        self._step_index += 1
+
+    def _frame(self, force: bool) -> Frame:
+        """Copies of what is due at the current step (everything when ``force``)."""
+        index = self._step_index
+        frame = Frame(round(self.physics.time * 1e9) + self._stamp_offset)
+        if force or index % self._state_every == 0:
+            joints = np.empty((3, len(self.physics.spec.joint_names)))
+            self.physics.read_joints(joints)
+            if self.timing.joint_state_noise:
+                joints[0] += self.noise_rng.normal(0.0, self.timing.joint_state_noise,
+                                                   joints.shape[1])
+            frame.joints = joints
+            self.counters.joint_states += 1
+        if force or index % self._pose_every == 0:
+            bodies = self.physics.index
+            frame.flange = self.physics.body_pose(bodies.flange_body)
+            if bodies.object_body >= 0:
+                frame.object = self.physics.body_pose(bodies.object_body)
+        return frame
+
+    def _anchor_stamps(self) -> None:
+        """Without /clock, map the current sim time onto the system clock's now."""
+        if self._system_ns is not None:
+            self._stamp_offset = self._system_ns() - round(self.physics.time * 1e9)
+
+    # --- diagnostics -------------------------------------------------------------------------
+
+    def report(self) -> Report:
+        """The values of the window since the last report, then start a new window."""
+        with self.lock:
+            c = self.counters
+            now, sim = time.monotonic(), self.physics.time
+            wall = max(now - c.window_wall, 1e-9)
+            rtf = (sim - c.window_sim) / wall if sim >= c.window_sim else 0.0
+            timing, paused = self.timing, self.paused
+            self.counters = Counters(dropped_commands=c.dropped_commands,
+                                     command_timeouts=c.command_timeouts, overruns=c.overruns,
+                                     divergences_total=c.divergences_total,
+                                     last_divergence=c.last_divergence,
+                                     window_wall=now, window_sim=sim)
+        values: dict[str, float | int | str | bool] = {
+            'realtime_factor': rtf,
+            'target_realtime_factor': timing.realtime_factor,
+            'step_time_mean_us': 1e6 * c.step_wall / max(c.steps, 1),
+            'step_time_max_us': 1e6 * c.step_wall_max,
+            'lag_max_ms': 1e3 * c.lag_max,
+            'joint_state_rate_hz': c.joint_states / wall,
+            'sim_time_s': sim,
+            'dropped_commands': c.dropped_commands,
+            'command_timeouts': c.command_timeouts,
+            'overruns': c.overruns,
+            'divergences': c.divergences_total,
+            'last_divergence': c.last_divergence,
+            'paused': paused,
+        }
+        if c.divergences:
+            return Report('error', f'physics diverged ({c.last_divergence}); reset to '
+                                   f'keyframe {self.keyframe!r}', values)
+        if (timing.sync_mode == 'realtime' and timing.realtime_factor > 0 and not paused
+                and rtf < 0.95 * timing.realtime_factor):
+            return Report('warn', 'behind real time', values)
+        return Report('ok', 'ok', values)
