@@ -122,7 +122,7 @@ def test_conditions_reach_the_model_and_delay_the_command() -> None:
         2.0 * nominal_mass[model.jnt_bodyid[link]])
     assert model.body_mass[index.object_body] == pytest.approx(0.2)
     assert model.dof_damping[index.dof_adr[0]] == pytest.approx(1.5 * nominal_damping[0])
-    assert model.actuator_gainprm[index.ctrl_ids[0], 0] == pytest.approx(0.8 * 4500)
+    assert model.actuator_gainprm[index.ctrl_ids[0], 0] == pytest.approx(0.8 * SPEC.gain_p[0])
     assert model.geom_friction[index.object_geoms[0], 0] == pytest.approx(0.5)
     assert env.physics.delay_steps == 2 * env.substeps
     # The first two commands have not reached the actuators yet: the arm holds home.

@@ -1,8 +1,6 @@
-"""The FR3 MJCF against published kinematics, the robot spec and published inertials."""
+"""The FR3 and Panda MJCFs against published kinematics, the robot spec and inertials."""
 
 from __future__ import annotations
-
-from pathlib import Path
 
 import mujoco
 import numpy as np
@@ -39,14 +37,14 @@ def dh_flange(q: np.ndarray) -> np.ndarray:
     return pose @ link(0.0, FLANGE_D, 0.0, 0.0)
 
 
-@pytest.fixture(scope='module')
-def spec() -> RobotSpec:
-    return load_robot_spec('fr3')
+@pytest.fixture(scope='module', params=['fr3', 'panda'])
+def spec(request: pytest.FixtureRequest) -> RobotSpec:
+    return load_robot_spec(request.param)
 
 
 @pytest.fixture(scope='module')
-def model() -> mujoco.MjModel:
-    return mujoco.MjModel.from_xml_path(str(SCENE_XML))
+def model(spec: RobotSpec) -> mujoco.MjModel:
+    return mujoco.MjModel.from_xml_path(str(resolve_resource(f'models/{spec.name}/scene.xml')))
 
 
 def mjcf_flange(model: mujoco.MjModel, spec: RobotSpec, q: np.ndarray) -> np.ndarray:
@@ -86,26 +84,30 @@ def test_joint_names_and_ranges_equal_spec(model: mujoco.MjModel, spec: RobotSpe
         joint = model.joint(name)
         assert joint.limited[0]
         assert tuple(joint.range) == (spec.position_lower[i], spec.position_upper[i])
-        servo = model.actuator(f'{name}_servo')
-        assert tuple(servo.ctrlrange) == tuple(joint.range)
-        assert tuple(servo.forcerange) == (-spec.effort[i], spec.effort[i])
+        assert tuple(model.jnt_actfrcrange[joint.id]) == (-spec.effort[i], spec.effort[i])
+        # The JointTrajectoryController's PID: p on the position, d on the velocity error,
+        # with the spec's gains (franka_ros2's), unclamped (the joint's torque limit clamps).
+        p, d = model.actuator(f'{name}_p'), model.actuator(f'{name}_d')
+        assert p.gainprm[0] == -p.biasprm[1] == spec.gain_p[i] and p.biasprm[2] == 0.0
+        assert d.gainprm[0] == -d.biasprm[2] == spec.gain_d[i] and d.biasprm[1] == 0.0
+        assert not p.ctrllimited[0] and not d.ctrllimited[0]
     for name in spec.gripper.joints:
         assert model.jnt_type[model.joint(name).id] == mujoco.mjtJoint.mjJNT_SLIDE
     assert tuple(model.actuator('gripper_servo').ctrlrange) == (spec.gripper.width_min,
                                                                  spec.gripper.width_max)
 
 
-def test_link_masses_match_cited_source(model: mujoco.MjModel) -> None:
+def test_link_masses_match_cited_source(model: mujoco.MjModel, spec: RobotSpec) -> None:
     assert 'Gaz' in ROBOT_XML.read_text() and 'RA-L' in ROBOT_XML.read_text()
     for i, published in enumerate(GAZ_MASSES, start=1):
-        assert model.body(f'fr3_link{i}').mass[0] == pytest.approx(published, rel=0.01)
+        assert model.body(f'{spec.name}_link{i}').mass[0] == pytest.approx(published, rel=0.01)
 
 
-def test_model_options(model: mujoco.MjModel) -> None:
+def test_model_options(model: mujoco.MjModel, spec: RobotSpec) -> None:
     assert model.opt.integrator == mujoco.mjtIntegrator.mjINT_IMPLICITFAST
     assert model.opt.timestep == pytest.approx(0.001)
     assert model.key('home') is not None
-    arm_bodies = [f'fr3_link{i}' for i in range(1, 8)] + ['fr3_hand']
+    arm_bodies = [f'{spec.name}_link{i}' for i in range(1, 8)] + [f'{spec.name}_hand']
     assert all(model.body_gravcomp[model.body(b).id] == 1.0 for b in arm_bodies)
     assert all(model.jnt_actgravcomp[j] for j in range(model.njnt)
                if model.jnt_type[j] != mujoco.mjtJoint.mjJNT_FREE)
@@ -132,14 +134,16 @@ def hold_home_error(model: mujoco.MjModel, spec: RobotSpec, seconds: float) -> f
     return worst
 
 
-@pytest.mark.parametrize('xml', [ROBOT_XML, SCENE_XML], ids=['robot', 'scene'])
-def test_gravity_compensated_hold_at_home(spec: RobotSpec, xml: Path) -> None:
-    model = mujoco.MjModel.from_xml_path(str(xml))
+@pytest.mark.parametrize('xml', ['robot', 'scene'])
+def test_gravity_compensated_hold_at_home(spec: RobotSpec, xml: str) -> None:
+    name = spec.name if xml == 'robot' else 'scene'
+    model = mujoco.MjModel.from_xml_path(str(resolve_resource(f'models/{spec.name}/{name}.xml')))
     assert hold_home_error(model, spec, seconds=10.0) < 1e-3
 
 
 def test_hold_fails_without_gravity_compensation(spec: RobotSpec) -> None:
     """Control for the hold test: without gravcomp the servos sag by more than 1 mrad."""
-    model = mujoco.MjModel.from_xml_path(str(ROBOT_XML))
+    robot = resolve_resource(f'models/{spec.name}/{spec.name}.xml')
+    model = mujoco.MjModel.from_xml_path(str(robot))
     model.body_gravcomp[:] = 0.0
     assert hold_home_error(model, spec, seconds=1.0) > 1e-3

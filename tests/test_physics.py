@@ -52,7 +52,9 @@ def test_maps_joints_and_actuators_by_name(spec: RobotSpec) -> None:
     index = index_model(model, spec)
     assert [model.joint(j).name for j in index.joint_ids] == list(spec.joint_names)
     assert [model.actuator(a).name for a in index.ctrl_ids] == [
-        f'{j}_servo' for j in spec.arm_joints] + ['gripper_servo']
+        f'{j}_p' for j in spec.arm_joints] + ['gripper_servo']
+    assert [model.actuator(a).name for a in index.velocity_ids] == [
+        f'{j}_d' for j in spec.arm_joints]
     assert index.object_body == model.body('object').id
 
 
@@ -73,7 +75,7 @@ def test_load_model_errors_say_what_and_how(tmp_path: Path) -> None:
     with pytest.raises(ModelError, match=r'cannot load model .*; fix the MJCF') as info:
         load_model(tmp_path / 'bad.xml')
     assert '\n' not in str(info.value)
-    assert load_model('models/fr3/scene.xml').nu == 8
+    assert load_model('models/fr3/scene.xml').nu == 15   # 7 p, 7 d, the gripper
 
 
 @pytest.mark.parametrize('pairs', [['fr3_joint1'], ['=x'], ['nope=x']])
@@ -95,10 +97,13 @@ def test_apply_is_idempotent_and_unset_means_nominal(spec: RobotSpec) -> None:
     assert np.array_equal(once[0], model.dof_damping)
     assert np.array_equal(once[1], model.body_mass)
     assert np.array_equal(once[2], model.actuator_biasprm)
-    dof, act = model.joint('fr3_joint2').dofadr[0], model.actuator('fr3_joint2_servo').id
+    dof, act = model.joint('fr3_joint2').dofadr[0], model.actuator('fr3_joint2_p').id
+    damper = model.actuator('fr3_joint2_d').id
     assert model.dof_damping[dof] == 3.0
-    assert tuple(model.actuator_biasprm[act, :3]) == (0.0, -5000.0, -100.0)
+    assert tuple(model.actuator_biasprm[act, :3]) == (0.0, -5000.0, 0.0)
     assert model.actuator_gainprm[act, 0] == 5000.0
+    assert tuple(model.actuator_biasprm[damper, :3]) == (0.0, 0.0, -100.0)
+    assert model.actuator_gainprm[damper, 0] == 100.0
     assert model.body_mass[model.body('fr3_link3').id] == pytest.approx(
         1.5 * pristine.body_mass[model.body('fr3_link3').id])
     assert model.body_mass[model.body('object').id] == 0.3

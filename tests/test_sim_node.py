@@ -178,10 +178,10 @@ def test_joint_trajectory_moves_along_the_interpolated_path(ros_probe: RosProbe,
     goal = parse_trajectory(names, [t for t, _ in points], [p for _, p in points],
                             [[], []], SPEC.arm_joints, start)
     plan = TrajectoryPlan(goal, start, physics.arm_target)
-    target, path, predicted = np.empty(7), np.empty(7), {}
+    target, velocity, path, predicted = np.empty(7), np.empty(7), np.empty(7), {}
     while physics.time < start + 2.6:  # past the last received stamp
-        plan.sample(physics.time, target)
-        physics.set_arm_target(target)
+        plan.sample(physics.time, target, velocity)
+        physics.set_arm_target(target, velocity)
         physics.step()
         predicted[round(physics.time, 3)] = physics.state().position[:7]
     checked = 0
@@ -345,13 +345,16 @@ def test_absurd_targets_are_rejected_and_the_arm_stays_inside_its_limits(
 
 def test_a_diverging_simulation_resets_reports_and_never_publishes_nan(
         ros_probe: RosProbe, tmp_path: Path) -> None:
-    """Gains inside the SimParams ranges but unstable at 1 kHz (kp 1e6, no damping): the
-    node catches the divergence, returns to the keyframe and reports it on /diagnostics."""
+    """Gains inside the SimParams ranges but unstable at 1 kHz (kp 1e6, no damping, links a
+    tenth of their mass, so every phase of the torque-limited limit cycle diverges within
+    0.15 s of the step): the node catches the divergence, returns to the keyframe and
+    reports it on /diagnostics."""
     joints = '\n'.join(f'  {j}: {{kp: 1.0e+6, kv: 0.0, armature: 0.0, damping: 0.0}}'
                        for j in SPEC.arm_joints)
     params = tmp_path / 'unstable.yaml'
     params.write_text(f'version: 1\njoints:\n{joints}\n'
-                      'body_mass_scale: {fr3_link6: 0.1, fr3_link7: 0.1}\n')
+                      'body_mass_scale: {'
+                      + ', '.join(f'fr3_link{i}: 0.1' for i in range(1, 8)) + '}\n')
     states = subscribe_states(ros_probe)
     ros_probe.subscribe(topic('diagnostics').name, DiagnosticArray, qos('diagnostics'))
     with start_sim(tmp_path, f'sim_params_file:={params}') as node:

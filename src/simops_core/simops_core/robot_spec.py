@@ -57,6 +57,8 @@ class RobotSpec:
     home: np.ndarray
     gripper: GripperSpec
     source: Path
+    gain_p: np.ndarray       # N*m/rad, the arm controller's proportional gains
+    gain_d: np.ndarray       # N*m*s/rad, its derivative gains (on the velocity error)
 
     @property
     def joint_names(self) -> tuple[str, ...]:
@@ -93,6 +95,7 @@ def parse_robot_spec(raw: Any, source: Path) -> RobotSpec:
         fields.fail('version', f'is {version}, this SimOps reads version {SPEC_VERSION}')
     arm = fields.mapping(fields.get(root, 'arm', dict), 'arm')
     grip = fields.mapping(fields.get(root, 'gripper', dict), 'gripper')
+    controller = fields.mapping(fields.get(root, 'controller', dict), 'controller')
 
     joints = _names(fields, arm, 'arm.joints', ARM_DOF)
     lower = _vector(fields, arm, 'arm.position_lower')
@@ -134,6 +137,8 @@ def parse_robot_spec(raw: Any, source: Path) -> RobotSpec:
         home=home,
         gripper=gripper,
         source=source,
+        gain_p=_vector(fields, controller, 'controller.p', positive=True),
+        gain_d=_vector(fields, controller, 'controller.d', positive=True),
         **limits,
     )
 

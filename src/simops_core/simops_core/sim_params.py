@@ -3,14 +3,16 @@
 This is the file that system identification writes and that the simulator node and the Gym
 environment load, all through :func:`load_sim_params`. Every field is optional: an unset
 field means "keep the model's nominal value". Units: damping in N*m*s/rad (N*s/m for the
-finger slides), armature in kg*m^2, frictionloss in N*m, servo ``kp`` in N*m/rad, ``kv`` in
-N*m*s/rad, ``command_delay`` in s, object mass in kg, object friction the dimensionless
-sliding coefficient. Joints are keyed by their robot-spec NAME, never by index::
+finger slides), armature in kg*m^2, frictionloss (Coulomb) in N*m, the arm controller's
+gains ``kp`` (p) in N*m/rad and ``kv`` (d) in N*m*s/rad, ``friction_transition`` in rad/s,
+the sensor biases ``encoder_offset`` in rad and ``torque_offset`` in N*m, ``command_delay``
+in s, object mass in kg, object friction the dimensionless sliding coefficient. Joints are
+keyed by their robot-spec NAME, never by index::
 
     version: 1
     command_delay: 0.002
     joints:
-      fr3_joint1: {damping: 3.0, armature: 0.1, frictionloss: 0.1, kp: 4500.0, kv: 450.0}
+      fr3_joint1: {damping: 0.1, frictionloss: 0.3, kp: 600.0, kv: 30.0, encoder_offset: 0.001}
     body_mass_scale: {fr3_link7: 1.05}
     object: {mass: 0.1, friction: 1.0}
     provenance: {fitted_by: simops_sysid, bags: [...], date: 2026-01-01}
@@ -35,7 +37,9 @@ from simops_core.paths import resolve_resource
 from simops_core.yaml_fields import Fields, is_number
 
 SIM_PARAMS_VERSION = 1
-JOINT_FIELDS = ('damping', 'armature', 'frictionloss', 'kp', 'kv')
+JOINT_FIELDS = ('damping', 'armature', 'frictionloss', 'friction_transition', 'kp', 'kv',
+                'encoder_offset', 'torque_offset')
+SENSOR_FIELDS = ('encoder_offset', 'torque_offset')
 SERVO_FIELDS = ('kp', 'kv')
 OBJECT_FIELDS = ('mass', 'friction')
 TOP_LEVEL = ('version', 'command_delay', 'joints', 'body_mass_scale', 'object', 'provenance')
@@ -47,14 +51,17 @@ RANGES: dict[str, tuple[float, float, str]] = {
     'damping': (0.0, 1000.0, 'N*m*s/rad'),
     'armature': (0.0, 100.0, 'kg*m^2'),
     'frictionloss': (0.0, 1000.0, 'N*m'),
+    'friction_transition': (0.0, 10.0, 'rad/s'),
     'kp': (0.0, 1e6, 'N*m/rad'),
     'kv': (0.0, 1e5, 'N*m*s/rad'),
+    'encoder_offset': (-0.1, 0.1, 'rad'),
+    'torque_offset': (-20.0, 20.0, 'N*m'),
     'command_delay': (0.0, 1.0, 's'),
     'body_mass_scale': (0.1, 10.0, ''),
     'mass': (0.0, 50.0, 'kg'),
     'friction': (0.0, 10.0, ''),
 }
-STRICTLY_POSITIVE = ('kp', 'mass', 'friction')
+STRICTLY_POSITIVE = ('kp', 'mass', 'friction', 'friction_transition')
 
 
 class SimParamsError(ValueError):
@@ -63,13 +70,24 @@ class SimParamsError(ValueError):
 
 @dataclass(frozen=True)
 class JointParams:
-    """Per-joint physics; ``None`` keeps the model's nominal value."""
+    """Per-joint physics and sensor bias; ``None`` keeps the model's nominal value (0 bias).
+
+    ``frictionloss`` is the Coulomb level (N*m); with ``friction_transition`` (rad/s) set, the
+    friction is smooth, ``frictionloss * tanh(qd / friction_transition)`` (a real arm's, e.g.
+    the sigmoid Gaz et al. identified on the Panda), else MuJoCo's dry friction constraint.
+    ``kp``, ``kv``: the arm controller's p and d gains. ``encoder_offset`` (rad) is added to
+    the measured position and ``torque_offset`` (N*m) to the measured effort: the
+    calibration biases of a real arm's encoders and link-side torque sensors.
+    """
 
     damping: float | None = None
     armature: float | None = None
     frictionloss: float | None = None
+    friction_transition: float | None = None
     kp: float | None = None
     kv: float | None = None
+    encoder_offset: float | None = None
+    torque_offset: float | None = None
 
 
 @dataclass(frozen=True)

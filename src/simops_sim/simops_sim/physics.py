@@ -87,7 +87,8 @@ class ModelIndex:
     joint_ids: np.ndarray            # (9,) MuJoCo joint ids
     qpos_adr: np.ndarray             # (9,)
     dof_adr: np.ndarray              # (9,)
-    ctrl_ids: np.ndarray             # (8,) 7 arm servos then the gripper servo
+    ctrl_ids: np.ndarray             # (8,) 7 arm position actuators, then the gripper servo
+    velocity_ids: np.ndarray         # (7,) the arm's velocity actuators; -1: none (a servo)
     base_body: int
     flange_body: int
     object_body: int                 # -1 without an object
@@ -124,16 +125,22 @@ def index_model(model: mujoco.MjModel, spec: RobotSpec,
         joint_ids.append(jid)
     joint_ids_arr = np.array(joint_ids)
 
-    servos = []
-    for name, jid in zip(spec.arm_joints, joint_ids[:len(spec.arm_joints)],
-                             strict=True):
-        hits = np.flatnonzero((model.actuator_trntype == mujoco.mjtTrn.mjTRN_JOINT)
-                              & (model.actuator_trnid[:, 0] == jid)
-                              & (model.actuator_biastype == mujoco.mjtBias.mjBIAS_AFFINE))
-        if hits.size != 1:
-            raise ModelError(f'expected one position actuator on joint {name!r}, found '
-                             f'{hits.size}; add a <position joint=...> actuator')
-        servos.append(int(hits[0]))
+    servos, dampers = [], []
+    affine = model.actuator_biastype == mujoco.mjtBias.mjBIAS_AFFINE
+    for name, jid in zip(spec.arm_joints, joint_ids[:len(spec.arm_joints)], strict=True):
+        on_joint = affine & (model.actuator_trntype == mujoco.mjtTrn.mjTRN_JOINT) & (
+            model.actuator_trnid[:, 0] == jid)
+        position = np.flatnonzero(on_joint & (model.actuator_biasprm[:, 1] < 0))
+        velocity = np.flatnonzero(on_joint & (model.actuator_biasprm[:, 1] == 0)
+                                  & (model.actuator_biasprm[:, 2] < 0))
+        if position.size != 1 or velocity.size > 1:
+            raise ModelError(f'expected one position actuator (and at most one velocity '
+                             f'actuator) on joint {name!r}, found {position.size} '
+                             f'({velocity.size}); add <position joint=...> and <velocity '
+                             'joint=...> actuators')
+        servos.append(int(position[0]))
+        dampers.append(int(velocity[0]) if velocity.size else -1)
+    _set_gains(model, spec, servos, dampers)
     tendon = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_TENDON, GRIPPER_TENDON)
     gripper = np.flatnonzero((model.actuator_trntype == mujoco.mjtTrn.mjTRN_TENDON)
                              & (model.actuator_trnid[:, 0] == tendon)) if tendon >= 0 else []
@@ -159,6 +166,7 @@ def index_model(model: mujoco.MjModel, spec: RobotSpec,
         qpos_adr=model.jnt_qposadr[joint_ids_arr].copy(),
         dof_adr=model.jnt_dofadr[joint_ids_arr].copy(),
         ctrl_ids=np.array([*servos, int(gripper[0])]),
+        velocity_ids=np.array(dampers),
         base_body=base,
         flange_body=body(spec.flange_frame, True),
         object_body=obj,
@@ -180,15 +188,33 @@ def _descends(model: mujoco.MjModel, body: int, root: int) -> bool:
     return body == root
 
 
+def _set_gains(model: mujoco.MjModel, spec: RobotSpec, servos: Sequence[int],
+               dampers: Sequence[int]) -> None:
+    """Write the spec's controller gains (``controller.p``, ``.d``) into the arm actuators.
+
+    With a velocity actuator the law is the JointTrajectoryController's,
+    ``p (q_d - q) + d (qd_d - qd)``; a model with a lone position servo gets ``d`` as its
+    damping instead (the position-servo law, ``p (q_d - q) - d qd``: no velocity feed-forward).
+    """
+    for i, (servo, damper) in enumerate(zip(servos, dampers, strict=True)):
+        model.actuator_gainprm[servo, 0] = spec.gain_p[i]
+        model.actuator_biasprm[servo, 1] = -spec.gain_p[i]
+        if damper >= 0:
+            model.actuator_gainprm[damper, 0] = spec.gain_d[i]
+            model.actuator_biasprm[damper, 2] = -spec.gain_d[i]
+        else:
+            model.actuator_biasprm[servo, 2] = -spec.gain_d[i]
+
+
 def apply_sim_params(model: mujoco.MjModel, params: SimParams, index: ModelIndex) -> None:
     """Write ``params`` into ``model`` in place; unset fields get the index's nominal values.
 
     Touches only MjModel fields (dof damping/armature/frictionloss, servo gain and bias,
     body mass and inertia, object geom friction) and then recomputes the model's derived
     constants, so it works on any copy of the indexed model (e.g. the models handed to
-    ``mujoco.rollout``). The command delay is not a model field: see
-    :func:`simops_sim.delay.delay_steps`. Raises :class:`SimParamsError` for names the
-    model does not have.
+    ``mujoco.rollout``). The command delay and the sensor biases are not model fields: see
+    :func:`simops_sim.delay.delay_steps` and :func:`sensor_bias`. Raises
+    :class:`SimParamsError` for names the model does not have.
     """
     model.dof_damping[:], model.dof_armature[:], model.dof_frictionloss[:] = index.nominal_dof
     model.actuator_gainprm[:] = index.nominal_gain
@@ -207,6 +233,8 @@ def apply_sim_params(model: mujoco.MjModel, params: SimParams, index: ModelIndex
         for column, value in enumerate((joint.damping, joint.armature, joint.frictionloss)):
             if value is not None:
                 (model.dof_damping, model.dof_armature, model.dof_frictionloss)[column][dof] = value
+        if joint.friction_transition:   # smooth friction: Physics.step applies it instead
+            model.dof_frictionloss[dof] = 0.0
         servo = [key for key in SERVO_FIELDS if getattr(joint, key) is not None]
         if i >= index.arm_dof and servo:
             raise SimParamsError(f'field joints.{name}.{servo[0]}: finger joints have no servo '
@@ -217,7 +245,12 @@ def apply_sim_params(model: mujoco.MjModel, params: SimParams, index: ModelIndex
                 model.actuator_gainprm[act, 0] = joint.kp
                 model.actuator_biasprm[act, 1] = -joint.kp
             if joint.kv is not None:
-                model.actuator_biasprm[act, 2] = -joint.kv
+                damper = index.velocity_ids[i]
+                if damper >= 0:
+                    model.actuator_gainprm[damper, 0] = joint.kv
+                    model.actuator_biasprm[damper, 2] = -joint.kv
+                else:
+                    model.actuator_biasprm[act, 2] = -joint.kv
 
     for name, scale in params.body_mass_scale.items():
         if name not in index.mass_bodies:
@@ -239,22 +272,73 @@ def apply_sim_params(model: mujoco.MjModel, params: SimParams, index: ModelIndex
     mujoco.mj_setConst(model, mujoco.MjData(model))
 
 
+@dataclass(frozen=True)
+class SmoothFriction:
+    """Friction ``-c tanh(qd / v)`` on ``dofs``: Coulomb levels ``c`` (N*m), transitions ``v``.
+
+    For joints whose SimParams set ``friction_transition``. MuJoCo's dry friction constraint
+    switches within a fraction of a mrad/s; a real arm's friction (Gaz et al. identify a
+    sigmoid on the Panda) changes sign over tenths of a rad/s, which this smooth law
+    follows. Applied as a joint force before every step.
+    """
+
+    dofs: np.ndarray
+    level: np.ndarray
+    transition: np.ndarray
+
+    @classmethod
+    def none(cls) -> SmoothFriction:
+        """No smooth friction anywhere."""
+        return cls(np.zeros(0, int), np.zeros(0), np.ones(0))
+
+    @classmethod
+    def of(cls, params: SimParams, index: ModelIndex) -> SmoothFriction:
+        """The smooth friction ``params`` asks for (joints with ``friction_transition``)."""
+        dofs, level, transition = [], [], []
+        for i, name in enumerate(index.joint_names):
+            joint = params.joints.get(name)
+            if joint is not None and joint.friction_transition:
+                dofs.append(index.dof_adr[i])
+                level.append(joint.frictionloss if joint.frictionloss is not None
+                             else index.nominal_dof[2, index.dof_adr[i]])
+                transition.append(joint.friction_transition)
+        return cls(np.array(dofs, int), np.array(level, float), np.array(transition, float))
+
+    def apply(self, data: mujoco.MjData) -> None:
+        """Write the friction at the current velocities into ``data.qfrc_applied``."""
+        data.qfrc_applied[self.dofs] = -self.level * np.tanh(data.qvel[self.dofs]
+                                                             / self.transition)
+
+
+def sensor_bias(params: SimParams, joints: Sequence[str]) -> np.ndarray:
+    """Encoder (rad) and torque-sensor (N*m) biases (2, n) of ``joints`` in ``params``."""
+    bias = np.zeros((2, len(joints)))
+    for i, name in enumerate(joints):
+        joint = params.joints.get(name)
+        if joint is not None:
+            bias[:, i] = joint.encoder_offset or 0.0, joint.torque_offset or 0.0
+    return bias
+
+
 def nominal_sim_params(model: mujoco.MjModel, index: ModelIndex) -> SimParams:
     """Every SimParams field read back from ``model`` (fully set; sysid's starting point).
 
-    Body mass scales are relative to the index's nominal masses; the command delay is 0.
+    Body mass scales are relative to the index's nominal masses; the command delay and the
+    sensor biases are 0.
     """
     joints = {}
     for i, name in enumerate(index.joint_names):
         dof = index.dof_adr[i]
         servo = {}
         if i < index.arm_dof:
-            act = index.ctrl_ids[i]
+            act, damper = index.ctrl_ids[i], index.velocity_ids[i]
             servo = {'kp': float(model.actuator_gainprm[act, 0]),
-                     'kv': float(-model.actuator_biasprm[act, 2])}
+                     'kv': float(model.actuator_gainprm[damper, 0] if damper >= 0
+                                 else -model.actuator_biasprm[act, 2])}
         joints[name] = JointParams(damping=float(model.dof_damping[dof]),
                                    armature=float(model.dof_armature[dof]),
-                                   frictionloss=float(model.dof_frictionloss[dof]), **servo)
+                                   frictionloss=float(model.dof_frictionloss[dof]),
+                                   encoder_offset=0.0, torque_offset=0.0, **servo)
     scales = {}
     for name in index.mass_bodies:
         bid = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_BODY, name)
@@ -298,8 +382,15 @@ class Physics:
         self.nominal = nominal_sim_params(model, self.index)
         self.data = mujoco.MjData(model)
         self.params = SimParams()
-        self._target = np.zeros(len(self.index.ctrl_ids))   # (8,) arm rad, gripper m
-        self._delay = CommandDelay(0, len(self._target))
+        dampers = self.index.velocity_ids
+        self._slots = np.flatnonzero(dampers >= 0)   # arm joints with a velocity actuator
+        self._ids = np.concatenate((self.index.ctrl_ids, dampers[self._slots]))
+        self._command = np.zeros(self._ids.size)   # actuator inputs, delayed as one vector
+        self._target = self._command[:self.index.ctrl_ids.size]   # (8,) arm rad, gripper m
+        self._velocity = self._command[self.index.ctrl_ids.size:]  # desired rad/s
+        self._delay = CommandDelay(0, self._command.size)
+        self._bias = np.zeros((2, len(self.index.joint_names)))   # encoder rad, torque N*m
+        self._smooth = SmoothFriction.none()
         warning = mujoco.mjtWarning
         self._reset_warnings = tuple(self.data.warning[w] for w in (
             warning.mjWARN_BADQPOS, warning.mjWARN_BADQVEL, warning.mjWARN_BADQACC))
@@ -328,31 +419,46 @@ class Physics:
         return self._delay.steps
 
     def apply_params(self, params: SimParams) -> None:
-        """Apply ``params`` (see :func:`apply_sim_params`) and resize the command delay."""
+        """Apply ``params`` (see :func:`apply_sim_params`), the sensor biases and the delay."""
         apply_sim_params(self.model, params, self.index)
+        self._bias[:] = sensor_bias(params, self.index.joint_names)
+        self._smooth = SmoothFriction.of(params, self.index)
         steps = delay_steps(params.command_delay or 0.0, self.timestep)
         if steps != self._delay.steps:
-            self._delay = CommandDelay(steps, len(self._target))
-            self._delay.fill(self._target)
+            self._delay = CommandDelay(steps, self._command.size)
+            self._delay.fill(self._command)
         self.params = params
 
-    def set_arm_target(self, q: np.ndarray) -> None:
-        """Arm position targets (7,) in rad; the servos clamp them to their ctrlrange."""
+    def set_arm_target(self, q: np.ndarray, qd: np.ndarray | None = None) -> None:
+        """Arm targets: position ``q`` (7,) rad and desired velocity ``qd`` (7,) rad/s.
+
+        ``qd`` None means 0 (a position target). The controller acts on both errors,
+        ``p (q - q_meas) + d (qd - qd_meas)``, like franka_ros2's JointTrajectoryController.
+        """
         self._target[:self.index.arm_dof] = q
+        if qd is None:
+            self._velocity[:] = 0.0
+        else:
+            self._velocity[:] = np.asarray(qd)[self._slots]
 
     def set_gripper_width(self, width: float) -> None:
         """Gripper opening target (m); the servo clamps it to its ctrlrange."""
         self._target[self.index.arm_dof] = width
 
     def hold(self) -> None:
-        """Target the arm's current position (a stop), keeping the gripper target."""
-        self._target[:self.index.arm_dof] = self.data.qpos[self.index.qpos_adr[:self.index.arm_dof]]
+        """Target the arm's current position at rest (a stop), keeping the gripper target."""
+        arm = self.index.arm_dof
+        self._target[:arm] = self.data.qpos[self.index.qpos_adr[:arm]]
+        self._velocity[:] = 0.0
 
     def step(self, n: int = 1) -> None:
         """Advance ``n`` physics steps with the current targets."""
-        ctrl, ids, model, data = self.data.ctrl, self.index.ctrl_ids, self.model, self.data
+        ctrl, ids, model, data = self.data.ctrl, self._ids, self.model, self.data
+        smooth = self._smooth if self._smooth.dofs.size else None
         for _ in range(n):
-            ctrl.put(ids, self._delay.push(self._target))
+            ctrl.put(ids, self._delay.push(self._command))
+            if smooth is not None:
+                smooth.apply(data)
             mujoco.mj_step(model, data)
 
     def diverged(self) -> str | None:
@@ -425,20 +531,27 @@ class Physics:
             self.data.qvel[self.index.dof_adr] = velocity
         mujoco.mj_forward(self.model, self.data)
         self.data.ctrl[self.index.ctrl_ids] = self.data.actuator_length[self.index.ctrl_ids]
+        self.data.ctrl[self._ids[self.index.ctrl_ids.size:]] = 0.0
         self._settle()
 
     def _settle(self) -> None:
         self._reported_resets = self._resets()
         mujoco.mj_forward(self.model, self.data)
-        self._target[:] = self.data.ctrl[self.index.ctrl_ids]
-        self._delay.fill(self._target)
+        self._command[:] = self.data.ctrl[self._ids]
+        self._delay.fill(self._command)
 
     def read_joints(self, out: np.ndarray | Sequence[np.ndarray]) -> None:
-        """Fill ``out`` (a (3, 9) array or three (9,) arrays) with position, velocity, effort."""
+        """Fill ``out`` (a (3, 9) array or three (9,) arrays) with position, velocity, effort.
+
+        As the arm's sensors measure them: position and effort include the encoder and
+        torque-sensor biases of the applied SimParams.
+        """
         data, index = self.data, self.index
         data.qpos.take(index.qpos_adr, out=out[0])
         data.qvel.take(index.dof_adr, out=out[1])
         data.qfrc_actuator.take(index.dof_adr, out=out[2])
+        out[0] += self._bias[0]
+        out[2] += self._bias[1]
 
     def state(self) -> SimState:
         """A copy of the current state (joints, flange and object poses in the base frame)."""

@@ -102,7 +102,8 @@ class SimNode(Node):
                                          s.control_period)
 
         timing = Timing(s.sync_mode, s.realtime_factor, s.control_period, s.lockstep_timeout,
-                        s.command_timeout, s.joint_state_rate, s.joint_state_noise)
+                        s.command_timeout, s.joint_state_rate, s.joint_state_noise,
+                        s.joint_effort_noise)
         system_ns = None if s.publish_clock else (lambda: self.get_clock().now().nanoseconds)
         return Stepper(physics, timing, s.initial_keyframe, sample if s.randomize else None,
                        s.seed, system_ns, self._warn, self._viewer(physics))

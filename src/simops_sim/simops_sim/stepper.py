@@ -46,8 +46,8 @@ PAUSE_POLL = 0.05          # s between checks while paused
 class Frame:
     """What one step publishes: the stamp (ns) and copies of what is due, else None.
 
-    ``joints`` (3, n): position, velocity, effort in ``spec.joint_names`` order (noise
-    added to positions); poses: (position (3,) m, quaternion (4,) w-x-y-z) in the base frame.
+    ``joints`` (3, n): position, velocity, effort in ``spec.joint_names`` order (sensor bias
+    and noise included); poses: (position (3,) m, quaternion (4,) w-x-y-z) in the base frame.
     """
 
     stamp_ns: int
@@ -78,7 +78,7 @@ class Timing:
     """How the stepper runs; the live fields may change while it runs (:meth:`Stepper.set`).
 
     Times in s; ``realtime_factor`` in sim s per wall s; ``joint_state_noise`` in rad (m for
-    the fingers).
+    the fingers); ``joint_effort_noise`` in N*m (N for the fingers).
     """
 
     sync_mode: str
@@ -88,6 +88,7 @@ class Timing:
     command_timeout: float
     joint_state_rate: float
     joint_state_noise: float
+    joint_effort_noise: float
 
 
 @dataclass
@@ -148,7 +149,8 @@ class Stepper:
         self._period_steps = max(1, round(timing.control_period / dt))
         self._inbox: deque[ArmCommand | TrajectoryGoal] = deque()
         self._plan: TrajectoryPlan | None = None
-        self._plan_target = np.zeros(len(physics.spec.arm_joints))
+        self._plan_target = np.zeros(len(physics.spec.arm_joints))     # rad
+        self._plan_velocity = np.zeros(len(physics.spec.arm_joints))   # rad/s
         self._streaming = False
         self._last_command = 0.0
         self._step_index = 0
@@ -346,9 +348,9 @@ class Stepper:
         """Trajectory sampling or the timeout hold, one physics step, divergence recovery."""
         physics = self.physics
         if self._plan is not None:
-            if self._plan.sample(physics.time, self._plan_target):
+            if self._plan.sample(physics.time, self._plan_target, self._plan_velocity):
                 self._plan = None
-            physics.set_arm_target(self._plan_target)
+            physics.set_arm_target(self._plan_target, self._plan_velocity)
         elif (self._streaming
               and physics.time - self._last_command > self.timing.command_timeout):
             physics.hold()
@@ -379,6 +381,9 @@ class Stepper:
             self.physics.read_joints(joints)
             if self.timing.joint_state_noise:
                 joints[0] += self.noise_rng.normal(0.0, self.timing.joint_state_noise,
+                                                   joints.shape[1])
+            if self.timing.joint_effort_noise:
+                joints[2] += self.noise_rng.normal(0.0, self.timing.joint_effort_noise,
                                                    joints.shape[1])
             frame.joints = joints
             self.counters.joint_states += 1

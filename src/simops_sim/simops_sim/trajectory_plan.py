@@ -18,6 +18,8 @@ import numpy as np
 from simops_core.robot_spec import RobotSpec
 from simops_sim.joint_commands import CommandError, limit_violation
 
+KNOT_TOLERANCE = 1e-6   # s; clocks that differ by rounding pick the same side of a knot
+
 
 class TrajectoryError(CommandError):
     """A trajectory that must be rejected; see :class:`CommandError` for ``kind``."""
@@ -124,25 +126,35 @@ class TrajectoryPlan:
         self.times, self.positions, self.velocities = times, pos, vel
         self.end = start + float(times[-1])
 
-    def sample(self, now: float, out: np.ndarray) -> bool:
-        """Write the target (7,) at sim time ``now`` into ``out``; True once finished."""
+    def sample(self, now: float, out: np.ndarray, velocity: np.ndarray | None = None) -> bool:
+        """Write the target (7,) rad at sim time ``now`` into ``out``; True once finished.
+
+        ``velocity`` (7,), when given, receives the trajectory's velocity there (rad/s): the
+        derivative of the interpolation, linear between points without velocities and cubic
+        Hermite with them, as JointTrajectoryController samples; 0 before and after.
+        """
         t = now - self.start
-        if t >= self.times[-1]:
-            out[:] = self.positions[-1]
-            return True
-        if t <= self.times[0]:
-            out[:] = self.positions[0]
-            return False
-        k = int(np.searchsorted(self.times, t, side='right')) - 1
+        reached = t + KNOT_TOLERANCE   # a knot within the tolerance counts as reached
+        if reached >= self.times[-1] or reached <= self.times[0]:
+            out[:] = self.positions[-1] if reached >= self.times[-1] else self.positions[0]
+            if velocity is not None:
+                velocity[:] = 0.0
+            return bool(reached >= self.times[-1])
+        k = int(np.searchsorted(self.times, reached, side='right')) - 1
         t0, t1 = self.times[k], self.times[k + 1]
         h = t1 - t0
         s = (t - t0) / h
         p0, p1 = self.positions[k], self.positions[k + 1]
         if self.velocities is None:
             out[:] = p0 + s * (p1 - p0)
+            if velocity is not None:
+                velocity[:] = (p1 - p0) / h
             return False
         v0, v1 = self.velocities[k] * h, self.velocities[k + 1] * h
         s2, s3 = s * s, s * s * s
         out[:] = ((2 * s3 - 3 * s2 + 1) * p0 + (s3 - 2 * s2 + s) * v0
                   + (-2 * s3 + 3 * s2) * p1 + (s3 - s2) * v1)
+        if velocity is not None:
+            velocity[:] = ((6 * s2 - 6 * s) * p0 + (3 * s2 - 4 * s + 1) * v0
+                           + (-6 * s2 + 6 * s) * p1 + (3 * s2 - 2 * s) * v1) / h
         return False
