@@ -33,6 +33,7 @@ from trajectory_msgs.msg import JointTrajectory
 
 from simops_core.bag_reader import read_bag
 from simops_core.observation import JointIndex
+from simops_core.robot_spec import load_robot_spec
 from simops_learning.reach_env import SUCCESS_RADIUS
 
 STARTUP = 60.0             # s for every node to come up on two shared cores
@@ -80,9 +81,9 @@ def group_alive(pgid: int) -> bool:
     return True
 
 
-def goal_message(position: np.ndarray) -> PoseStamped:
+def goal_message(position: np.ndarray, frame: str = SPEC.base_frame) -> PoseStamped:
     msg = PoseStamped()
-    msg.header.frame_id = SPEC.base_frame
+    msg.header.frame_id = frame
     msg.pose.position.x, msg.pose.position.y, msg.pose.position.z = map(float, position)
     msg.pose.orientation.w = 1.0
     return msg
@@ -135,6 +136,25 @@ def test_sim_profile_reaches_the_goal_records_a_bag_and_stops_on_ctrl_c(
     assert np.min(np.linalg.norm(recorded - GOAL, axis=1)) < SUCCESS_RADIUS
 
 
+def test_sim_profile_runs_the_panda_end_to_end(launch: object, ros_probe: RosProbe) -> None:
+    """robot:=panda: the Panda's model and policy, panda_joint* names, and the goal reached."""
+    panda = load_robot_spec('panda')
+    ros_probe.subscribe(EE_POSE, PoseStamped, 100)
+    ros_probe.subscribe(STATE, String, qos('policy_state'))
+    ros_probe.subscribe(TOPICS['joint_states'].name, JointState, qos('joint_states'))
+    ros_probe.publisher(TOPICS['goal_pose'].name, PoseStamped,
+                        qos('goal_pose')).publish(goal_message(GOAL, panda.base_frame))
+    proc = launch('sim', 'robot:=panda')
+    assert wait_until(lambda: 'RUNNING' in states(ros_probe), STARTUP), proc.output[-3000:]
+    assert 'panda_reach.pt' in proc.output
+    assert wait_until(lambda: any(distance(p, GOAL) < SUCCESS_RADIUS
+                                  for p in ros_probe.messages(EE_POSE)), REACH_TIMEOUT), \
+        proc.output[-3000:]
+    names = ros_probe.messages(TOPICS['joint_states'].name)[-1].name
+    assert list(names) == list(panda.joint_names)
+    stop_cleanly(proc)
+
+
 class ArmWatch:
     """The stand-in's arm positions with their (monotonic) receive times.
 
@@ -174,7 +194,8 @@ def test_real_robot_standin_waits_for_enable_drives_the_trajectory_topic_and_est
     time.sleep(2.0)  # goal, object pose and joint states are all there: still DISABLED
     assert set(states(ros_probe)) == {'DISABLED'}
     assert ros_probe.messages(FRANKA_TRAJECTORY) == []
-    assert np.abs(arm.since(disabled) - SPEC.home).max() < 1e-3  # the arm rests at home
+    rest = arm.since(disabled)   # the arm rests at home, as its encoders (2 mrad offsets) see it
+    assert np.ptp(rest, axis=0).max() < 1e-3 and np.abs(rest - SPEC.home).max() < 3e-3
 
     assert call_enable(ros_probe, True).success
     assert wait_until(lambda: states(ros_probe)[-1:] == ['RUNNING'], 20), proc.output[-3000:]

@@ -76,8 +76,16 @@ def test_sim_arguments_reach_their_parameters() -> None:
     assert params(nodes['policy'])['command_interface'] == 'joint_trajectory'
 
 
+def test_panda_runs_its_own_model_and_policy() -> None:
+    sim, policy = build_graph('sim', {'robot': 'panda'})[:2]
+    assert params(sim)['robot'] == 'config/robot/panda.yaml'
+    assert params(sim)['model'] == 'models/panda/scene.xml'
+    assert 'joint_map' not in params(sim)
+    assert params(policy)['model_path'] == 'models/policy/panda_reach.pt'
+
+
 def test_panda_maps_its_joints_onto_the_fr3_model_in_spec_order() -> None:
-    sim = build_graph('sim', {'robot': 'panda'})[0]
+    sim = build_graph('sim', {'robot': 'panda', 'model': 'models/fr3/scene.xml'})[0]
     panda, fr3 = load_robot_spec('panda'), load_robot_spec('fr3')
     assert params(sim)['robot'] == 'config/robot/panda.yaml'
     assert params(sim)['joint_map'] == tuple(
@@ -155,8 +163,9 @@ def test_real_robot_excite_and_standin() -> None:
     standin, excite = nodes['standin'], nodes['excite']
     assert (standin.package, standin.executable) == ('simops_sim', 'sim')
     assert standin.param_files == (str(resolve_resource('config/standin_robot.yaml')),)
-    assert params(standin) == {'robot': 'config/robot/fr3.yaml', 'joint_state_rate': 1000.0,
-                               'publish_clock': False, 'use_sim_time': False}
+    assert params(standin) == {'robot': 'config/robot/fr3.yaml', 'model': 'models/fr3/scene.xml',
+                               'joint_state_rate': 1000.0, 'publish_clock': False,
+                               'use_sim_time': False}
     assert dict(standin.remappings)[TOPICS['joint_states'].name] == FRANKA_JOINT_STATES
     assert standin.required
     assert (excite.package, excite.executable) == ('simops_sysid', 'excite')

@@ -14,8 +14,9 @@ from simops_core.paths import resolve_resource
 
 PROFILES = ('sim', 'real_robot')
 BOOL = ('true', 'false')
-DEFAULT_MODEL = 'models/fr3/scene.xml'
-DEFAULT_POLICY = 'models/policy/fr3_reach.pt'
+ROBOT_FIELD = '{robot}'   # in a path argument: replaced by the robot argument
+DEFAULT_MODEL = 'models/{robot}/scene.xml'
+DEFAULT_POLICY = 'models/policy/{robot}_reach.pt'
 COMMAND_INTERFACES = ('float64_array', 'joint_trajectory')
 _NAMESPACE = re.compile(r'/?[A-Za-z_][A-Za-z0-9_]*(/[A-Za-z_][A-Za-z0-9_]*)*')
 
@@ -49,9 +50,11 @@ def declare_arguments(profile: str, command_interface: str) -> tuple[Argument, .
     real = profile == 'real_robot'
     args = [Argument('robot', 'fr3', 'robot spec, config/robot/<robot>.yaml', robot_names())]
     if not real:
-        args.append(Argument('model', DEFAULT_MODEL, 'MJCF scene the simulator loads'))
+        args.append(Argument('model', DEFAULT_MODEL, 'MJCF scene the simulator loads ({robot} '
+                             'is replaced by the robot argument)'))
     args.append(Argument('policy', DEFAULT_POLICY, 'TorchScript (.pt) or torch.export (.pt2) '
-                         'policy the policy node runs'))
+                         'policy the policy node runs ({robot} is replaced by the robot '
+                         'argument)'))
     if not real:
         args += [
             Argument('sim_params', '', "SimParams YAML with fitted physics; empty = the "
@@ -118,6 +121,9 @@ def resolve_arguments(declared: tuple[Argument, ...], profile: str,
     for name in ('policy', 'record_dir', 'model'):
         if name in resolved and not resolved[name]:
             raise GraphError(f'launch argument {name} must not be empty')
+    for name in ('policy', 'model'):
+        if name in resolved:
+            resolved[name] = resolved[name].replace(ROBOT_FIELD, resolved['robot'])
     if resolved['namespace'] and not _NAMESPACE.fullmatch(resolved['namespace']):
         raise GraphError(f'bad value {resolved["namespace"]!r} for namespace; use names of '
                          'letters, digits and _ separated by /, e.g. robot1 or /lab/robot1')

@@ -25,6 +25,7 @@ from simops_bringup.arguments import (
     BOOL,
     DEFAULT_MODEL,
     PROFILES,
+    ROBOT_FIELD,
     Argument,
     GraphError,
     check_profile,
@@ -157,7 +158,8 @@ def _real_robot_graph(nodes: _Nodes, args: dict[str, str], flags: dict[str, bool
     graph = []
     if flags['standin']:
         graph.append(nodes('simops_sim', 'sim', 'standin', {
-            'robot': _spec(args), **_joint_map(args['robot'], DEFAULT_MODEL),
+            'robot': _spec(args), 'model': (model := robot_model(args['robot'])),
+            **_joint_map(args['robot'], model),
             'joint_state_rate': arm.joint_state_rate,
             'publish_clock': flags['use_sim_time'], 'use_sim_time': False},
             files=[_resource(STANDIN_PARAMS)]))
@@ -191,6 +193,11 @@ def topic_remappings(topics: Mapping[str, TopicSpec], targets: Mapping[str, str]
 def _joint_map(robot: str, model: str) -> dict[str, ParamValue]:
     pairs = joint_map(robot, model)
     return {'joint_map': pairs} if pairs else {}
+
+
+def robot_model(robot: str) -> str:
+    """The scene shipped for ``robot`` (the stand-in runs it)."""
+    return DEFAULT_MODEL.replace(ROBOT_FIELD, robot)
 
 
 def _spec(args: dict[str, str]) -> str:

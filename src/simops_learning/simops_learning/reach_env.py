@@ -48,7 +48,7 @@ SUCCESS_RADIUS = 0.02                                  # m
 WORKSPACE_LOW = np.array([0.3, -0.3, 0.05])            # m, base frame
 WORKSPACE_HIGH = np.array([0.7, 0.3, 0.45])
 SUCCESS_BONUS = 10.0
-DEFAULT_MODEL = 'models/fr3/scene.xml'
+DEFAULT_MODEL = 'models/{robot}/scene.xml'   # the robot's shipped scene
 DEFAULT_KEYFRAME = 'home'
 
 
@@ -73,7 +73,7 @@ class FR3ReachEnv(gym.Env):
                  safety: StepSettings | None = None,
                  max_episode_steps: int = MAX_EPISODE_STEPS,
                  success_radius: float = SUCCESS_RADIUS,
-                 robot: str = 'fr3', model: str = DEFAULT_MODEL,
+                 robot: str = 'fr3', model: str | None = None,
                  keyframe: str = DEFAULT_KEYFRAME) -> None:
         self.spec_robot = load_robot_spec(robot)
         spec = self.spec_robot
@@ -83,6 +83,7 @@ class FR3ReachEnv(gym.Env):
         self.safety = safety or StepSettings()
         self.policy_step = PolicyStep(self.card, spec, self.safety)
         self.ramp_time = self.safety.ramp_time   # this episode's (randomised) ramp, s
+        model = model or DEFAULT_MODEL.format(robot=robot)
         mj_model = mujoco.MjModel.from_xml_path(str(resolve_resource(model)))
         self.physics = Physics(mj_model, spec)
         fitted = load_sim_params(sim_params_file) if sim_params_file else SimParams()

@@ -23,6 +23,7 @@ import multiprocessing
 import sys
 import time
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +49,7 @@ HELD_OUT = 0.1            # fraction of the goals kept for the error estimate
 class TrainConfig:
     """Training settings; counts are goals, updates and episodes."""
 
+    robot: str = 'fr3'
     seed: int = 0
     goals: int = 4000
     hidden: tuple[int, ...] = (128, 128)
@@ -61,9 +63,9 @@ class TrainConfig:
     randomization: DomainRandomization = field(default_factory=default_randomization)
 
 
-def label_goals(goals: np.ndarray) -> np.ndarray:
-    """Worker: the expert's posture (N, 7) rad for goals (N, 3) m."""
-    env = FR3ReachEnv()
+def label_goals(robot: str, goals: np.ndarray) -> np.ndarray:
+    """Worker: the expert's posture (N, 7) rad for goals (N, 3) m on ``robot``."""
+    env = FR3ReachEnv(robot=robot)
     expert = ReachExpert(env.physics.model, env.physics.index, env.spec_robot,
                          env.card.action.scale)
     return np.array([expert.solve(goal) for goal in goals])
@@ -76,13 +78,14 @@ class EvalJob:
     policy: bytes                  # TorchScript archive
     seeds: tuple[int, ...]
     randomization: DomainRandomization
+    robot: str
 
 
 def evaluate(job: EvalJob) -> list[bool]:
     """Worker: success per episode of the scripted policy under full randomisation."""
     torch.set_num_threads(1)
     module = torch.jit.load(io.BytesIO(job.policy))
-    env = FR3ReachEnv(randomization=job.randomization)
+    env = FR3ReachEnv(randomization=job.randomization, robot=job.robot)
     successes = []
     for seed in job.seeds:
         obs, info = env.reset(seed=seed, options={'level': 1.0})
@@ -135,14 +138,14 @@ def train(config: TrainConfig, log: Any = print) -> tuple[PosturePolicy, dict[st
     torch.manual_seed(config.seed)
     generator = torch.Generator().manual_seed(config.seed)
     started = time.monotonic()
-    env = FR3ReachEnv()
+    env = FR3ReachEnv(robot=config.robot)
     rng = np.random.default_rng(config.seed)
     goals = rng.uniform(WORKSPACE_LOW - GOAL_MARGIN, WORKSPACE_HIGH + GOAL_MARGIN,
                         (config.goals, 3))
     context = multiprocessing.get_context('spawn')
     with context.Pool(config.workers) as pool:
         chunks = np.array_split(goals, config.workers * 4)
-        postures = np.concatenate(pool.map(label_goals, chunks))
+        postures = np.concatenate(pool.map(partial(label_goals, config.robot), chunks))
         log(f'labelled {len(goals)} goals with the IK expert in '
             f'{time.monotonic() - started:.0f} s')
         held = max(1, int(len(goals) * HELD_OUT))
@@ -166,7 +169,8 @@ def train(config: TrainConfig, log: Any = print) -> tuple[PosturePolicy, dict[st
             torch.jit.save(torch.jit.script(policy), buffer)
             seeds = [config.seed * 1_000_003 + 500_000 + i for i in range(config.eval_episodes)]
             jobs = [EvalJob(buffer.getvalue(), tuple(seeds[w::config.workers]),
-                            config.randomization) for w in range(config.workers)]
+                            config.randomization, config.robot)
+                    for w in range(config.workers)]
             results[gain] = float(np.mean([s for part in pool.map(evaluate, jobs)
                                            for s in part]))
             log(f'gain {gain:g}: closed-loop success under full randomisation '
@@ -196,11 +200,13 @@ def main(argv: list[str] | None = None) -> int:
     """CLI entry point; see ``simops-train --help``."""
     defaults = TrainConfig()
     parser = CommandLineParser(
-        'simops-train', 'Train the FR3 reach policy from the IK expert and '
+        'simops-train', 'Train the reach policy of an FR3 or Panda from the IK expert and '
         'export STEM.pt, STEM.pt2 and their cards (STEM.yaml, STEM.pt2.yaml).',
         exit_codes({EXIT_OK: 'trained and exported', EXIT_FAILED: 'the export failed',
                     EXIT_USAGE: 'bad command line'}))
-    parser.add_argument('--out', default='models/policy/fr3_reach', help='output stem')
+    parser.add_argument('--robot', default=defaults.robot,
+                        help='robot spec (config/robot/<robot>.yaml; scene models/<robot>)')
+    parser.add_argument('--out', help='output stem (default models/policy/<robot>_reach)')
     parser.add_argument('--seed', type=int, default=defaults.seed)
     parser.add_argument('--goals', type=int, default=defaults.goals,
                         help='goals labelled by the expert')
@@ -222,12 +228,12 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:
         print(f'simops-train: error: {exc}', file=sys.stderr)
         return EXIT_USAGE
-    config = TrainConfig(seed=args.seed, goals=args.goals, updates=args.updates,
+    config = TrainConfig(robot=args.robot, seed=args.seed, goals=args.goals, updates=args.updates,
                          eval_episodes=args.eval_episodes, workers=args.workers,
                          randomization=randomization)
     policy, metadata = train(config, log=lambda line: print(line, flush=True))
-    env = FR3ReachEnv()
-    stem = Path(args.out)
+    env = FR3ReachEnv(robot=config.robot)
+    stem = Path(args.out or f'models/policy/{config.robot}_reach')
     try:
         paths = export_policy(policy, env.spec_robot, stem, env.card.observation_size, metadata)
     except OSError as exc:
