@@ -1,17 +1,20 @@
-"""System identification benchmark: recovery error and wall time against data length.
+"""System identification benchmark: both fit modes, error and wall time against data length.
 
 For each length (default 15, 30 and 60 s) the stand-in arm (the simulator's physics wrapper
-with config/sim_params/standin_hidden.yaml, 1e-4 rad position noise) runs an excitation;
-the result is written as a bag (tests/sysid_helpers.py) and fitted with the installed
-``fit`` from nominal, exactly as a user would run it. A 20 s held-out bag (another seed) is
-evaluated each time. Printed per length: fit wall time, iterations, median and worst
-relative parameter error against the hidden truth, the held-out joint-position RMS replay
-error with nominal and fitted physics (mrad), and which parameter was worst.
+with config/sim_params/standin_hidden.yaml: smooth friction, sensor offsets; 1e-4 rad
+position noise, 0.05 N*m torque noise) runs an excitation; the result is written as a bag
+(tests/sysid_helpers.py) and fitted with the installed ``fit``, as a user would run it:
+
+- trajectory mode (states and commands): wall time, worst relative error of the controller
+  gains and the delay, worst encoder-offset error (mrad), held-out joint-position RMS with
+  nominal and fitted physics (mrad; a 20 s held-out bag of another seed);
+- torque mode (the same states, efforts only): wall time of the whole command and of the
+  fit itself, held-out torque RMS with nominal and fitted friction (N*m, the last 20 % of
+  the bag).
 
     nice -n 10 .venv/bin/python bench/sysid.py [--lengths 15 30 60]
 
-Wall times depend on the machine's other load; the load average is printed alongside (the
-acceptance target, <= 120 s for 60 s of data, is for a quiet 2-core machine).
+Wall times depend on the machine's other load; the load average is printed alongside.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -34,52 +38,72 @@ from sysid_helpers import HIDDEN, SPEC, simulate, write_bag  # noqa: E402
 
 from simops_core.sim_params import load_sim_params  # noqa: E402
 
-KINDS = ('damping', 'armature', 'frictionloss', 'kp', 'kv')
+TORQUE_NOISE = 0.05   # N*m
 
 
-def relative_errors(fitted: Path) -> dict[str, float]:
-    """Relative error of every fitted parameter against the stand-in's hidden truth."""
+def fit(*args: object) -> tuple[float, Path]:
+    """Run ``fit`` with ``args`` (the last two are ``--out PATH``); wall time and output."""
+    start = time.monotonic()
+    result = subprocess.run([str(installed_executable('simops_sysid', 'fit')),
+                             *map(str, args)], capture_output=True, text=True, cwd=REPO)
+    if result.returncode:
+        sys.exit(result.stdout + result.stderr)
+    return time.monotonic() - start, Path(args[-1])
+
+
+def trajectory_errors(fitted: Path) -> tuple[float, float]:
+    """Worst relative error of kp, kv and the delay; worst encoder-offset error (rad)."""
     truth, got = load_sim_params(HIDDEN), load_sim_params(fitted)
-    errors = {'command_delay': abs(got.command_delay - truth.command_delay)
-              / truth.command_delay}
+    relative = [abs(got.command_delay - truth.command_delay) / truth.command_delay]
+    offsets = []
     for joint in SPEC.arm_joints:
-        for kind in KINDS:
-            want = getattr(truth.joints[joint], kind)
-            errors[f'{joint}.{kind}'] = abs(getattr(got.joints[joint], kind) - want) / want
-    return errors
+        want, have = truth.joints[joint], got.joints[joint]
+        relative += [abs(have.kp - want.kp) / want.kp, abs(have.kv - want.kv) / want.kv]
+        offsets.append(abs(have.encoder_offset - want.encoder_offset))
+    return max(relative), max(offsets)
+
+
+def rms(values: dict[str, float]) -> float:
+    return float(np.sqrt(np.mean(np.square(list(values.values())))))
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
     parser.add_argument('--lengths', type=float, nargs='+', default=[15.0, 30.0, 60.0])
     options = parser.parse_args()
-    fit = installed_executable('simops_sysid', 'fit')
+    rng = np.random.default_rng(1)
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         held = write_bag(folder / 'held', simulate(20.0, seed=99))
-        print(f'{"data s":>6} {"wall s":>7} {"iters":>5} {"median %":>8} {"worst %":>8} '
-              f'{"held-out nominal mrad":>21} {"fitted mrad":>11} {"load":>5}  worst parameter')
+        print('trajectory mode')
+        print(f'{"data s":>6} {"wall s":>7} {"gains, delay worst %":>21} {"offsets worst mrad":>19}'
+              f' {"held-out nominal mrad":>21} {"fitted mrad":>11} {"load":>5}')
+        torque_rows = []
         for length in options.lengths:
-            bag = write_bag(folder / f'train{length:g}', simulate(length, seed=1))
-            out = folder / f'fit{length:g}.yaml'
+            data = simulate(length, seed=1)
             load = os.getloadavg()[0]
-            start = time.monotonic()
-            result = subprocess.run([str(fit), '--bag', str(bag), '--holdout', str(held),
-                                     '--out', str(out)], capture_output=True, text=True,
-                                    cwd=REPO)
-            wall = time.monotonic() - start
-            if result.returncode:
-                print(result.stdout + result.stderr, file=sys.stderr)
-                return 1
-            named = relative_errors(out)
-            worst = max(named, key=named.get)
-            errors = 100 * np.array(list(named.values()))
-            provenance = load_sim_params(out).provenance
-            rms = provenance['residual_holdout']['position_rms_mrad']
-            print(f'{length:6.0f} {wall:7.1f} {provenance["iterations"]:5d} '
-                  f'{np.median(errors):8.2f} {errors.max():8.2f} {rms["nominal"]:21.3f} '
-                  f'{rms["fitted"]:11.3f} {max(load, os.getloadavg()[0]):5.1f}  {worst}',
+            wall, out = fit('--bag', write_bag(folder / f'train{length:g}', data), '--holdout',
+                            held, '--mode', 'trajectory', '--out', folder / f'{length:g}.yaml')
+            gains, offsets = trajectory_errors(out)
+            position = load_sim_params(out).provenance['residual_holdout']['position_rms_mrad']
+            print(f'{length:6.0f} {wall:7.1f} {100 * gains:21.1f} {1e3 * offsets:19.3f} '
+                  f'{position["nominal"]:21.3f} {position["fitted"]:11.3f} {load:5.1f}',
                   flush=True)
+            noisy = replace(data, effort=data.effort + rng.normal(0.0, TORQUE_NOISE,
+                                                                  data.effort.shape))
+            wall, out = fit('--bag', write_bag(folder / f'torque{length:g}', noisy,
+                                               commands=False),
+                            '--out', folder / f'torque{length:g}.yaml')
+            provenance = load_sim_params(out).provenance
+            torque = provenance['torque_rms_nm']['holdout']
+            torque_rows.append((length, wall, provenance['fit_wall_s'], rms(torque['nominal']),
+                                rms(torque['fitted']), os.getloadavg()[0]))
+        print('\ntorque mode (efforts only)')
+        print(f'{"data s":>6} {"wall s":>7} {"fit s":>6} {"held-out nominal N*m":>21} '
+              f'{"fitted N*m":>11} {"load":>5}')
+        for length, wall, fit_s, before, after, load in torque_rows:
+            print(f'{length:6.0f} {wall:7.1f} {fit_s:6.1f} {before:21.3f} {after:11.3f} '
+                  f'{load:5.1f}')
     return 0
 
 

@@ -9,7 +9,7 @@ like the recorder's: header stamps on the arm's clock, receive times on the reco
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import mujoco
@@ -31,6 +31,20 @@ HIDDEN = REPO / 'config/sim_params/standin_hidden.yaml'
 MODEL = REPO / 'models/fr3/scene.xml'
 TRAJECTORY_TOPIC = '/fr3_arm_controller/joint_trajectory'
 CLOCK_OFFSET = 1_700_000_000.0   # s between the receive clock and the stamp clock
+RECORDER_LATENCY = 200_000       # ns from the arm to the recorder, for every topic
+REPLAY_KINDS = ('damping', 'armature', 'frictionloss', 'kp', 'kv', 'encoder_offset',
+                'torque_offset', 'delay')
+
+
+def replayable(params: SimParams) -> SimParams:
+    """``params`` with dry friction where it has smooth friction: what the replay can roll out.
+
+    The fit replays through ``mujoco.rollout``, which has no smooth (tanh) friction; the
+    stand-in has it on purpose. Tests of the replay rule itself simulate with this.
+    """
+    joints = {name: replace(joint, friction_transition=None)
+              for name, joint in params.joints.items()}
+    return replace(params, joints=joints)
 
 
 @dataclass(frozen=True)
@@ -74,7 +88,7 @@ def simulate(duration: float, seed: int = 0, params: SimParams | None = None,
                               SPEC.home)
     rows = np.empty((steps, 3, len(SPEC.joint_names)))
     for k in range(steps):
-        physics.set_arm_target(targets[k])
+        physics.set_arm_target(targets[k, :7], targets[k, 7:])
         physics.step()
         physics.read_joints(rows[k])
     t = dt * np.arange(1, steps + 1)
@@ -99,7 +113,7 @@ def write_bag(path: Path, data: StandinData, names: list[str] | None = None,
             msg = types['sensor_msgs/msg/JointState'](
                 header=header, name=names, position=data.q[k], velocity=data.qd[k],
                 effort=data.effort[k])
-            writer.write(states, round((data.t[k] + CLOCK_OFFSET) * 1e9) + 200_000,
+            writer.write(states, round((data.t[k] + CLOCK_OFFSET) * 1e9) + RECORDER_LATENCY,
                          STORE.serialize_cdr(msg, msg.__msgtype__))
         if commands:
             _write_commands(writer, data)
@@ -122,5 +136,5 @@ def _write_commands(writer: Writer, data: StandinData) -> None:
             time_from_start=period)
         msg = types['trajectory_msgs/msg/JointTrajectory'](
             header=header, joint_names=list(SPEC.arm_joints), points=[point])
-        writer.write(connection, round((arrival + CLOCK_OFFSET) * 1e9),
+        writer.write(connection, round((arrival + CLOCK_OFFSET) * 1e9) + RECORDER_LATENCY,
                      STORE.serialize_cdr(msg, msg.__msgtype__))

@@ -35,14 +35,15 @@ def scaled(params: SimParams, factor: float, **special: float) -> SimParams:
     return replace(params, joints=joints, command_delay=params.command_delay * factor)
 
 
-def test_recovery_compares_every_fitted_parameter_with_the_truth() -> None:
+def test_recovery_compares_the_gains_offsets_and_delay_with_the_truth() -> None:
     rows = recovery(scaled(TRUTH, 1.04), TRUTH, NOMINAL, SPEC.arm_joints)
-    assert len(rows) == 7 * 5 + 1
-    assert {r.kind for r in rows} == {'damping', 'armature', 'frictionloss', 'kp', 'kv',
-                                      'command_delay'}
-    assert all(abs(r.error - 0.04) < 1e-9 for r in rows)
-    damping = next(r for r in rows if r.name == 'fr3_joint1.damping')
-    assert (damping.nominal, damping.truth) == (1.0, 2.0)
+    assert len(rows) == 7 * 3 + 1
+    assert {r.kind for r in rows} == {'kp', 'kv', 'encoder_offset', 'command_delay'}
+    assert all(abs(r.error - 0.04) < 1e-9 for r in rows if not r.absolute)
+    offset = next(r for r in rows if r.name == 'fr3_joint3.encoder_offset')
+    assert offset.error == pytest.approx(0.04 * abs(offset.truth))   # rad, absolute
+    kp = next(r for r in rows if r.name == 'fr3_joint1.kp')
+    assert (kp.nominal, kp.truth) == (600.0, TRUTH.joints['fr3_joint1'].kp)
     assert within_bar(rows)
 
 
@@ -50,7 +51,8 @@ def test_recovery_compares_every_fitted_parameter_with_the_truth() -> None:
     (1.0, {'fr3_joint3.kp': 1.099}, True),    # one parameter just within 10 %
     (1.0, {'fr3_joint3.kp': 1.11}, False),    # one parameter beyond 10 %
     (1.06, {}, False),                        # every one at 6 %: the median misses 5 %
-    (0.951, {}, True),                        # every one just within 5 %
+    (0.951, {}, True),                        # every one just within 5 %, offsets < 0.1 mrad
+    (1.0, {'fr3_joint3.encoder_offset': 1.06}, False),   # 0.12 mrad off
 ])
 def test_the_sysid_bar(factor: float, special: dict[str, float], ok: bool) -> None:
     fitted = scaled(TRUTH, factor, **special)
@@ -66,7 +68,7 @@ def test_summary_table_shows_recovery_replay_goals_and_verdicts() -> None:
                       [Validation('nominal physics', 'pass', 0.9, 0.8, 9)],
                       {'excite': 70.0, 'fit': 120.0}, 41.5)
     text = '\n'.join(summary.lines())
-    assert 'worst fr3_joint2.kv 20.0%, median 2.0% -> MISSES the bar' in text
+    assert 'worst fr3_joint2.kv 20.0%, median 2.0%' in text and 'MISSES the bar' in text
     assert 'kv' in text and '20.0%' in text
     assert '30.000 mrad  1.500 mrad' in text
     assert '1/2 goals reached' in text and 'not reached, then 50.0 mm away' in text

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from ros_helpers import REPO
-from sysid_helpers import HIDDEN, SPEC, simulate, write_bag
+from sysid_helpers import HIDDEN, REPLAY_KINDS, SPEC, replayable, simulate, write_bag
 
 from simops_core.sim_params import load_sim_params
 from simops_core.topics import load_topics
@@ -37,33 +37,37 @@ def test_whole_step_delays_are_the_nodes_rule_and_fractions_blend() -> None:
     np.testing.assert_array_equal(delayed(targets, 10, -1e-15), targets[10:])
 
 
+TRUTH = replayable(load_sim_params(HIDDEN))   # the stand-in's truth with dry friction
+
+
 @pytest.fixture(scope='module', params=['stamped', 'unstamped'])
 def problem(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
             ) -> tuple[fitting.Problem, object]:
     """Commands stamped as excite stamps them (the default), or unstamped (start on arrival)."""
-    data = simulate(8.0, noise=0.0, stamped=request.param == 'stamped')
+    data = simulate(8.0, noise=0.0, stamped=request.param == 'stamped', params=TRUTH)
     bag = write_bag(tmp_path_factory.mktemp('replay') / 'bag', data)
     recording = load_recording(bag, SPEC, load_topics())
     fit_model = fitting.load_fit_model(REPO / 'models/fr3/scene.xml', SPEC)
     base = fitting.nominal(fit_model)
     joints = list(range(7))
     sequences, _ = split_sequences(recording, 0.001, 5.0, 200.0, 60, joints)
-    params = fit_parameters.build_parameters(base, fit_parameters.KINDS[:6], SPEC.arm_joints, [])
+    params = fit_parameters.build_parameters(base, REPLAY_KINDS, SPEC.arm_joints, [])
     return fitting.make_problem(fit_model, sequences, joints, base), params, recording
 
 
 def test_replay_with_the_truth_matches_the_wrapper(problem: tuple) -> None:
     prob, params, _ = problem
-    truth = fitting.evaluate(prob, params, load_sim_params(HIDDEN))
+    truth = fitting.evaluate(prob, params, TRUTH)
     assert truth.rms_q.max() < 5e-5, truth.rms_q       # rad
     assert truth.rms_effort.max() < 0.05, truth.rms_effort   # N*m
     nominal = fitting.evaluate(prob, params, fitting.nominal(prob.fit_model))
-    assert nominal.rms_q.min() > 1e-3, nominal.rms_q
+    assert nominal.rms_q.min() > 10 * 5e-5, nominal.rms_q   # the check above can fail
 
 
 def test_delay_first_guess_finds_the_hidden_delay(problem: tuple) -> None:
     _, _, recording = problem
-    assert estimate_delay(recording, 0.001, fit_parameters.MAX_DELAY) == pytest.approx(
+    assert estimate_delay(recording, 0.001, fit_parameters.MAX_DELAY, SPEC.gain_p,
+                          SPEC.gain_d) == pytest.approx(
         load_sim_params(HIDDEN).command_delay)
 
 
@@ -80,7 +84,7 @@ def test_commands_the_recorder_missed_at_the_start_are_not_replayed(tmp_path: Pa
     """A recorder discovers a new command publisher after the arm does, so a bag can begin
     with the arm already moving; the replay must start where the recorded commands define
     every target, and then match the wrapper with the true fit_parameters."""
-    data = simulate(8.0, noise=0.0)
+    data = simulate(8.0, noise=0.0, params=TRUTH)
     late = 100   # the first 2 s of commands never reached the bag
     data = replace(data, arrival=data.arrival[late:], commands=data.commands[late:],
                    stamps=data.stamps[late:])
@@ -90,9 +94,9 @@ def test_commands_the_recorder_missed_at_the_start_are_not_replayed(tmp_path: Pa
     joints = list(range(7))
     sequences, _ = split_sequences(recording, 0.001, 5.0, 200.0, 60, joints)
     assert sequences[0].t0 > recording.commands.t[1] + 0.06
-    params = fit_parameters.build_parameters(base, fit_parameters.KINDS[:6], SPEC.arm_joints, [])
+    params = fit_parameters.build_parameters(base, REPLAY_KINDS, SPEC.arm_joints, [])
     truth = fitting.evaluate(fitting.make_problem(fit_model, sequences, joints, base), params,
-                             load_sim_params(HIDDEN))
+                             TRUTH)
     assert truth.rms_q.max() < 5e-5, truth.rms_q
     assert truth.rms_effort.max() < 0.05, truth.rms_effort
 

@@ -38,7 +38,8 @@ from simops_core.bag_series import (
     command_series,
     joint_series,
 )
-from simops_core.robot_spec import RobotSpec
+from simops_core.paths import resolve_resource
+from simops_core.robot_spec import RobotSpec, load_robot_spec
 from simops_core.topics import TopicSpec
 from simops_sim.joint_commands import limit_violation
 from simops_sim.trajectory_plan import TrajectoryError, TrajectoryGoal, goal_from_message
@@ -59,13 +60,12 @@ class DataError(ValueError):
 
 
 @dataclass(frozen=True)
-class Recording:
-    """One bag's joint states and commands.
+class States:
+    """One bag's arm joint states, checked.
 
-    ``t`` (N,) s; ``q``, ``qd``, ``effort`` (N, 9) rad, rad/s, N*m in ``spec.joint_names``
-    order; ``commands`` on the same clock; ``joint_states_topic`` where the states came from.
-    ``lag`` (N,) s: how much later than the fastest one each joint state was received; a
-    stalled or catching-up arm (or transport) shows here, and there command timing is lost.
+    ``t`` (N,) s from the first; ``q``, ``qd``, ``effort`` (N, 9) rad, rad/s, N*m in
+    ``spec.joint_names`` order (fingers held when unrecorded); ``command_topics`` names the
+    bag's command topics (none: only torque mode can use the bag).
     """
 
     bag: Path
@@ -74,6 +74,18 @@ class Recording:
     q: np.ndarray
     qd: np.ndarray
     effort: np.ndarray
+    command_topics: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Recording(States):
+    """One bag's joint states and the commands of its busiest command topic.
+
+    ``commands`` are on the joint-state clock. ``lag`` (N,) s: how much later than the
+    fastest one each joint state was received; a stalled or catching-up arm (or transport)
+    shows here, and there command timing is lost.
+    """
+
     commands: CommandLog
     lag: np.ndarray
 
@@ -90,8 +102,9 @@ class SequenceData:
     """One replay sequence, starting from its measured state.
 
     ``t0`` s is the start; the replay runs ``targets.shape[0] - history`` physics steps of
-    ``dt`` s. ``targets`` (history + T, 7) rad are the undelayed arm targets, the first
-    ``history`` rows commanded before ``t0``; ``gripper`` m the gripper target. ``qpos0``,
+    ``dt`` s. ``targets`` (history + T, 14) are the undelayed controller inputs (position
+    targets rad, then desired velocities rad/s; :func:`simops_sysid.replay.physics_targets`),
+    the first ``history`` rows commanded before ``t0``; ``gripper`` m the gripper target. ``qpos0``,
     ``qvel0`` (9,) the measured state at ``t0``. ``t`` (K,) s the measurement times inside
     ``(t0, t0 + T dt]``, ``q``, ``qd``, ``effort`` (K, 7) the measured arm joints there.
     """
@@ -120,8 +133,18 @@ class SequenceData:
         return self.steps * self.dt
 
 
-def load_recording(bag: str | Path, spec: RobotSpec, topics: dict[str, TopicSpec]) -> Recording:
-    """Read ``bag``'s joint states and commands; raise :class:`DataError` naming the problem."""
+def load_states(bag: str | Path, spec: RobotSpec, topics: dict[str, TopicSpec]) -> States:
+    """Read ``bag``'s arm joint states, checked; raise :class:`DataError` naming the problem."""
+    return _read_states(bag, spec, topics)[0]
+
+
+def _read_states(bag: str | Path, spec: RobotSpec, topics: dict[str, TopicSpec]
+                 ) -> tuple[States, RawBag, np.ndarray, float]:
+    """The checked joint states and what reading their commands needs.
+
+    Also returns the bag read for states and commands, the header stamps (s) and the time
+    (s) the states' ``t`` counts from.
+    """
     try:
         listing = read_bag(bag, topics=())
     except BagError as exc:
@@ -130,22 +153,17 @@ def load_recording(bag: str | Path, spec: RobotSpec, topics: dict[str, TopicSpec
     if not any(counts.values()):
         raise DataError(f'{bag}: the bag is empty (no messages on any topic)')
     states = [n for n, t in listing.topics.items() if t.type == JOINT_STATE and t.count]
-    commands = [n for n, t in listing.topics.items() if t.count and (
-        t.type == TRAJECTORY or (t.type == FLOAT_ARRAY and n == topics['joint_commands'].name))]
-    have = ', '.join(f'{n} ({t.type}, {t.count})' for n, t in listing.topics.items())
+    commands = tuple(n for n, t in listing.topics.items() if t.count and (
+        t.type == TRAJECTORY or (t.type == FLOAT_ARRAY and n == topics['joint_commands'].name)))
     if not states:
+        have = ', '.join(f'{n} ({t.type}, {t.count})' for n, t in listing.topics.items())
         raise DataError(f'{bag}: no sensor_msgs/msg/JointState topic with messages; the bag '
-                        f'has {have}')
-    if not commands:
-        raise DataError(f'{bag}: no command topic ({topics["joint_commands"].name} or a '
-                        f'trajectory_msgs/msg/JointTrajectory topic) with messages; the bag '
                         f'has {have}')
     raw = read_bag(bag, topics=[*states, *commands])
     store = message_typestore(raw)
     topic, series = _joint_states(raw, states, spec, store)
     stamps = np.array([m.header.stamp.sec + 1e-9 * m.header.stamp.nanosec
                        for m in raw.decode(topic, store)])
-    received = np.asarray(raw.topics[topic].log_time, dtype=np.int64) * 1e-9
     if np.any(np.diff(stamps) <= 0):
         k = int(np.flatnonzero(np.diff(stamps) <= 0)[0])
         raise DataError(f'{bag}: {topic} header stamps are not strictly increasing (message '
@@ -159,12 +177,26 @@ def load_recording(bag: str | Path, spec: RobotSpec, topics: dict[str, TopicSpec
     _check_finite(where, 'effort', series.effort[:, :arm], missing_ok=True)
     position, velocity = _hold_unrecorded_fingers(series.position, series.velocity, spec)
     origin = float(series.t[0])
+    return (States(Path(bag), topic, series.t - origin, position, velocity,
+                   np.nan_to_num(series.effort), commands), raw, stamps, origin)
+
+
+def load_recording(bag: str | Path, spec: RobotSpec, topics: dict[str, TopicSpec]) -> Recording:
+    """Read ``bag``'s joint states and commands; raise :class:`DataError` naming the problem."""
+    states, raw, stamps, origin = _read_states(bag, spec, topics)
+    if not states.command_topics:
+        have = ', '.join(f'{n} ({t.type}, {t.count})' for n, t in raw.topics.items())
+        raise DataError(f'{bag}: no command topic ({topics["joint_commands"].name} or a '
+                        f'trajectory_msgs/msg/JointTrajectory topic) with messages; the bag '
+                        f'has {have}; without commands, fit --mode torque uses the efforts')
+    store = message_typestore(raw)
+    topic = states.joint_states_topic
+    received = np.asarray(raw.topics[topic].log_time, dtype=np.int64) * 1e-9
     clock = ReceiveClock(received, stamps if np.all(stamps > 0) else received)
-    command_topic = max(commands, key=lambda n: raw.topics[n].count)
+    command_topic = max(states.command_topics, key=lambda n: raw.topics[n].count)
     log = _commands(raw, command_topic, spec, store, clock, origin)
     lag = received - stamps if np.all(stamps > 0) else np.zeros_like(stamps)
-    return Recording(Path(bag), topic, series.t - origin, position, velocity,
-                     np.nan_to_num(series.effort), log, lag - lag.min())
+    return Recording(**vars(states), commands=log, lag=lag - lag.min())
 
 
 def _hold_unrecorded_fingers(position: np.ndarray, velocity: np.ndarray, spec: RobotSpec
@@ -358,8 +390,14 @@ def split_sequences(rec: Recording, dt: float, length: float, rate: float,
     t0 = float(rec.t[index])
     total = int((end - t0) / dt)
     arm = np.asarray(joints, dtype=int)
-    initial = rec.q[index, :7]
-    targets = physics_targets(rec.commands, t0 - history * dt, total + history, dt, initial)
+    # Replay the targets from the first recorded command on, from the arm's measured position
+    # there: each later segment starts from the previous one's end, so by t0 the targets no
+    # longer depend on that start (which carries tracking error and encoder bias).
+    lead = max(0, int(np.ceil((t0 - history * dt - float(rec.commands.t[0])) / dt)))
+    origin = t0 - (history + lead) * dt
+    initial = rec.q[min(int(np.searchsorted(rec.t, origin)), len(rec.t) - 1), :7]
+    targets = physics_targets(rec.commands, origin, total + history + lead, dt,
+                              initial)[lead:]
     width = float(rec.q[index, 7:].sum())
     effort = average_effort(rec.effort, round(EFFORT_WINDOW / period))
     sequences = []
@@ -389,3 +427,24 @@ def split_sequences(rec: Recording, dt: float, length: float, rate: float,
                         'arm or the recorder was starved, so command timing is unknown; '
                         'record again on a less loaded machine')
     return sequences, lagging
+
+
+def detect_robot(bag: str | Path, topics: dict[str, TopicSpec]) -> RobotSpec:
+    """The robot spec (of ``config/robot``) whose arm joints ``bag``'s joint states name.
+
+    Raises :class:`DataError` when no spec matches (pass ``--robot``).
+    """
+    try:
+        listing = read_bag(bag, topics=())
+        states = [n for n, t in listing.topics.items() if t.type == JOINT_STATE and t.count]
+        raw = read_bag(bag, topics=states)
+    except BagError as exc:
+        raise DataError(str(exc)) from None
+    store = message_typestore(raw)
+    names = {name for topic in states for name in next(raw.decode(topic, store)).name}
+    for file in sorted(resolve_resource('config/robot').glob('*.yaml')):
+        spec = load_robot_spec(file)
+        if set(spec.arm_joints) <= names:
+            return spec
+    raise DataError(f'{bag}: its joint states name {sorted(names)}, the arm joints of no robot '
+                    'spec in config/robot; pass --robot with a spec for this arm')

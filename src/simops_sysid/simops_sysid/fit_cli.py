@@ -1,8 +1,17 @@
 """``ros2 run simops_sysid fit``: fit the simulator's physics to recorded bags.
 
-Reads bags (:mod:`simops_sysid.dataset`), fits with mujoco.sysid
-(:mod:`simops_sysid.fitting`), writes a SimParams YAML with provenance and, with
-``--report``, a report directory (:mod:`simops_sysid.fit_report`).
+Two modes, chosen by ``--mode`` (``auto``: trajectory when the bags hold commands, else
+torque):
+
+- ``trajectory``: reads joint states and commands (:mod:`simops_sysid.dataset`), fits by
+  open-loop replay with mujoco.sysid (:mod:`simops_sysid.fitting`): controller gains,
+  friction, sensor offsets, command delay;
+- ``torque``: reads joint states with efforts only, fits friction and torque offsets to the
+  rigid-body inverse dynamics (:mod:`simops_sysid.torque_run`).
+
+Both write a SimParams YAML with provenance; ``--report`` adds a report directory
+(:mod:`simops_sysid.fit_report`) in trajectory mode. The robot is the one whose arm joints
+the bag's joint states name, unless ``--robot`` says; the model is its shipped scene.
 """
 
 from __future__ import annotations
@@ -37,11 +46,15 @@ from simops_sysid.dataset import (
     DataError,
     Recording,
     SequenceData,
+    detect_robot,
     load_recording,
+    load_states,
     split_sequences,
 )
 from simops_sysid.fit_report import write_report
 from simops_sysid.lag import estimate_delay
+from simops_sysid.torque_fit import TorqueDataError
+from simops_sysid.torque_run import run_torque
 
 PROG = 'fit'
 EXIT_OK = 0
@@ -64,7 +77,8 @@ EXIT_CODES = {
                           'result was saved where the last line says',
 }
 MAX_THREADS = 256
-DEFAULT_KINDS = 'damping,armature,frictionloss,kp,kv,delay'
+MODES = ('auto', 'trajectory', 'torque')
+DEFAULT_KINDS = 'damping,frictionloss,kp,kv,encoder_offset,torque_offset,delay'
 HISTORY = 0.06        # s of command history kept before each sequence (> the delay bound)
 
 
@@ -75,15 +89,21 @@ class UsageError(ValueError):
 def build_parser() -> argparse.ArgumentParser:
     """The command-line interface."""
     parser = CommandLineParser(
-        PROG, 'Fit the simulator\'s physics (SimParams) to recorded bags by open-loop replay of '
-              'the recorded commands (mujoco.sysid).', exit_codes(EXIT_CODES))
+        PROG, 'Fit the simulator\'s physics (SimParams) to recorded bags: by open-loop replay '
+              'of the recorded commands (mujoco.sysid), or from the joint torques alone.',
+        exit_codes(EXIT_CODES))
     parser.add_argument('--bag', action='append', required=True, type=Path, metavar='DIR',
                         help='rosbag2 directory to fit (repeat for several)')
     parser.add_argument('--holdout', action='append', default=[], type=Path, metavar='DIR',
                         help='rosbag2 directory only evaluated, never fitted (repeatable)')
-    parser.add_argument('--robot', default='fr3', help='robot spec name or YAML (default fr3)')
-    parser.add_argument('--model', default='models/fr3/scene.xml',
-                        help='MJCF the simulator runs (default models/fr3/scene.xml)')
+    parser.add_argument('--mode', choices=MODES, default='auto',
+                        help='trajectory (replay the commands), torque (efforts only) or auto '
+                             '(trajectory when the bags hold commands; default)')
+    parser.add_argument('--robot', default='',
+                        help='robot spec name or YAML (default: the spec whose arm joints the '
+                             'bag names)')
+    parser.add_argument('--model', default='',
+                        help='MJCF the simulator runs (default models/<robot>/scene.xml)')
     parser.add_argument('--params', default=DEFAULT_KINDS,
                         help=f'comma-separated kinds from {",".join(fit_parameters.KINDS)} '
                              f'(default {DEFAULT_KINDS})')
@@ -199,7 +219,10 @@ def _run(options: argparse.Namespace) -> int:
         kinds = fit_parameters.parse_kinds(options.params)
     except fit_parameters.ParameterError as exc:
         raise UsageError(str(exc)) from None
-    robot = load_robot_spec(options.robot)
+    topics = load_topics()
+    robot = (load_robot_spec(options.robot) if options.robot
+             else detect_robot(options.bag[0], topics))
+    options.robot = robot.name
     joint_names = [j.strip() for j in options.joints.split(',') if j.strip()] or list(
         robot.arm_joints)
     unknown = [j for j in joint_names if j not in robot.arm_joints]
@@ -207,8 +230,26 @@ def _run(options: argparse.Namespace) -> int:
         raise UsageError(f'--joints names {unknown[0]!r}, not an arm joint of {robot.name} '
                          f'({", ".join(robot.arm_joints)})')
     joints = [robot.arm_joints.index(j) for j in joint_names]
-    topics = load_topics()
-    model_path = resolve_resource(options.model)
+    model_path = resolve_resource(options.model or f'models/{robot.name}/scene.xml')
+    hashes = {bag: bag_sha256(bag) for bag in [*options.bag, *options.holdout]}
+    mode = options.mode
+    if mode == 'auto':
+        commanded = load_states(options.bag[0], robot, topics).command_topics
+        mode = 'trajectory' if commanded else 'torque'
+        print(f'mode {mode}: {options.bag[0]} has '
+              + ('commands' if mode == 'trajectory' else 'no commands, so the efforts alone'),
+              flush=True)
+    if mode == 'torque':
+        try:
+            fitted_torque = run_torque(options.bag, options.holdout, robot, model_path, topics,
+                                       hashes)
+        except TorqueDataError as exc:
+            raise DataError(str(exc)) from None
+        fallback = _save(fitted_torque, options.out)
+        if fallback is not None:
+            return _fail(EXIT_SAVED_ELSEWHERE, f'the fitted parameters are in {fallback}')
+        print(f'wrote {options.out}')
+        return EXIT_OK
     try:
         fit_model = fitting.load_fit_model(model_path, robot)
     except ValueError as exc:  # MuJoCo's MJCF parser
@@ -231,21 +272,21 @@ def _run(options: argparse.Namespace) -> int:
                   flush=True)
         return out, recordings
 
-    hashes = {bag: bag_sha256(bag) for bag in [*options.bag, *options.holdout]}
     train, recordings = sequences(options.bag)
     held, _ = sequences(options.holdout)
     params = fit_parameters.build_parameters(base, kinds, joint_names, fit_model.index.mass_bodies)
     if fit_parameters.DELAY in params and all(np.any(r.effort[:, :7]) for r in recordings):
         guesses = [g for r in recordings
-                   if (g := estimate_delay(r, dt, fit_parameters.MAX_DELAY)) is not None]
+                   if (g := estimate_delay(r, dt, fit_parameters.MAX_DELAY, robot.gain_p,
+                                           robot.gain_d)) is not None]
         if guesses:
             guess = float(np.median(guesses))
             params[fit_parameters.DELAY].update_from_vector(np.array([guess]))
-            print(f'command delay starts from {guess * 1e3:.1f} ms (targets vs effort '
-                  'cross-correlation)', flush=True)
+            print(f'command delay starts from {guess * 1e3:.1f} ms (the controller law\'s '
+                  'effort changes against the measured ones)', flush=True)
         else:
-            print('command delay starts from its nominal value: the efforts do not follow '
-                  'the targets (no positive cross-correlation)', flush=True)
+            print('command delay starts from its nominal value: the efforts carry no trace '
+                  'of the commands', flush=True)
     scales = fitting.Scales(effort=options.effort_scale)
     problem = fitting.make_problem(fit_model, train, joints, base, scales, options.threads)
     seconds = sum(s.duration for s in train)

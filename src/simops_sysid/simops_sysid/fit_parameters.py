@@ -1,7 +1,8 @@
 """Fitted quantities as a :class:`mujoco.sysid.ParameterDict`, and back to ``SimParams``.
 
 Parameter names follow the SimParams schema: ``<joint>.<field>`` (``damping`` N*m*s/rad,
-``armature`` kg*m^2, ``frictionloss`` N*m, ``kp`` N*m/rad, ``kv`` N*m*s/rad),
+``armature`` kg*m^2, ``frictionloss`` N*m, ``kp`` N*m/rad, ``kv`` N*m*s/rad,
+``encoder_offset`` rad, ``torque_offset`` N*m),
 ``command_delay`` (s) and ``body_mass_scale.<body>`` (dimensionless). Candidate models are
 copies of one indexed model with :func:`simops_sim.physics.apply_sim_params` applied, the
 code path the simulator node and the env use, so a fitted number means the same everywhere.
@@ -21,8 +22,10 @@ from simops_core.sim_params import JointParams, SimParams, merge_sim_params
 from simops_sim.delay import delay_steps
 from simops_sim.physics import ModelIndex, apply_sim_params
 
-KINDS = ('damping', 'armature', 'frictionloss', 'kp', 'kv', 'delay', 'mass')
-JOINT_KINDS = ('damping', 'armature', 'frictionloss', 'kp', 'kv')
+KINDS = ('damping', 'armature', 'frictionloss', 'kp', 'kv', 'encoder_offset', 'torque_offset',
+         'delay', 'mass')
+JOINT_KINDS = ('damping', 'armature', 'frictionloss', 'kp', 'kv', 'encoder_offset',
+               'torque_offset')
 DELAY = 'command_delay'
 MASS_PREFIX = 'body_mass_scale.'
 MAX_DELAY = 0.05            # s, upper bound of the fitted command delay
@@ -31,6 +34,9 @@ MAX_DELAY = 0.05            # s, upper bound of the fitted command delay
 _BOUNDS = {'damping': (0.0, 10.0, 20.0), 'armature': (0.0, 10.0, 1.0),
            'frictionloss': (0.0, 10.0, 5.0), 'kp': (0.2, 5.0, 0.0), 'kv': (0.2, 5.0, 0.0)}
 _MASS_BOUNDS = (0.5, 2.0)
+# Absolute bounds of the sensor biases, around the nominal value: a Franka's encoder
+# calibration is good to a few mrad, its torque sensors to a few tenths of a N*m.
+_BIAS_BOUNDS = {'encoder_offset': 0.01, 'torque_offset': 2.0}
 
 
 class ParameterError(ValueError):
@@ -55,7 +61,12 @@ def build_parameters(nominal: SimParams, kinds: Sequence[str], joints: Sequence[
         entry = nominal.joints[joint]
         for kind in JOINT_KINDS:
             if kind in kinds:
-                value = float(getattr(entry, kind))
+                value = float(getattr(entry, kind) or 0.0)
+                if kind in _BIAS_BOUNDS:
+                    span = _BIAS_BOUNDS[kind]
+                    params.add(sysid.Parameter(f'{joint}.{kind}', value, value - span,
+                                               value + span))
+                    continue
                 low, high, floor = _BOUNDS[kind]
                 params.add(sysid.Parameter(f'{joint}.{kind}', value, low * value,
                                            max(high * value, floor)))

@@ -40,7 +40,7 @@ from mujoco import sysid
 from mujoco.minimize import IterLog
 
 from simops_core.robot_spec import RobotSpec
-from simops_core.sim_params import SimParams
+from simops_core.sim_params import SENSOR_FIELDS, SimParams
 from simops_sim.physics import ModelIndex, index_model, nominal_sim_params
 from simops_sysid.dataset import EFFORT_WINDOW, SequenceData, average_effort
 from simops_sysid.fit_parameters import (
@@ -91,6 +91,11 @@ class FitModel:
     effort_adr: np.ndarray
     home_qpos: np.ndarray
 
+    @property
+    def spec_joints(self) -> tuple[str, ...]:
+        """The robot spec's arm joint names, in order."""
+        return self.index.joint_names[:self.index.arm_dof]
+
 
 def load_fit_model(path: Path, robot: RobotSpec,
                    joint_map: Mapping[str, str] | None = None) -> FitModel:
@@ -136,6 +141,7 @@ class DelayedReplay:
     fit_model: FitModel
     sequences: dict[int, SequenceData]
     fixed_delay: float
+    base: SimParams
 
     def __call__(self, *, models: Sequence[mujoco.MjModel], datas: Sequence[mujoco.MjData],
                  control_signal: Sequence[sysid.TimeSeries], initial_states: Sequence[np.ndarray],
@@ -143,22 +149,33 @@ class DelayedReplay:
                  ) -> Sequence[sysid.SystemTrajectory]:
         """Delay each sequence's targets by its candidate's delay and roll out all at once."""
         per_model = len(models) // len(param_dicts)
-        controls = []
+        controls, starts = [], []
+        arm = self.fit_model.index.arm_dof
+        qpos = 1 + self.fit_model.index.qpos_adr[:arm]
         for i, signal in enumerate(control_signal):
             seq = self.sequences[id(signal)]
             params = param_dicts[i // per_model]
             delay = params[DELAY].value[0] if DELAY in params else self.fixed_delay
-            arm = delayed(seq.targets, seq.history, float(delay) / seq.dt)
-            controls.append(sysid.TimeSeries(signal.times, self._controls(arm, seq.gripper)))
+            inputs = delayed(seq.targets, seq.history, float(delay) / seq.dt)
+            controls.append(sysid.TimeSeries(signal.times, self._controls(inputs, seq.gripper)))
+            start = np.array(initial_states[i], dtype=float)   # measured: true + bias
+            start[qpos] -= sensor_biases(params, self.base, self.fit_model.spec_joints)[0]
+            starts.append(start)
         return sysid.sysid_rollout(models=models, datas=datas, control_signal=controls,
-                                   initial_states=initial_states, **mappings)
+                                   initial_states=starts, **mappings)
 
     def _controls(self, arm: np.ndarray, gripper: float) -> np.ndarray:
-        """(T + 1, nu) actuator targets; the last row only pads (rollout drops it)."""
-        ids = self.fit_model.index.ctrl_ids
+        """(T + 1, nu) actuator inputs; the last row only pads (rollout drops it).
+
+        ``arm`` (T, 14): position targets (rad), then desired velocities (rad/s).
+        """
+        index = self.fit_model.index
+        joints = index.arm_dof
         out = np.zeros((arm.shape[0] + 1, self.fit_model.model.nu))
-        out[:-1, ids[:arm.shape[1]]] = arm
-        out[:-1, ids[arm.shape[1]]] = gripper
+        out[:-1, index.ctrl_ids[:joints]] = arm[:, :joints]
+        out[:-1, index.ctrl_ids[joints]] = gripper
+        dampers = index.velocity_ids
+        out[:-1, dampers[dampers >= 0]] = arm[:, joints:][:, dampers >= 0]
         out[-1] = out[-2]
         return out
 
@@ -174,6 +191,7 @@ class JointResidual:
     fit_model: FitModel
     joints: np.ndarray
     scales: Scales
+    base: SimParams
     mapping: dict = field(init=False)
 
     def __post_init__(self) -> None:
@@ -196,9 +214,10 @@ class JointResidual:
         nq = model.nq
         effort = pred.data[:, self.fit_model.effort_adr[self.joints]]
         steps = round(EFFORT_WINDOW / model.opt.timestep)
-        columns = np.hstack((state[:, 1 + index.qpos_adr[self.joints]],
+        encoder, torque = sensor_biases(params, self.base, self.fit_model.spec_joints)
+        columns = np.hstack((state[:, 1 + index.qpos_adr[self.joints]] + encoder[self.joints],
                              state[:, 1 + nq + index.dof_adr[self.joints]],
-                             average_effort(effort, steps)))
+                             average_effort(effort, steps) + torque[self.joints]))
         predicted = sysid.TimeSeries(state[:, 0], columns, self.mapping).resample(
             new_times=measured.times)
         residual = (measured.data - predicted.data) / self._scale
@@ -219,7 +238,7 @@ def make_problem(fit_model: FitModel, sequences: Sequence[SequenceData], joints:
                  base: SimParams, scales: Scales = Scales(), threads: int = 2) -> Problem:
     """Bind ``sequences`` to mujoco.sysid with the hooks above."""
     model = fit_model.model
-    residual = JointResidual(fit_model, np.asarray(joints, dtype=int), scales)
+    residual = JointResidual(fit_model, np.asarray(joints, dtype=int), scales, base)
     controls, states, measured = [], [], []
     lookup: dict[int, SequenceData] = {}
     for seq in sequences:
@@ -231,12 +250,29 @@ def make_problem(fit_model: FitModel, sequences: Sequence[SequenceData], joints:
         measured.append(residual.measured(seq))
     groups = sysid.ModelSequences('fr3', fit_model.spec, [s.name for s in sequences], states,
                                   controls, measured, allow_missing_sensors=True)
-    replay = DelayedReplay(fit_model, lookup, float(base.command_delay or 0.0))
+    replay = DelayedReplay(fit_model, lookup, float(base.command_delay or 0.0), base)
     residual_fn = sysid.build_residual_fn(
         models_sequences=[groups], build_model=ModelFactory(model, fit_model.index, base),
         modify_residual=residual, custom_rollout=replay, resample_true=False,
         n_threads=threads)
     return Problem(fit_model, tuple(sequences), residual_fn, residual)
+
+
+def sensor_biases(params: sysid.ParameterDict, base: SimParams, joints: Sequence[str]
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """Encoder (rad) and torque-sensor (N*m) biases (7,) of the arm: candidate, else base."""
+    out = []
+    for kind in SENSOR_FIELDS:
+        values = []
+        for joint in joints:
+            name = f'{joint}.{kind}'
+            if name in params:
+                values.append(float(params[name].value[0]))
+            else:
+                entry = base.joints.get(joint)
+                values.append(float(getattr(entry, kind) or 0.0) if entry is not None else 0.0)
+        out.append(np.array(values))
+    return out[0], out[1]
 
 
 def _initial_state(fit_model: FitModel, seq: SequenceData) -> np.ndarray:

@@ -1,10 +1,11 @@
-"""Recorded commands turned into the simulator's servo targets, one row per physics step.
+"""Recorded commands turned into the simulator's controller inputs, one row per physics step.
 
 Open-loop replay must drive the model exactly as the simulator node drove the arm
 (:mod:`simops_sim.sim_node`): a command is applied before the first physics step that runs
 after it arrived; a ``Float64MultiArray`` target is held until the next one; a
 ``JointTrajectory`` starts a :class:`simops_sim.trajectory_plan.TrajectoryPlan` from the current
-target and is sampled at every physics step. The command delay is applied afterwards with
+target and is sampled (position and velocity) at every physics step. The command delay is
+applied afterwards with
 :func:`simops_sim.delay.shift_commands`, the rule the node's delay line follows; a
 fractional delay blends the two neighbouring whole-step shifts, so the fit sees a smooth
 function of the delay that equals the node's behaviour at every whole step.
@@ -50,13 +51,16 @@ def application_steps(arrival: np.ndarray, t0: float, dt: float) -> np.ndarray:
 
 def physics_targets(log: CommandLog, t0: float, steps: int, dt: float,
                     initial: np.ndarray) -> np.ndarray:
-    """Arm targets (steps, 7) rad at the physics steps starting at ``t0 + k dt`` s.
+    """Controller inputs (steps, 14) at the physics steps starting at ``t0 + k dt`` s.
 
-    ``initial`` (7,) is the target in force before ``t0``; every command that arrived
-    before ``t0`` is applied first, as the node would have.
+    Columns: the arm's position targets (7) rad, then its desired velocities (7) rad/s, which
+    the controller feeds forward as the node's :class:`TrajectoryPlan` samples them (0 for a
+    streamed position target). ``initial`` (7,) is the target in force before ``t0``; every
+    command that arrived before ``t0`` is applied first, as the node would have.
     """
     target = np.array(initial, dtype=float)
-    out = np.empty((steps, target.size))
+    velocity = np.zeros_like(target)
+    out = np.empty((steps, 2 * target.size))
     first = application_steps(log.t, t0, dt)
     plan: TrajectoryPlan | None = None
     pending = 0
@@ -70,10 +74,12 @@ def physics_targets(log: CommandLog, t0: float, steps: int, dt: float,
             else:
                 row = log.targets[pending]
                 target = np.where(np.isnan(row), target, row)
+                velocity[:] = 0.0
             pending += 1
-        if plan is not None and plan.sample(now, target):
+        if plan is not None and plan.sample(now, target, velocity):
             plan = None
-        out[k] = target
+        out[k, :target.size] = target
+        out[k, target.size:] = velocity
     return out
 
 

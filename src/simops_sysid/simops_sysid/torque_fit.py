@@ -1,0 +1,159 @@
+"""Torque mode: joint friction and torque-sensor offsets from measured efforts (no rclpy).
+
+Franka publishes its link-side joint torques ``tau_J`` as ``JointState.effort``. They equal
+the rigid-body inverse dynamics of the measured motion plus joint friction plus the
+sensor's offset (and noise); rotor inertia is not seen (the sensors are link-side). So with
+``tau_rb = mj_inverse(q, qd, qdd)`` on the model without friction, damping or armature,
+each arm joint's residual ``tau_J - tau_rb`` is linear in its friction parameters,
+
+    tau_J - tau_rb = c * tanh(qd / v) + b * qd + o,
+
+Coulomb level ``c`` (N*m), viscous ``b`` (N*m*s/rad), offset ``o`` (N*m), for a fixed
+transition velocity ``v`` (rad/s). Per joint, each ``v`` of :data:`TRANSITIONS` gets an
+least-squares fit (``c, b >= 0``) and the best one is kept: seconds for a minute of data, no
+commands needed, so any ``ros2 bag record`` of the arm's joint states works. Accelerations
+come from a Savitzky-Golay filter of the measured velocities.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+
+import mujoco
+import numpy as np
+from scipy.optimize import lsq_linear
+from scipy.signal import savgol_filter
+
+from simops_core.sim_params import JointParams, SimParams
+from simops_sim.physics import ModelIndex
+
+TRANSITIONS = tuple(float(v) for v in np.geomspace(0.005, 1.0, 48))   # rad/s
+FILTER_WINDOW = 0.05    # s, the Savitzky-Golay window (cubic) for velocity and acceleration
+EDGE = 0.05             # s dropped at each end, where the filter is one-sided
+MIN_SAMPLES = 200       # per joint: fewer cannot separate three parameters from noise
+# Coulomb level and viscous coefficient are physical only when >= 0; the offset is free.
+LOWER_UPPER = (np.array([0.0, 0.0, -np.inf]), np.array([np.inf, np.inf, np.inf]))
+
+
+class TorqueDataError(ValueError):
+    """The states cannot support a torque fit (no efforts, too little or no motion)."""
+
+
+@dataclass(frozen=True)
+class JointFriction:
+    """One joint's fit and its torque RMS before and after (N*m).
+
+    ``coulomb`` and ``offset`` N*m, ``viscous`` N*m*s/rad, ``transition`` rad/s.
+    """
+
+    coulomb: float
+    viscous: float
+    offset: float
+    transition: float
+    rms_before: float
+    rms_after: float
+
+
+@dataclass(frozen=True)
+class TorqueData:
+    """Regression samples (N, 7): measured ``effort`` and ``rigid_body`` N*m, ``qd`` rad/s."""
+
+    effort: np.ndarray
+    rigid_body: np.ndarray
+    qd: np.ndarray
+
+
+def torque_data(model: mujoco.MjModel, index: ModelIndex, t: np.ndarray, q: np.ndarray,
+                qd: np.ndarray, effort: np.ndarray) -> TorqueData:
+    """Rigid-body torques of the measured motion: ``t`` (N,) s, ``q``/``qd``/``effort`` (N, 9).
+
+    Velocities are the measured ones, accelerations their derivative, both through the same
+    Savitzky-Golay filter as the efforts (differentiating positions twice would amplify
+    encoder noise into newton-metres; filtering one side only would leave the controller's
+    fast torque changes unexplained).
+
+    ``model`` must be the rigid body alone (see :func:`rigid_body_model`). Raises
+    :class:`TorqueDataError` when efforts are missing or the data are too short.
+    """
+    arm = index.arm_dof
+    if not np.any(effort[:, :arm]) or not np.all(np.isfinite(effort[:, :arm])):
+        raise TorqueDataError('the joint states carry no efforts (torques): torque mode needs '
+                              'them; record a JointState with effort, as franka_ros2 publishes')
+    period = float(np.median(np.diff(t)))
+    window = max(5, round(FILTER_WINDOW / period) | 1)
+    edge = max(window, round(EDGE / period))
+    if t.size < 2 * edge + MIN_SAMPLES:
+        raise TorqueDataError(f'only {t.size} joint states ({t[-1] - t[0]:.2f} s): torque mode '
+                              f'needs at least {(2 * edge + MIN_SAMPLES) * period:.1f} s')
+    qdd = savgol_filter(qd, window, 3, deriv=1, delta=period, axis=0)
+    qd = savgol_filter(qd, window, 3, axis=0)
+    effort = savgol_filter(effort, window, 3, axis=0)   # filtered like the acceleration
+    data = mujoco.MjData(model)
+    keep = slice(edge, t.size - edge)
+    rigid = np.empty((t.size - 2 * edge, arm))
+    qpos, dofs = index.qpos_adr, index.dof_adr
+    for row, k in enumerate(range(edge, t.size - edge)):
+        data.qpos[qpos] = q[k]
+        data.qvel[dofs] = qd[k]
+        data.qacc[dofs] = qdd[k]
+        mujoco.mj_inverse(model, data)
+        rigid[row] = data.qfrc_inverse[dofs[:arm]]
+    return TorqueData(effort[keep, :arm], rigid, qd[keep, :arm])
+
+
+def rigid_body_model(model: mujoco.MjModel, index: ModelIndex) -> mujoco.MjModel:
+    """A copy of ``model`` with the arm's friction, damping and armature removed.
+
+    What the link-side torque sensors see: inertia, Coriolis and gravity of the links only.
+    """
+    rigid = copy.copy(model)
+    dofs = index.dof_adr[:index.arm_dof]
+    rigid.dof_frictionloss[dofs] = 0.0
+    rigid.dof_damping[dofs] = 0.0
+    rigid.dof_armature[dofs] = 0.0
+    return rigid
+
+
+def fit_friction(data: TorqueData, nominal: np.ndarray | None = None) -> list[JointFriction]:
+    """Least-squares friction per joint; ``nominal`` (7,) Coulomb levels give ``rms_before``.
+
+    ``rms_before`` is the RMS of ``tau_J - tau_rb - c_nominal sign(qd)`` (the nominal dry
+    friction); without ``nominal`` it is the RMS of ``tau_J - tau_rb``.
+    """
+    out = []
+    for j in range(data.effort.shape[1]):
+        residual = data.effort[:, j] - data.rigid_body[:, j]
+        qd = data.qd[:, j]
+        before = residual - (nominal[j] * np.sign(qd) if nominal is not None else 0.0)
+        best: tuple[float, np.ndarray, float] | None = None
+        for transition in TRANSITIONS:
+            basis = np.column_stack((np.tanh(qd / transition), qd, np.ones_like(qd)))
+            coeffs = lsq_linear(basis, residual, bounds=LOWER_UPPER).x
+            rms = float(np.sqrt(np.mean((residual - basis @ coeffs) ** 2)))
+            if best is None or rms < best[2]:
+                best = (transition, coeffs, rms)
+        assert best is not None
+        transition, coeffs, rms = best
+        out.append(JointFriction(float(coeffs[0]), float(coeffs[1]), float(coeffs[2]),
+                                 transition, float(np.sqrt(np.mean(before ** 2))), rms))
+    return out
+
+
+def apply_friction(data: TorqueData, fits: list[JointFriction]) -> np.ndarray:
+    """Torque RMS (7,) N*m of ``data`` after the friction of ``fits`` (held-out checks)."""
+    rms = []
+    for j, fit in enumerate(fits):
+        qd = data.qd[:, j]
+        model = fit.coulomb * np.tanh(qd / fit.transition) + fit.viscous * qd + fit.offset
+        rms.append(float(np.sqrt(np.mean((data.effort[:, j] - data.rigid_body[:, j]
+                                          - model) ** 2))))
+    return np.array(rms)
+
+
+def friction_params(joints: tuple[str, ...], fits: list[JointFriction]) -> SimParams:
+    """The fits as SimParams: frictionloss, friction_transition, damping, torque_offset."""
+    return SimParams(joints={
+        name: JointParams(frictionloss=fit.coulomb, damping=fit.viscous,
+                          friction_transition=fit.transition, torque_offset=fit.offset)
+        for name, fit in zip(joints, fits, strict=True)})
