@@ -135,7 +135,8 @@ class DelayedReplay:
 
     ``sequences`` maps ``id()`` of each sequence's control TimeSeries (the object
     ``ModelSequences`` holds) to its data; ``fixed_delay`` s is used when the delay is not
-    fitted.
+    fitted. Each rollout starts from the measured position less the candidate's encoder
+    offsets (``base``'s when they are not fitted): the arm's true position.
     """
 
     fit_model: FitModel
