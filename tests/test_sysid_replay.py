@@ -107,7 +107,7 @@ def test_sequences_start_from_a_smoothed_position() -> None:
     smooth = np.column_stack([0.3 * np.sin(2.0 * t + k) for k in range(9)])
     noisy = smooth + np.random.default_rng(1).normal(0.0, 1e-4, smooth.shape)
     rec = Recording(Path('synthetic'), '/joint_states', t, noisy, np.zeros_like(noisy),
-                    np.zeros_like(noisy), None, np.zeros_like(t))
+                    np.zeros_like(noisy), (), None, np.zeros_like(t))
     errors = np.array([start_position(rec, i) - smooth[i] for i in range(100, 3900, 7)])
     assert np.sqrt(np.mean(errors ** 2)) < 3e-5
     assert np.sqrt(np.mean((noisy[100:3900:7] - smooth[100:3900:7]) ** 2)) > 8e-5
