@@ -17,7 +17,7 @@ import numpy as np
 from simops_sysid.dataset import Recording
 from simops_sysid.replay import physics_targets
 
-MAX_RESIDUAL = 0.5   # of the median lag's: above it the effort carries no trace of the commands
+MAX_RESIDUAL = 0.8   # of the median lag's: above it the effort carries no trace of the commands
 
 
 def estimate_delay(rec: Recording, dt: float, max_delay: float, gain_p: np.ndarray,
