@@ -125,7 +125,7 @@ def main() -> int:
         print(f'  real-time factor            {figures["rtf"]:.2f}x '
               f'({100 * figures["rtf"] / figures["cpu_pct"]:.1f}x per core-second of node CPU)')
         print(f'  node step time (mean)       {figures["step_us"]:.1f} us stepping'
-          ' (publishing follows, outside the physics lock)')
+              ' (publishing follows, outside the physics lock)')
         print(f'  node CPU                    {figures["cpu_pct"]:.1f} % of one core')
     print(f'load average after: {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores '
           '(other processes disturb these figures)')
