@@ -116,14 +116,16 @@ def main() -> int:
           'receive time (subscriber side, includes DDS and probe latency)')
     print(f'  /joint_states               published {paced["published_hz"]:.1f} Hz, '
           f'received {paced["received_hz"]:.1f} Hz')
-    print(f'  node step time (mean)       {paced["step_us"]:.1f} us incl. publishing')
+    print(f'  node step time (mean)       {paced["step_us"]:.1f} us stepping'
+          ' (publishing follows, outside the physics lock)')
     print(f'  node CPU                    {paced["cpu_pct"]:.1f} % of one core')
     for label, figures in (('no subscriber', free), ('one subscriber', free_sub)):
         print(f'realtime_factor 0 (free-running), /joint_states + /clock every 1 ms of sim '
               f'time, {label}:')
         print(f'  real-time factor            {figures["rtf"]:.2f}x '
               f'({100 * figures["rtf"] / figures["cpu_pct"]:.1f}x per core-second of node CPU)')
-        print(f'  node step time (mean)       {figures["step_us"]:.1f} us incl. publishing')
+        print(f'  node step time (mean)       {figures["step_us"]:.1f} us stepping'
+              ' (publishing follows, outside the physics lock)')
         print(f'  node CPU                    {figures["cpu_pct"]:.1f} % of one core')
     print(f'load average after: {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores '
           '(other processes disturb these figures)')
