@@ -80,10 +80,16 @@ def test_observation_and_command_follow_the_node_pipeline(env: FR3ReachEnv) -> N
         out = safety.step(state, action, measured, min(tick * 0.05 / 0.5, 1.0), limits,
                           mapping)
         state = out.state
+        before = env.physics.arm_target
         obs, _, _, _, info = env.step(action.astype(np.float32))
         np.testing.assert_allclose(info['command'], [*state.target, state.gripper],
                                    atol=1e-6)   # float32 action
-        np.testing.assert_array_equal(env.physics.arm_target, info['command'][:7])
+        # JTC's one-point segment, sampled at each step's start: the period's last step is
+        # one step short of the command, which the next period's segment starts from
+        reached = 1.0 - env.physics.timestep / env.period
+        np.testing.assert_allclose(
+            env.physics.arm_target, before + reached * (info['command'][:7] - before),
+            rtol=0, atol=1e-12)
         np.testing.assert_allclose(obs, builder.build(raw(out.action)), atol=1e-6)
 
 

@@ -12,6 +12,7 @@ from sim_helpers import SCENE_XML, drive_lockstep, start_sim, subscribe_states
 from simops_core.robot_spec import load_robot_spec
 from simops_core.sim_params import JointParams, SimParams, save_sim_params
 from simops_sim.physics import Physics
+from simops_sim.trajectory_plan import TrajectoryPlan, point_goal
 
 SPEC = load_robot_spec('fr3')
 PERIOD = 0.05
@@ -27,8 +28,9 @@ def offline(params: SimParams) -> np.ndarray:
     physics = Physics(mujoco.MjModel.from_xml_path(str(SCENE_XML)), SPEC, params=params)
     physics.reset_keyframe('home')
     out = []
-    for command in COMMANDS:
-        physics.set_arm_target(command)
+    for command in COMMANDS:   # the node reaches a streamed target over one period
+        physics.follow(TrajectoryPlan(point_goal(command, PERIOD), physics.time,
+                                      physics.arm_target))
         physics.step(round(PERIOD / physics.timestep))
         out.append(physics.state().position)
     return np.array(out)

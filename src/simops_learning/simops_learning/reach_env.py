@@ -5,9 +5,11 @@ of the simulator node (``sync_mode:=lockstep``, ``control_period`` = 1 / card ra
 
 1. the action goes through the node's policy step (:mod:`simops_core.policy_step`: the
    safety pipeline at the joint state the observation was built from);
-2. the command (7 arm targets, gripper width) is set on the shared
-   :class:`~simops_sim.physics.Physics` and ``period / timestep`` physics steps run (the
-   command reaches the actuators after ``delay`` whole periods when delayed);
+2. the command goes to the shared :class:`~simops_sim.physics.Physics` as the simulator
+   node applies a streamed target (and the arm's JointTrajectoryController a one-point
+   trajectory one period ahead): reached linearly from the current target over the period;
+   the gripper width is set directly. Then ``period / timestep`` physics steps run (the
+   command reaches the actuators after the model's command delay);
 3. the joint state at the end of the period, plus noise when randomised, and the object pose
    build the next observation with the shared observation builder.
 
@@ -41,6 +43,7 @@ from simops_learning.curriculum import Curriculum
 from simops_learning.reach_card import parse_card, reach_card
 from simops_sim.physics import Physics
 from simops_sim.randomization import Conditions, DomainRandomization
+from simops_sim.trajectory_plan import TrajectoryPlan, point_goal
 
 ENV_ID = 'SimOps/FR3Reach-v0'
 MAX_EPISODE_STEPS = 200
@@ -149,7 +152,8 @@ class FR3ReachEnv(gym.Env):
                  else min(self._steps * self.policy_step.period / self.ramp_time, 1.0))
         out = self.policy_step.command(action, blend)
         physics = self.physics
-        physics.set_arm_target(out.state.target)
+        physics.follow(TrajectoryPlan(point_goal(out.state.target, self.period), physics.time,
+                                      physics.arm_target))
         if self.card.action.gripper:
             physics.set_gripper_width(out.state.gripper)
         physics.step(self.substeps)

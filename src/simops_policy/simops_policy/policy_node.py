@@ -15,6 +15,7 @@ import time
 from typing import Any
 
 import numpy as np
+from builtin_interfaces.msg import Time
 from diagnostic_msgs.msg import DiagnosticArray
 from geometry_msgs.msg import PoseStamped
 from rclpy.node import Node
@@ -191,7 +192,7 @@ class PolicyNode(Node):
         if tick.out is None or tick.action is None:
             return self._stop(tick.problem, tick.fault)
         out, action = tick.out, tick.action
-        self._publish_command(out.state)
+        self._publish_command(out.state, self.inputs.stamp)
         done_ns = time.time_ns()
         self._action_pub.publish(Float64MultiArray(data=action.tolist()))
         with self._lock:
@@ -216,9 +217,12 @@ class PolicyNode(Node):
             self.step.state = safety.hold(self.step.state)
             self._publish_command(self.step.state)
 
-    def _publish_command(self, state: safety.SafetyState) -> None:
-        """Publish ``state``'s target; the command period is measured here, at publication."""
-        self._command(state.target, state.gripper if self.card.action.gripper else None)
+    def _publish_command(self, state: safety.SafetyState, stamp: Time | None = None) -> None:
+        """Publish ``state``'s target; the command period is measured here, at publication.
+
+        ``stamp``: the joint state's stamp the target was computed from; None (a hold) is now.
+        """
+        self._command(state.target, state.gripper if self.card.action.gripper else None, stamp)
         now = time.monotonic()
         with self._lock:
             self._stats.command_sent(now)

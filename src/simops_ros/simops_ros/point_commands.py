@@ -53,11 +53,17 @@ class ArmCommandPublisher:
         self._names = list(joint_names)
         self._period = period
 
-    def __call__(self, target: np.ndarray, gripper: float | None = None) -> None:
-        """Publish the arm ``target`` (7,) rad and, on ``/joint_commands``, ``gripper`` (m)."""
+    def __call__(self, target: np.ndarray, gripper: float | None = None,
+                 stamp: Time | None = None) -> None:
+        """Publish the arm ``target`` (7,) rad and, on ``/joint_commands``, ``gripper`` (m).
+
+        A trajectory is stamped ``stamp`` (the measured state's stamp it was computed from,
+        on the arm's clock) or, when None, this node's clock now.
+        """
         if self.trajectory:
-            self._publisher.publish(point_command(self._names, target, self._period,
-                                                  self._clock.now().to_msg()))
+            self._publisher.publish(point_command(
+                self._names, target, self._period,
+                self._clock.now().to_msg() if stamp is None else stamp))
             return
         data = target.tolist() + ([] if gripper is None else [float(gripper)])
         self._publisher.publish(Float64MultiArray(data=data))

@@ -38,6 +38,7 @@ from simops_core.sim_params import (
     SimParamsError,
 )
 from simops_sim.delay import CommandDelay, delay_steps
+from simops_sim.trajectory_plan import TrajectoryPlan
 
 GRIPPER_TENDON = 'gripper_width'
 OBJECT_BODY = 'object'
@@ -391,6 +392,8 @@ class Physics:
         self._delay = CommandDelay(0, self._command.size)
         self._bias = np.zeros((2, len(self.index.joint_names)))   # encoder rad, torque N*m
         self._smooth = SmoothFriction.none()
+        self._plan: TrajectoryPlan | None = None
+        self._plan_out = np.zeros((2, self.index.arm_dof))   # sampled rad, rad/s
         warning = mujoco.mjtWarning
         self._reset_warnings = tuple(self.data.warning[w] for w in (
             warning.mjWARN_BADQPOS, warning.mjWARN_BADQVEL, warning.mjWARN_BADQACC))
@@ -429,12 +432,31 @@ class Physics:
             self._delay.fill(self._command)
         self.params = params
 
+    @property
+    def following(self) -> bool:
+        """Whether a trajectory plan drives the arm targets."""
+        return self._plan is not None
+
+    def follow(self, plan: TrajectoryPlan) -> None:
+        """Drive the arm targets from ``plan``, sampled at every physics step until it ends.
+
+        Each step's targets are the plan's position and velocity at that step's sim time, as
+        JointTrajectoryController samples its trajectory every control cycle. It replaces
+        any plan being followed; :meth:`set_arm_target`, :meth:`hold` and the resets end it.
+        """
+        self._plan = plan
+
     def set_arm_target(self, q: np.ndarray, qd: np.ndarray | None = None) -> None:
         """Arm targets: position ``q`` (7,) rad and desired velocity ``qd`` (7,) rad/s.
 
         ``qd`` None means 0 (a position target). The controller acts on both errors,
         ``p (q - q_meas) + d (qd - qd_meas)``, like franka_ros2's JointTrajectoryController.
+        A plan being followed ends.
         """
+        self._plan = None
+        self._put_target(q, qd)
+
+    def _put_target(self, q: np.ndarray, qd: np.ndarray | None) -> None:
         self._target[:self.index.arm_dof] = q
         if qd is None:
             self._velocity[:] = 0.0
@@ -448,14 +470,21 @@ class Physics:
     def hold(self) -> None:
         """Target the arm's current position at rest (a stop), keeping the gripper target."""
         arm = self.index.arm_dof
+        self._plan = None
         self._target[:arm] = self.data.qpos[self.index.qpos_adr[:arm]]
         self._velocity[:] = 0.0
 
     def step(self, n: int = 1) -> None:
-        """Advance ``n`` physics steps with the current targets."""
+        """Advance ``n`` physics steps with the current targets or the plan's."""
         ctrl, ids, model, data = self.data.ctrl, self._ids, self.model, self.data
         smooth = self._smooth if self._smooth.dofs.size else None
+        out = self._plan_out
         for _ in range(n):
+            if self._plan is not None:
+                finished = self._plan.sample(data.time, out[0], out[1])
+                self._put_target(out[0], out[1])
+                if finished:
+                    self._plan = None
             ctrl.put(ids, self._delay.push(self._command))
             if smooth is not None:
                 smooth.apply(data)
@@ -535,6 +564,7 @@ class Physics:
         self._settle()
 
     def _settle(self) -> None:
+        self._plan = None
         self._reported_resets = self._resets()
         mujoco.mj_forward(self.model, self.data)
         self._command[:] = self.data.ctrl[self._ids]

@@ -2,8 +2,10 @@
 
 :class:`Stepper` owns a :class:`~simops_sim.physics.Physics` and everything around a step:
 
-- the command inbox (streamed :class:`~simops_sim.joint_commands.ArmCommand` targets and
-  :class:`~simops_sim.trajectory_plan.TrajectoryGoal` trajectories) and the active plan;
+- the command inbox: streamed :class:`~simops_sim.joint_commands.ArmCommand` targets, each
+  reached linearly over one ``control_period`` as JointTrajectoryController reaches a
+  one-point trajectory, and :class:`~simops_sim.trajectory_plan.TrajectoryGoal`
+  trajectories; the physics samples the plan;
 - pacing: ``realtime`` steps on absolute wall-clock deadlines (``realtime_factor`` sim s per
   wall s, 0 runs free; a hiccup under :data:`MAX_CATCH_UP` s is caught up, a longer stall
   re-anchors the schedule and counts an overrun); ``lockstep`` advances one control period
@@ -33,7 +35,12 @@ import numpy as np
 from simops_core.sim_params import SimParams
 from simops_sim.joint_commands import ArmCommand
 from simops_sim.physics import Physics
-from simops_sim.trajectory_plan import TrajectoryError, TrajectoryGoal, TrajectoryPlan
+from simops_sim.trajectory_plan import (
+    TrajectoryError,
+    TrajectoryGoal,
+    TrajectoryPlan,
+    point_goal,
+)
 
 POSE_RATE = 100.0          # Hz of sim time, flange and object poses
 VIEWER_RATE = 60.0         # Hz of wall time
@@ -148,9 +155,6 @@ class Stepper:
         self._pose_every = max(1, round(1.0 / (POSE_RATE * dt)))
         self._period_steps = max(1, round(timing.control_period / dt))
         self._inbox: deque[ArmCommand | TrajectoryGoal] = deque()
-        self._plan: TrajectoryPlan | None = None
-        self._plan_target = np.zeros(len(physics.spec.arm_joints))     # rad
-        self._plan_velocity = np.zeros(len(physics.spec.arm_joints))   # rad/s
         self._streaming = False
         self._last_command = 0.0
         self._step_index = 0
@@ -214,7 +218,6 @@ class Stepper:
             if self._sample is not None:
                 self.physics.apply_params(self._sample(self._base, self.rng))
             self.physics.reset_keyframe(self.keyframe)
-            self._plan = None
             self._streaming = False
             self._inbox.clear()
             self._step_index = 0
@@ -323,15 +326,16 @@ class Stepper:
         now = self.physics.time
         self._last_command = now
         if isinstance(command, ArmCommand):
-            self._plan = None
             self._streaming = True
-            self.physics.set_arm_target(command.arm)
+            self.physics.follow(TrajectoryPlan(point_goal(command.arm,
+                                                          self.timing.control_period),
+                                               now, self.physics.arm_target))
             if command.gripper_width is not None:
                 self.physics.set_gripper_width(command.gripper_width)
         else:
             self._streaming = False
             start = now if command.start is None else command.start
-            self._plan = TrajectoryPlan(command, start, self.physics.arm_target)
+            self.physics.follow(TrajectoryPlan(command, start, self.physics.arm_target))
 
     def _timed_step(self) -> Frame:
         started = time.perf_counter()
@@ -345,14 +349,12 @@ class Stepper:
         return frame
 
     def _control_and_step(self) -> None:
-        """Trajectory sampling or the timeout hold, one physics step, divergence recovery."""
+        """The streamed-target timeout hold, one physics step, divergence recovery.
+
+        The physics samples any trajectory plan itself, at every step.
+        """
         physics = self.physics
-        if self._plan is not None:
-            if self._plan.sample(physics.time, self._plan_target, self._plan_velocity):
-                self._plan = None
-            physics.set_arm_target(self._plan_target, self._plan_velocity)
-        elif (self._streaming
-              and physics.time - self._last_command > self.timing.command_timeout):
+        if (self._streaming and physics.time - self._last_command > self.timing.command_timeout):
             physics.hold()
             self._streaming = False
             self.counters.command_timeouts += 1
@@ -361,7 +363,6 @@ class Stepper:
         problem = physics.diverged()
         if problem is not None:  # never publish a diverged state: back to the keyframe
             physics.recover(self.keyframe, before + physics.timestep)
-            self._plan = None
             self._streaming = False
             counters = self.counters
             counters.divergences += 1

@@ -79,6 +79,16 @@ def parse_trajectory(names: Sequence[str], times: Sequence[float],
     return TrajectoryGoal(stamps, pos, vel, joints, start)
 
 
+def point_goal(target: np.ndarray, horizon: float) -> TrajectoryGoal:
+    """One point reaching the arm ``target`` (7,) rad ``horizon`` s from now.
+
+    This is what :func:`simops_ros.point_commands.point_command` sends: the linear segment
+    JointTrajectoryController runs from the current target, at velocity step / horizon.
+    """
+    return TrajectoryGoal(np.array([float(horizon)]), np.asarray(target, float)[None, :].copy(),
+                          None, np.arange(len(target)), None)
+
+
 def goal_from_message(msg: Any, arm_joints: Sequence[str]) -> TrajectoryGoal:
     """A ``trajectory_msgs/JointTrajectory`` as a goal; raise :class:`TrajectoryError`.
 

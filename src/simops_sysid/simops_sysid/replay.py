@@ -1,10 +1,12 @@
 """Recorded commands turned into the simulator's controller inputs, one row per physics step.
 
 Open-loop replay must drive the model exactly as the simulator node drove the arm
-(:mod:`simops_sim.sim_node`): a command is applied before the first physics step that runs
-after it arrived; a ``Float64MultiArray`` target is held until the next one; a
-``JointTrajectory`` starts a :class:`simops_sim.trajectory_plan.TrajectoryPlan` from the current
-target and is sampled (position and velocity) at every physics step. The command delay is
+(:mod:`simops_sim.stepper`): a command is applied before the first physics step that runs
+after it arrived; a ``JointTrajectory`` starts a
+:class:`simops_sim.trajectory_plan.TrajectoryPlan` from the current target, and a
+``Float64MultiArray`` target the one-point plan that reaches it over the simulator's
+``control_period`` (:data:`STREAM_PERIOD` unless given); the plan is sampled (position and
+velocity) at every physics step. The command delay is
 applied afterwards with
 :func:`simops_sim.delay.shift_commands`, the rule the node's delay line follows; a
 fractional delay blends the two neighbouring whole-step shifts, so the fit sees a smooth
@@ -17,8 +19,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from simops_core.parameter_schema import defaults, load_parameter_schema
 from simops_sim.delay import shift_commands
 from simops_sim.trajectory_plan import TrajectoryGoal, TrajectoryPlan
+
+STREAM_PERIOD = float(defaults(load_parameter_schema('sim'))['control_period'])  # s
 
 
 @dataclass(frozen=True)
@@ -27,13 +32,15 @@ class CommandLog:
 
     ``t`` (M,) s: when each command reached the arm. Exactly one of ``targets`` (M, 7) rad
     (streamed position targets, NaN for joints a command left out) and ``goals`` (M
-    trajectory goals, arm-joint order) is set.
+    trajectory goals, arm-joint order) is set; ``period`` (s) is how long the simulator took
+    to reach a streamed target (its ``control_period``).
     """
 
     source: str
     t: np.ndarray
     targets: np.ndarray | None = None
     goals: tuple[TrajectoryGoal, ...] | None = None
+    period: float = STREAM_PERIOD
 
     def __len__(self) -> int:
         return int(self.t.size)
@@ -54,8 +61,8 @@ def physics_targets(log: CommandLog, t0: float, steps: int, dt: float,
     """Controller inputs (steps, 14) at the physics steps starting at ``t0 + k dt`` s.
 
     Columns: the arm's position targets (7) rad, then its desired velocities (7) rad/s, which
-    the controller feeds forward as the node's :class:`TrajectoryPlan` samples them (0 for a
-    streamed position target). ``initial`` (7,) is the target in force before ``t0``; every
+    the controller feeds forward as the node's :class:`TrajectoryPlan` samples them.
+    ``initial`` (7,) is the target in force before ``t0``; every
     command that arrived before ``t0`` is applied first, as the node would have.
     """
     target = np.array(initial, dtype=float)
@@ -69,12 +76,12 @@ def physics_targets(log: CommandLog, t0: float, steps: int, dt: float,
         while pending < len(log) and first[pending] <= k:
             if log.goals is not None:
                 goal = log.goals[pending]
-                start = now if goal.start is None else goal.start
-                plan = TrajectoryPlan(goal, start, target)
             else:
                 row = log.targets[pending]
-                target = np.where(np.isnan(row), target, row)
-                velocity[:] = 0.0
+                goal = TrajectoryGoal(np.array([log.period]), row[None, :],
+                                      None, np.flatnonzero(~np.isnan(row)), None)
+            start = now if goal.start is None else goal.start
+            plan = TrajectoryPlan(goal, start, target)
             pending += 1
         if plan is not None and plan.sample(now, target, velocity):
             plan = None
