@@ -27,7 +27,7 @@ from simops_sysid.replay import CommandLog, physics_targets
 
 STORE = get_typestore(Stores.ROS2_JAZZY)
 SPEC: RobotSpec = load_robot_spec('fr3')
-HIDDEN = REPO / 'config/sim_params/standin_hidden.yaml'
+HIDDEN = REPO / 'config/sim_params/standin_smooth_friction.yaml'   # smooth friction
 MODEL = REPO / 'models/fr3/scene.xml'
 TRAJECTORY_TOPIC = '/fr3_arm_controller/joint_trajectory'
 CLOCK_OFFSET = 1_700_000_000.0   # s between the receive clock and the stamp clock

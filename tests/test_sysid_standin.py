@@ -143,23 +143,22 @@ def test_recording_holds_the_excitation_on_the_real_arm_topics(fitted: Fitted) -
         assert 5e-5 < jitter < 2e-4, jitter
 
 
-# The fidelity issue's bar is 10 % for the gains and 0.1 mrad for the offsets. The fit's
-# dry friction cannot represent the stand-in's smooth friction, and that mismatch still
-# pulls the softest joints a little beyond it (measured over DDS: kv of joint 1 11 % off,
-# joint 7's offset 0.11 mrad off); until the fit models smooth friction, these checks hold
-# what it delivers, and the issue stays open.
-GAIN_ERROR, OFFSET_ERROR = 0.15, 2e-4
+# The fidelity issue's bar: 10 % for the gains and the delay, 0.1 mrad for the offsets
+# (measured over DDS: 4.8 % and 0.034 mrad at worst). The stand-in runs dry friction: with
+# the smooth friction of config/sim_params/standin_smooth_friction.yaml, which the fit's
+# rollouts cannot represent, joint 6's d ends ~17 % off (issue #14 stays open for that).
+GAIN_ERROR, OFFSET_ERROR = 0.10, 1e-4
 
 
-def test_gains_and_delay_within_15_percent_median_5(fitted: Fitted) -> None:
-    """The controller gains p and d and the delay, despite the friction the fit cannot model."""
+def test_gains_and_delay_within_10_percent_median_5(fitted: Fitted) -> None:
+    """The controller gains p and d and the delay, despite noise, bias and delay."""
     errors = relative_errors(fitted)
     worst = max(errors, key=errors.get)
     assert errors[worst] <= GAIN_ERROR, (worst, errors[worst], fitted.output)
     assert np.median(list(errors.values())) <= 0.05, errors
 
 
-def test_encoder_offsets_within_0_2_milliradian_median_0_05(fitted: Fitted) -> None:
+def test_encoder_offsets_within_0_1_milliradian_median_0_05(fitted: Fitted) -> None:
     values = load_sim_params(fitted.params)
     errors = {joint: abs(values.joints[joint].encoder_offset - HIDDEN.joints[joint].encoder_offset)
               for joint in SPEC.arm_joints}
