@@ -24,14 +24,14 @@ NOMINAL = load_sim_params(REPO / 'config/sim_params/fr3_nominal.yaml')
 
 
 def scaled(params: SimParams, factor: float, **special: float) -> SimParams:
-    """``params`` with every arm-joint field and the delay times ``factor``; ``special``
+    """``params`` with every arm-joint field set and the delay times ``factor``; ``special``
     gives other factors by ``joint.kind`` name."""
     joints = {}
     for joint in SPEC.arm_joints:
         fields = vars(params.joints[joint])
         joints[joint] = replace(params.joints[joint], **{
             kind: value * special.get(f'{joint}.{kind}', factor)
-            for kind, value in fields.items()})
+            for kind, value in fields.items() if value is not None})
     return replace(params, joints=joints, command_delay=params.command_delay * factor)
 
 
