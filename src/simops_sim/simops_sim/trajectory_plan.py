@@ -79,14 +79,17 @@ def parse_trajectory(names: Sequence[str], times: Sequence[float],
     return TrajectoryGoal(stamps, pos, vel, joints, start)
 
 
-def point_goal(target: np.ndarray, horizon: float) -> TrajectoryGoal:
+def point_goal(target: np.ndarray, horizon: float,
+               joints: np.ndarray | None = None) -> TrajectoryGoal:
     """One point reaching the arm ``target`` (7,) rad ``horizon`` s from now.
 
     This is what :func:`simops_ros.point_commands.point_command` sends: the linear segment
     JointTrajectoryController runs from the current target, at velocity step / horizon.
+    ``joints`` (arm-joint indices) limits it to those joints; None means all.
     """
+    named = np.arange(len(target)) if joints is None else joints
     return TrajectoryGoal(np.array([float(horizon)]), np.asarray(target, float)[None, :].copy(),
-                          None, np.arange(len(target)), None)
+                          None, named, None)
 
 
 def goal_from_message(msg: Any, arm_joints: Sequence[str]) -> TrajectoryGoal:

@@ -21,7 +21,7 @@ import numpy as np
 
 from simops_core.parameter_schema import defaults, load_parameter_schema
 from simops_sim.delay import shift_commands
-from simops_sim.trajectory_plan import TrajectoryGoal, TrajectoryPlan
+from simops_sim.trajectory_plan import TrajectoryGoal, TrajectoryPlan, point_goal
 
 STREAM_PERIOD = float(defaults(load_parameter_schema('sim'))['control_period'])  # s
 
@@ -78,8 +78,7 @@ def physics_targets(log: CommandLog, t0: float, steps: int, dt: float,
                 goal = log.goals[pending]
             else:
                 row = log.targets[pending]
-                goal = TrajectoryGoal(np.array([log.period]), row[None, :],
-                                      None, np.flatnonzero(~np.isnan(row)), None)
+                goal = point_goal(row, log.period, np.flatnonzero(~np.isnan(row)))
             start = now if goal.start is None else goal.start
             plan = TrajectoryPlan(goal, start, target)
             pending += 1
