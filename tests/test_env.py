@@ -74,6 +74,7 @@ def test_observation_and_command_follow_the_node_pipeline(env: FR3ReachEnv) -> N
     np.testing.assert_array_equal(obs, expected)
     state = safety.start(env.physics.state().position[:7], 0.08, limits)
     rng = np.random.default_rng(0)
+    previous = env.physics.arm_target
     for tick in range(15):
         action = rng.uniform(-1.5, 1.5, 8)
         measured = env.physics.state().position[:7]
@@ -84,12 +85,11 @@ def test_observation_and_command_follow_the_node_pipeline(env: FR3ReachEnv) -> N
         obs, _, _, _, info = env.step(action.astype(np.float32))
         np.testing.assert_allclose(info['command'], [*state.target, state.gripper],
                                    atol=1e-6)   # float32 action
-        # JTC's one-point segment, sampled at each step's start: the period's last step is
-        # one step short of the command, which the next period's segment starts from
-        reached = 1.0 - env.physics.timestep / env.period
-        np.testing.assert_allclose(
-            env.physics.arm_target, before + reached * (info['command'][:7] - before),
-            rtol=0, atol=1e-12)
+        # JTC's one-point segment from the previous command reaches this one after a period
+        np.testing.assert_allclose(before, previous, rtol=0, atol=1e-12)
+        np.testing.assert_allclose(env.physics.arm_target, info['command'][:7], rtol=0,
+                                   atol=1e-12)
+        previous = info['command'][:7]
         np.testing.assert_allclose(obs, builder.build(raw(out.action)), atol=1e-6)
 
 

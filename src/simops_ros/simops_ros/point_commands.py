@@ -13,22 +13,66 @@ from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 from simops_core.topics import TopicSpec
 from simops_ros.qos import qos_profile
 
+LEAD = 0.5   # command periods a chained segment starts after it was computed
+
+
+class SegmentChain:
+    """Start times of a stream of one-period segments on a fixed grid, each from the last.
+
+    A timer fires a few milliseconds early or late, so segments stamped when they were
+    computed overlap or leave gaps. Chained segments start at ``first + k * period`` ns
+    instead, :data:`LEAD` periods after they were computed (so the controller has them
+    before they start), each from the target the one before reached: the controller's
+    target moves continuously, and when a message arrives does not change it. A timer late
+    or early by more than half a period restarts the chain.
+    """
+
+    def __init__(self, period_ns: int) -> None:
+        self.period_ns = period_ns
+        self._due: int | None = None
+        self._last: np.ndarray | None = None
+
+    def next(self, now_ns: int, target: np.ndarray) -> tuple[int, np.ndarray | None]:
+        """The stamp (ns) for ``target`` (7,) rad computed at ``now_ns``, and where it starts.
+
+        The start is the previous target, or None when the chain (re)starts: a one-point
+        trajectory, which the controller reaches from wherever it is.
+        """
+        wanted = now_ns + round(LEAD * self.period_ns)
+        previous = self._last
+        if self._due is None or abs(wanted - self._due) > self.period_ns // 2:
+            self._due, previous = wanted, None
+        stamp = self._due
+        self._due += self.period_ns
+        self._last = np.array(target, dtype=float)
+        return stamp, previous
+
+
+def _duration(seconds: float) -> Duration:
+    nanoseconds = round(seconds * 1e9)
+    return Duration(sec=nanoseconds // 1_000_000_000, nanosec=nanoseconds % 1_000_000_000)
+
 
 def point_command(joint_names: Sequence[str], positions: Sequence[float], horizon: float,
-                  stamp: Time) -> JointTrajectory:
-    """One point: reach ``positions`` (rad, ``joint_names`` order) ``horizon`` s after ``stamp``.
+                  stamp: Time, previous: Sequence[float] | None = None) -> JointTrajectory:
+    """Reach ``positions`` (rad, ``joint_names`` order) ``horizon`` s after ``stamp``.
 
-    ``stamp`` is when the command was computed, on the publisher's ROS clock (sim time under
-    use_sim_time). JointTrajectoryController starts the segment at the stamp, not at
-    arrival, so transport latency shifts nothing, and a recording of these messages times
-    every command exactly (``simops_sysid fit`` aligns on it). With a horizon of one command
-    period the previous segment has ended when the next arrives. A zero stamp means "now".
+    ``stamp`` is when the segment starts, on the publisher's ROS clock (sim time under
+    use_sim_time); a zero stamp means "now". With ``previous`` (the target last sent) the
+    trajectory has two points, ``previous`` at ``stamp`` and ``positions`` at ``stamp`` +
+    ``horizon``. JointTrajectoryController then interpolates between them whenever the
+    message arrives (within ``horizon``): neither transport latency nor where the arm is
+    shifts the segment, and a recording of these messages times every command exactly
+    (``simops_sysid fit`` replays them). Without ``previous`` (the first command) it is one
+    point, which the controller reaches from its current state at arrival.
     """
-    nanoseconds = round(horizon * 1e9)
     point = JointTrajectoryPoint(positions=[float(p) for p in positions],
-                                 time_from_start=Duration(sec=nanoseconds // 1_000_000_000,
-                                                          nanosec=nanoseconds % 1_000_000_000))
-    msg = JointTrajectory(joint_names=list(joint_names), points=[point])
+                                 time_from_start=_duration(horizon))
+    points = [point]
+    if previous is not None:
+        points.insert(0, JointTrajectoryPoint(positions=[float(p) for p in previous],
+                                              time_from_start=_duration(0.0)))
+    msg = JointTrajectory(joint_names=list(joint_names), points=points)
     msg.header.stamp = stamp
     return msg
 
@@ -38,11 +82,13 @@ class ArmCommandPublisher:
 
     ``float64_array``: ``/joint_commands`` (``std_msgs/Float64MultiArray``: the arm targets in
     rad, then the gripper width in m when given); ``joint_trajectory``: ``/joint_trajectory``
-    with one point one ``period`` (s) ahead of its stamp (:func:`point_command`; the arm only).
+    reaching ``target`` one ``period`` (s) after its stamp (:func:`point_command`; the arm
+    only). ``chained`` trajectories form a :class:`SegmentChain`: what ``excite`` sends, so
+    that a recording times the arm's target exactly.
     """
 
     def __init__(self, node: Node, topics: Mapping[str, TopicSpec], interface: str,
-                 joint_names: Sequence[str], period: float) -> None:
+                 joint_names: Sequence[str], period: float, chained: bool = False) -> None:
         self.trajectory = interface == 'joint_trajectory'
         key = 'joint_trajectory' if self.trajectory else 'joint_commands'
         self.topic = topics[key].name
@@ -52,18 +98,24 @@ class ArmCommandPublisher:
         self._clock = node.get_clock()
         self._names = list(joint_names)
         self._period = period
+        self._chain = SegmentChain(round(period * 1e9)) if chained else None
 
     def __call__(self, target: np.ndarray, gripper: float | None = None,
                  stamp: Time | None = None) -> None:
         """Publish the arm ``target`` (7,) rad and, on ``/joint_commands``, ``gripper`` (m).
 
-        A trajectory is stamped ``stamp`` (the measured state's stamp it was computed from,
-        on the arm's clock) or, when None, this node's clock now.
+        A trajectory is stamped by the :class:`SegmentChain` when ``chained``, else with
+        ``stamp`` (the measured state's stamp it was computed from, on the arm's clock) or,
+        when None, this node's clock now.
         """
         if self.trajectory:
+            previous = None
+            if self._chain is not None:
+                ns, previous = self._chain.next(self._clock.now().nanoseconds, target)
+                stamp = Time(sec=ns // 1_000_000_000, nanosec=ns % 1_000_000_000)
             self._publisher.publish(point_command(
                 self._names, target, self._period,
-                self._clock.now().to_msg() if stamp is None else stamp))
+                self._clock.now().to_msg() if stamp is None else stamp, previous))
             return
         data = target.tolist() + ([] if gripper is None else [float(gripper)])
         self._publisher.publish(Float64MultiArray(data=data))

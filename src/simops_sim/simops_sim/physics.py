@@ -413,8 +413,16 @@ class Physics:
 
     @property
     def arm_target(self) -> np.ndarray:
-        """The current arm target (7,) in rad (a copy)."""
-        return self._target[:self.index.arm_dof].copy()
+        """The arm target (7,) rad at the current sim time (a copy).
+
+        While a plan is followed it is the plan's position now, where a new trajectory
+        taken over now starts, as JointTrajectoryController starts one from its last
+        commanded state.
+        """
+        target = self._target[:self.index.arm_dof].copy()
+        if self._plan is not None:
+            self._plan.sample(self.data.time, target)
+        return target
 
     @property
     def delay_steps(self) -> int:

@@ -335,7 +335,7 @@ class Stepper:
         else:
             self._streaming = False
             start = now if command.start is None else command.start
-            self.physics.follow(TrajectoryPlan(command, start, self.physics.arm_target))
+            self.physics.follow(TrajectoryPlan(command, start, self.physics.arm_target, now))
 
     def _timed_step(self) -> Frame:
         started = time.perf_counter()

@@ -125,14 +125,25 @@ def check_goal(goal: TrajectoryGoal, spec: RobotSpec) -> None:
 
 
 class TrajectoryPlan:
-    """A goal anchored at sim time ``start`` from the arm target ``current`` (7,)."""
+    """A goal anchored at sim time ``start``, taken over at sim time ``now`` (s).
 
-    def __init__(self, goal: TrajectoryGoal, start: float, current: np.ndarray) -> None:
+    Points are due at ``start`` plus their ``time_from_start``. As JointTrajectoryController
+    samples a new trajectory, the arm target ``current`` (7,) rad at ``now`` (``start`` when
+    None) is where it leaves from: a first point still ahead is reached by a segment from
+    ``current`` at ``now``, so a stamp in the past shortens that segment and never makes
+    the target jump. A first point already due (``time_from_start`` 0, as a trajectory that
+    starts with the previous target has) makes the plan independent of ``now`` and
+    ``current``: when the trajectory reaches the arm does not matter.
+    """
+
+    def __init__(self, goal: TrajectoryGoal, start: float, current: np.ndarray,
+                 now: float | None = None) -> None:
         times, pos, vel = goal.times, goal.positions.copy(), goal.velocities
         keep = np.setdiff1d(np.arange(len(current)), goal.joints)
         pos[:, keep] = current[keep]
-        if times[0] > 0:  # the first segment runs from the current target, at rest
-            times = np.concatenate(([0.0], times))
+        taken = 0.0 if now is None else now - start
+        if times[0] > taken + KNOT_TOLERANCE:  # a first segment from the current target, at rest
+            times = np.concatenate(([taken], times))
             pos = np.vstack((current, pos))
             vel = None if vel is None else np.vstack((np.zeros_like(current), vel))
         self.start = start

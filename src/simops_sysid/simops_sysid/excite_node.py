@@ -5,9 +5,10 @@ pipeline (:mod:`simops_core.safety`): at ``control_rate`` Hz it takes the next s
 the trajectory as the wanted target, blends in from the measured position over the ramp,
 runs it through ``safety.step`` (position limits minus a margin, ``amplitude_fraction`` of
 the velocity and acceleration limits) and publishes it on the command topic the policy uses
-(``joint_commands`` or ``joint_trajectory``, config/topics.yaml). A trajectory command is
-stamped with the time it was computed and reaches its point one control period later, so a
-recording times every command exactly (:mod:`simops_ros.point_commands`). The 1 kHz joint states
+(``joint_commands`` or ``joint_trajectory``, config/topics.yaml). Trajectory commands form
+a chain of one-period segments on a fixed time grid, each from the previous target
+(:class:`simops_ros.point_commands.SegmentChain`), so a recording times the arm's target
+exactly, whenever each message reached the controller. The 1 kHz joint states
 are polled at each tick, not handled per message. Without a joint state received within
 :data:`STALE_STATE` s it holds. When the trajectory is done it holds ``home``
 for a moment and exits with code 0. Parameters: ``config/parameters/excite.yaml``.
@@ -80,7 +81,7 @@ class ExciteNode(Node):
             arm_index=np.arange(joints), gripper_index=None, clip=float(2 * np.pi), scale=1.0,
             reference='last_command', lpf_alpha=1.0)
         self._publish = ArmCommandPublisher(self, topics, s.command_interface,
-                                            self.spec.arm_joints, self.period)
+                                            self.spec.arm_joints, self.period, chained=True)
         state = topics['joint_states']
         self._joint_states = Polled(self.create_subscription(
             JointState, state.name, never_called, qos_profile(state),

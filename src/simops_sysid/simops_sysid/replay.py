@@ -79,8 +79,10 @@ def physics_targets(log: CommandLog, t0: float, steps: int, dt: float,
             else:
                 row = log.targets[pending]
                 goal = point_goal(row, log.period, np.flatnonzero(~np.isnan(row)))
+            if plan is not None:   # the current target: the plan's position now
+                plan.sample(now, target, velocity)
             start = now if goal.start is None else goal.start
-            plan = TrajectoryPlan(goal, start, target)
+            plan = TrajectoryPlan(goal, start, target, now)
             pending += 1
         if plan is not None and plan.sample(now, target, velocity):
             plan = None
