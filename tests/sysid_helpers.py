@@ -2,9 +2,9 @@
 
 :func:`simulate` drives :class:`simops_sim.physics.Physics` (the wrapper the simulator node
 runs) with an excitation streamed as one-point JointTrajectory commands, exactly as the
-node would apply them: stamped like excite's (the segment starts at the stamp) or unstamped
-(it starts on arrival). :func:`write_bag` stores the result as a rosbag2 MCAP bag that looks
-like the recorder's: header stamps on the arm's clock, receive times on the recorder's.
+node would apply them: stamped when computed (each is reached at its stamp plus one period,
+from the target where it arrives) or unstamped (one period after arrival).
+:func:`write_bag` stores the result as a rosbag2 MCAP bag that looks like the recorder's: header stamps on the arm's clock, receive times on the recorder's.
 """
 
 from __future__ import annotations

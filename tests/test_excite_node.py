@@ -129,3 +129,17 @@ def test_disabled_until_enable_estop_latches_and_disable_brakes(
     for sequence in (moving, braking):
         assert np.all(sequence >= limits.lower) and np.all(sequence <= limits.upper)
         assert np.all(np.abs(np.diff(sequence, axis=0)) <= limits.max_step + 1e-9)
+
+
+def test_segment_chain_stamps_on_a_grid_from_the_previous_target() -> None:
+    from simops_ros.point_commands import SegmentChain
+
+    chain, period = SegmentChain(20_000_000), 20_000_000
+    stamp0, first = chain.next(1_000_000_000, np.zeros(7))
+    assert first is None and stamp0 == 1_010_000_000   # half a period ahead
+    stamp1, previous = chain.next(1_017_000_000, np.ones(7))   # a timer 3 ms early
+    assert stamp1 == stamp0 + period and np.array_equal(previous, np.zeros(7))
+    stamp2, previous = chain.next(1_043_000_000, np.full(7, 2.0))   # 3 ms late
+    assert stamp2 == stamp1 + period and np.array_equal(previous, np.ones(7))
+    stamp3, previous = chain.next(1_100_000_000, np.zeros(7))   # a hiccup: restart
+    assert previous is None and stamp3 == 1_110_000_000

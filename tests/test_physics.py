@@ -23,7 +23,13 @@ from simops_sim.physics import (
     parse_joint_map,
 )
 from simops_sim.randomization import default_randomization
-from simops_sim.trajectory_plan import TrajectoryError, TrajectoryPlan, parse_trajectory
+from simops_sim.trajectory_plan import (
+    TrajectoryError,
+    TrajectoryGoal,
+    TrajectoryPlan,
+    parse_trajectory,
+    stream_goal,
+)
 
 
 @pytest.fixture(scope='module')
@@ -284,3 +290,61 @@ def test_a_diverged_state_is_caught_once_and_recovered_at_the_same_time(
     np.testing.assert_allclose(physics.arm_target, spec.home)
     physics.step(100)
     assert physics.diverged() is None
+
+
+def _follow(goals: list[TrajectoryGoal], taken: list[float], steps: int,
+            dt: float = 1e-3) -> np.ndarray:
+    """Targets (steps, 7) when ``goals`` are taken over at ``taken`` s, as the node does."""
+    plan, current, out = None, np.zeros(7), np.empty((steps, 7))
+    pending = 0
+    for k in range(steps):
+        now = k * dt
+        while pending < len(goals) and taken[pending] <= now + 1e-12:
+            if plan is not None:
+                plan.sample(now, current)
+            goal = goals[pending]
+            plan = TrajectoryPlan(goal, goal.start, current.copy(), now)
+            pending += 1
+        if plan is not None:
+            plan.sample(now, current)
+        out[k] = current
+    return out
+
+
+def test_a_chain_of_two_point_segments_does_not_depend_on_arrival() -> None:
+    """excite's chain: [previous target at 0, target at one period] on a fixed grid, each
+    message arriving before its stamp (excite stamps half a period ahead)."""
+    period, rng = 0.02, np.random.default_rng(3)
+    targets = np.cumsum(rng.normal(0.0, 0.01, (30, 7)), axis=0)
+    previous = np.vstack((np.zeros(7), targets[:-1]))
+    goals = [TrajectoryGoal(np.array([0.0, period]), np.vstack((p, t)), None, np.arange(7),
+                            0.1 + n * period)
+             for n, (p, t) in enumerate(zip(previous, targets, strict=True))]
+    early = _follow(goals, [g.start - 0.0097 for g in goals], 800)
+    late = _follow(goals, [g.start - rng.uniform(0.0, 0.005) for g in goals], 800)
+    np.testing.assert_allclose(early, late, rtol=0, atol=1e-15)
+
+
+def test_a_one_point_trajectory_leaves_from_the_target_at_arrival() -> None:
+    """JTC's rule: from the target where it arrives to the point at stamp + time_from_start,
+    so a stamp in the past shortens the segment and the target never jumps."""
+    goal = TrajectoryGoal(np.array([0.05]), np.ones((1, 7)), None, np.arange(7), 0.2)
+    out = _follow([goal], [0.23], 300)
+    assert np.abs(np.diff(out, axis=0)).max() < 0.05 + 1e-12   # 1 rad over 20 ms
+    assert np.all(out[230] == 0.0) and np.allclose(out[250], 1.0)
+    np.testing.assert_allclose(out[240], 0.5)
+
+
+def test_streamed_targets_slow_to_the_velocity_limits_and_fast_plans_are_flagged(
+        spec: RobotSpec) -> None:
+    current = spec.home.copy()
+    near = stream_goal(current + 0.01, current, 0.05, spec.velocity)
+    assert near.times[-1] == pytest.approx(0.05)
+    far = current + 0.5
+    goal = stream_goal(far, current, 0.05, spec.velocity)
+    assert goal.times[-1] == pytest.approx(float(np.max(0.5 / spec.velocity)))
+    plan = TrajectoryPlan(goal, 0.0, current)
+    assert plan.too_fast(spec.velocity) is None
+    jump = parse_trajectory(['fr3_joint5'], [0.01], [[current[4] + 0.5]], [[]],
+                            spec.arm_joints, None)
+    assert TrajectoryPlan(jump, 0.0, current).too_fast(spec.velocity) == 4

@@ -12,7 +12,7 @@ from sim_helpers import SCENE_XML, drive_lockstep, start_sim, subscribe_states
 from simops_core.robot_spec import load_robot_spec
 from simops_core.sim_params import JointParams, SimParams, save_sim_params
 from simops_sim.physics import Physics
-from simops_sim.trajectory_plan import TrajectoryPlan, point_goal
+from simops_sim.trajectory_plan import TrajectoryPlan, stream_goal
 
 SPEC = load_robot_spec('fr3')
 PERIOD = 0.05
@@ -28,9 +28,10 @@ def offline(params: SimParams) -> np.ndarray:
     physics = Physics(mujoco.MjModel.from_xml_path(str(SCENE_XML)), SPEC, params=params)
     physics.reset_keyframe('home')
     out = []
-    for command in COMMANDS:   # the node reaches a streamed target over one period
-        physics.follow(TrajectoryPlan(point_goal(command, PERIOD), physics.time,
-                                      physics.arm_target))
+    for command in COMMANDS:   # over one period, or slower at the velocity limits
+        current = physics.arm_target
+        physics.follow(TrajectoryPlan(stream_goal(command, current, PERIOD, SPEC.velocity),
+                                      physics.time, current))
         physics.step(round(PERIOD / physics.timestep))
         out.append(physics.state().position)
     return np.array(out)

@@ -39,7 +39,7 @@ from simops_sim.trajectory_plan import (
     TrajectoryError,
     TrajectoryGoal,
     TrajectoryPlan,
-    point_goal,
+    stream_goal,
 )
 
 POSE_RATE = 100.0          # Hz of sim time, flange and object poses
@@ -323,19 +323,27 @@ class Stepper:
                 publish(frame)
 
     def _apply(self, command: ArmCommand | TrajectoryGoal) -> None:
-        now = self.physics.time
-        self._last_command = now
+        now, current, spec = self.physics.time, self.physics.arm_target, self.physics.spec
         if isinstance(command, ArmCommand):
-            self._streaming = True
-            self.physics.follow(TrajectoryPlan(point_goal(command.arm,
-                                                          self.timing.control_period),
-                                               now, self.physics.arm_target))
-            if command.gripper_width is not None:
-                self.physics.set_gripper_width(command.gripper_width)
+            plan = TrajectoryPlan(stream_goal(command.arm, current, self.timing.control_period,
+                                              spec.velocity), now, current)
         else:
-            self._streaming = False
             start = now if command.start is None else command.start
-            self.physics.follow(TrajectoryPlan(command, start, self.physics.arm_target, now))
+            plan = TrajectoryPlan(command, start, current, now)
+        joint = plan.too_fast(spec.velocity)
+        if joint is not None:
+            self.counters.dropped_commands += 1
+            self._warn('too_fast', f'rejected a command that moves {spec.arm_joints[joint]} '
+                                   f'at {plan.peak_speed()[joint]:.3g} rad/s from the current '
+                                   f'target, above its {spec.velocity[joint]:g} rad/s limit; '
+                                   f'holding the last valid target '
+                                   f'({self.counters.dropped_commands} rejected so far)')
+            return
+        self._last_command = now
+        self._streaming = isinstance(command, ArmCommand)
+        self.physics.follow(plan)
+        if isinstance(command, ArmCommand) and command.gripper_width is not None:
+            self.physics.set_gripper_width(command.gripper_width)
 
     def _timed_step(self) -> Frame:
         started = time.perf_counter()

@@ -19,6 +19,7 @@ from simops_core.robot_spec import RobotSpec
 from simops_sim.joint_commands import CommandError, limit_violation
 
 KNOT_TOLERANCE = 1e-6   # s; clocks that differ by rounding pick the same side of a knot
+SPEED_TOLERANCE = 0.01  # fraction a plan may exceed the velocity limits by (rounding)
 
 
 class TrajectoryError(CommandError):
@@ -92,6 +93,19 @@ def point_goal(target: np.ndarray, horizon: float,
                           None, named, None)
 
 
+def stream_goal(target: np.ndarray, current: np.ndarray, period: float, speed: np.ndarray,
+                joints: np.ndarray | None = None) -> TrajectoryGoal:
+    """A streamed target (7,) rad as the simulator runs it, from the arm target ``current``.
+
+    The :func:`point_goal` reached over one control ``period`` (s), or slower where that
+    would move a joint faster than its ``speed`` limit (7,) rad/s: a stream of targets the
+    arm cannot follow is slowed to the limits, never turned into a reflex-tripping jump.
+    """
+    named = np.arange(len(target)) if joints is None else joints
+    needed = np.abs(np.asarray(target)[named] - current[named]) / speed[named]
+    return point_goal(target, max(period, float(needed.max(initial=0.0))), joints)
+
+
 def goal_from_message(msg: Any, arm_joints: Sequence[str]) -> TrajectoryGoal:
     """A ``trajectory_msgs/JointTrajectory`` as a goal; raise :class:`TrajectoryError`.
 
@@ -149,6 +163,27 @@ class TrajectoryPlan:
         self.start = start
         self.times, self.positions, self.velocities = times, pos, vel
         self.end = start + float(times[-1])
+
+    def peak_speed(self) -> np.ndarray:
+        """Per joint, the fastest the plan moves (7,) rad/s: between points, and at them.
+
+        Between points it is the mean speed of the segment (the linear interpolation's
+        speed; a cubic segment's own peak can be higher).
+        """
+        steps = np.abs(np.diff(self.positions, axis=0)) / np.diff(self.times)[:, None]
+        peak = steps.max(axis=0) if steps.size else np.zeros(self.positions.shape[1])
+        if self.velocities is not None:
+            peak = np.maximum(peak, np.abs(self.velocities).max(axis=0))
+        return peak
+
+    def too_fast(self, speed: np.ndarray) -> int | None:
+        """The first joint the plan moves faster than its ``speed`` limit (7,) rad/s, or None.
+
+        The simulator rejects such a plan: on the real arm the controller would drive the
+        joint into a velocity reflex.
+        """
+        excess = self.peak_speed() > speed * (1.0 + SPEED_TOLERANCE)
+        return int(np.argmax(excess)) if excess.any() else None
 
     def sample(self, now: float, out: np.ndarray, velocity: np.ndarray | None = None) -> bool:
         """Write the target (7,) rad at sim time ``now`` into ``out``; True once finished.

@@ -307,7 +307,8 @@ def _commands(raw: RawBag, topic: str, spec: RobotSpec, store: object, clock: Re
         series = command_series(raw, topic, arm, store)
         _check_in_limits(f'{raw.path}: {topic}', 'command', series.position, spec)
         received = np.sort(np.asarray(raw.topics[topic].log_time, dtype=np.int64) * 1e-9)
-        return CommandLog(topic, clock(received) - origin, targets=series.position)
+        return CommandLog(topic, clock(received) - origin, targets=series.position,
+                          speed=spec.velocity)
     goals: list[TrajectoryGoal] = []
     arrival = []
     for msg, received in zip(raw.decode(topic, store), raw.topics[topic].log_time, strict=True):
@@ -325,7 +326,8 @@ def _commands(raw: RawBag, topic: str, spec: RobotSpec, store: object, clock: Re
     order = np.argsort(arrival, kind='stable')
     effect = clock(np.asarray(arrival)[order]) - origin
     starts = np.array([-np.inf if g.start is None else g.start for g in goals])[order]
-    return CommandLog(topic, np.maximum(effect, starts), goals=tuple(goals[i] for i in order))
+    return CommandLog(topic, np.maximum(effect, starts), goals=tuple(goals[i] for i in order),
+                      speed=spec.velocity)
 
 
 def average_effort(effort: np.ndarray, samples: int) -> np.ndarray:

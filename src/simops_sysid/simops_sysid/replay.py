@@ -21,7 +21,7 @@ import numpy as np
 
 from simops_core.parameter_schema import defaults, load_parameter_schema
 from simops_sim.delay import shift_commands
-from simops_sim.trajectory_plan import TrajectoryGoal, TrajectoryPlan, point_goal
+from simops_sim.trajectory_plan import TrajectoryGoal, TrajectoryPlan, point_goal, stream_goal
 
 STREAM_PERIOD = float(defaults(load_parameter_schema('sim'))['control_period'])  # s
 
@@ -30,10 +30,12 @@ STREAM_PERIOD = float(defaults(load_parameter_schema('sim'))['control_period']) 
 class CommandLog:
     """Commands in arrival order on the joint-state clock.
 
-    ``t`` (M,) s: when each command reached the arm. Exactly one of ``targets`` (M, 7) rad
+    ``t`` (M,) s: when each command reached the arm; one that would move a joint faster
+    than ``speed`` was rejected there and is skipped. Exactly one of ``targets`` (M, 7) rad
     (streamed position targets, NaN for joints a command left out) and ``goals`` (M
-    trajectory goals, arm-joint order) is set; ``period`` (s) is how long the simulator took
-    to reach a streamed target (its ``control_period``).
+    trajectory goals, arm-joint order) is set; a streamed target is reached over ``period``
+    (s, the simulator's ``control_period``), or slower at the arm's ``speed`` limits (7,)
+    rad/s (:func:`simops_sim.trajectory_plan.stream_goal`; None: no limit).
     """
 
     source: str
@@ -41,6 +43,7 @@ class CommandLog:
     targets: np.ndarray | None = None
     goals: tuple[TrajectoryGoal, ...] | None = None
     period: float = STREAM_PERIOD
+    speed: np.ndarray | None = None
 
     def __len__(self) -> int:
         return int(self.t.size)
@@ -74,16 +77,20 @@ def physics_targets(log: CommandLog, t0: float, steps: int, dt: float,
     for k in range(steps):
         now = t0 + k * dt
         while pending < len(log) and first[pending] <= k:
+            if plan is not None:   # the current target: the plan's position now
+                plan.sample(now, target, velocity)
             if log.goals is not None:
                 goal = log.goals[pending]
             else:
                 row = log.targets[pending]
-                goal = point_goal(row, log.period, np.flatnonzero(~np.isnan(row)))
-            if plan is not None:   # the current target: the plan's position now
-                plan.sample(now, target, velocity)
+                named = np.flatnonzero(~np.isnan(row))
+                goal = (point_goal(row, log.period, named) if log.speed is None else
+                        stream_goal(row, target, log.period, log.speed, named))
             start = now if goal.start is None else goal.start
-            plan = TrajectoryPlan(goal, start, target, now)
             pending += 1
+            taken = TrajectoryPlan(goal, start, target, now)
+            if log.speed is None or taken.too_fast(log.speed) is None:   # else rejected
+                plan = taken
         if plan is not None and plan.sample(now, target, velocity):
             plan = None
         out[k, :target.size] = target
