@@ -4,7 +4,8 @@
 runs) with an excitation streamed as one-point JointTrajectory commands, exactly as the
 node would apply them: stamped when computed (each is reached at its stamp plus one period,
 from the target where it arrives) or unstamped (one period after arrival).
-:func:`write_bag` stores the result as a rosbag2 MCAP bag that looks like the recorder's: header stamps on the arm's clock, receive times on the recorder's.
+:func:`write_bag` stores the result as a rosbag2 MCAP bag that looks like the recorder's:
+header stamps on the arm's clock, receive times on the recorder's.
 """
 
 from __future__ import annotations

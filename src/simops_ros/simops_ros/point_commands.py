@@ -63,8 +63,9 @@ def point_command(joint_names: Sequence[str], positions: Sequence[float], horizo
     ``horizon``. JointTrajectoryController then interpolates between them whenever the
     message arrives before ``stamp``: neither transport latency nor where the arm is shifts
     the segment, and a recording of these messages times every command exactly
-    (``simops_sysid fit`` replays them). Arriving later, it is joined where it is by then. Without ``previous`` (the first command) it is one
-    point, which the controller reaches from its current state at arrival.
+    (``simops_sysid fit`` replays them). Arriving later, it is joined where it is by then.
+    Without ``previous`` (the first command) it is one point, which the controller reaches
+    from its current state at arrival.
     """
     point = JointTrajectoryPoint(positions=[float(p) for p in positions],
                                  time_from_start=_duration(horizon))
