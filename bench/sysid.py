@@ -1,7 +1,7 @@
 """System identification benchmark: both fit modes, error and wall time against data length.
 
 For each length (default 15, 30 and 60 s) the stand-in arm (the simulator's physics wrapper
-with config/sim_params/standin_smooth_friction.yaml: smooth friction, sensor offsets; 1e-4 rad
+with config/sim_params/standin_hidden.yaml: smooth friction, sensor offsets; 1e-4 rad
 position noise, 0.05 N*m torque noise) runs an excitation; the result is written as a bag
 (tests/sysid_helpers.py) and fitted with the installed ``fit``, as a user would run it:
 

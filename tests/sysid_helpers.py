@@ -28,7 +28,7 @@ from simops_sysid.replay import CommandLog, physics_targets
 
 STORE = get_typestore(Stores.ROS2_JAZZY)
 SPEC: RobotSpec = load_robot_spec('fr3')
-HIDDEN = REPO / 'config/sim_params/standin_smooth_friction.yaml'   # smooth friction
+HIDDEN = REPO / 'config/sim_params/standin_hidden.yaml'   # smooth friction
 MODEL = REPO / 'models/fr3/scene.xml'
 TRAJECTORY_TOPIC = '/fr3_arm_controller/joint_trajectory'
 CLOCK_OFFSET = 1_700_000_000.0   # s between the receive clock and the stamp clock
@@ -38,10 +38,11 @@ REPLAY_KINDS = ('damping', 'armature', 'frictionloss', 'kp', 'kv', 'encoder_offs
 
 
 def replayable(params: SimParams) -> SimParams:
-    """``params`` with dry friction where it has smooth friction: what the replay can roll out.
+    """``params`` with dry friction where it has smooth friction: what the replay rolls out
+    exactly.
 
-    The fit replays through ``mujoco.rollout``, which has no smooth (tanh) friction; the
-    stand-in has it on purpose. Tests of the replay rule itself simulate with this.
+    The fit's rollouts approximate smooth (tanh) friction by two saturating lines; tests of
+    the replay rule itself simulate with dry friction, which they represent exactly.
     """
     joints = {name: replace(joint, friction_transition=None)
               for name, joint in params.joints.items()}

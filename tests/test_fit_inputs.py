@@ -15,7 +15,13 @@ from ros_helpers import REPO, installed_executable
 from rosbags.rosbag2 import StoragePlugin, Writer
 from sysid_helpers import SPEC, STORE, StandinData, simulate, write_bag
 
-from simops_sysid.fit_cli import EXIT_CONFIG, EXIT_DATA, EXIT_SAVED_ELSEWHERE, EXIT_USAGE
+from simops_sysid.fit_cli import (
+    EXIT_CHECK,
+    EXIT_CONFIG,
+    EXIT_DATA,
+    EXIT_SAVED_ELSEWHERE,
+    EXIT_USAGE,
+)
 
 
 @pytest.fixture(scope='module')
@@ -40,7 +46,7 @@ def one_line_error(result: subprocess.CompletedProcess[str], code: int, *words: 
 def test_help_documents_the_exit_codes() -> None:
     result = run_fit('--help')
     assert result.returncode == 0
-    for code in ('0', '2', '3', '4', '5', '6'):
+    for code in ('0', '2', '3', '4', '5', '6', '7'):
         assert f'\n  {code}  ' in result.stdout
 
 
@@ -251,3 +257,43 @@ def test_arm_only_joint_states_as_franka_ros2_publishes_them(tmp_path: Path,
                      timeout=300)
     assert result.returncode == 0, result.stdout + result.stderr
     assert (tmp_path / 'p.yaml').is_file()
+
+
+def test_a_joint_that_never_moved_fails_the_check_before_the_fit(tmp_path: Path,
+                                                                  data: StandinData) -> None:
+    """Isaac Sim's sysid blocks a run until its check passes; so does fit (exit 7, one line),
+    unless --skip-check. --check-only stops after the check."""
+    still = data.q.copy()
+    still[:, 2] = still[0, 2]   # joint 3's encoder reads a constant
+    bag = write_bag(tmp_path / 'still', replaced(data, q=still))
+    args = ('--bag', bag, '--out', tmp_path / 'p.yaml', '--params', 'kp',
+            '--grouped-iters', '0', '--full-iters', '1')
+    result = run_fit(*args, timeout=300)
+    one_line_error(result, EXIT_CHECK, 'fr3_joint3 barely moved', '--skip-check')
+    assert 'check: fail' in result.stdout and 'fr3_joint3: range 0.000 rad' in result.stdout
+    assert not (tmp_path / 'p.yaml').exists()
+    moving = run_fit(*args[:4], '--joints', 'fr3_joint1,fr3_joint2', '--check-only',
+                     timeout=300)
+    assert moving.returncode == 0, moving.stdout + moving.stderr
+    assert 'check: ' in moving.stdout and 'fr3_joint3' not in moving.stdout
+    assert not (tmp_path / 'p.yaml').exists()
+    forced = run_fit(*args, '--joints', 'fr3_joint3', '--skip-check', timeout=300)
+    assert forced.returncode in (0, 5), forced.stdout + forced.stderr
+    assert 'check: fail' in forced.stdout and 'Traceback' not in forced.stderr
+
+
+def test_identifiability_flags_dead_parameters_and_correlated_pairs() -> None:
+    from mujoco import sysid
+
+    from simops_sysid.precheck import identifiability
+
+    params = sysid.ParameterDict()
+    for name in ('a', 'dead', 'twin', 'alone'):
+        params.add(sysid.Parameter(name, 1.0, 0.0, 2.0))
+    rng = np.random.default_rng(0)
+    a, alone = rng.normal(size=500), rng.normal(size=500)
+    jac = np.stack([a, np.zeros(500), a + 0.01 * rng.normal(size=500), alone], axis=1) * 100
+    dead, undetermined, correlated = identifiability(jac, params)
+    assert dead == ('dead',)
+    assert [(x, y) for x, y, _ in correlated] == [('a', 'twin')]
+    assert 'alone' not in [n for n, _ in undetermined]

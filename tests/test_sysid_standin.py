@@ -143,10 +143,8 @@ def test_recording_holds_the_excitation_on_the_real_arm_topics(fitted: Fitted) -
         assert 5e-5 < jitter < 2e-4, jitter
 
 
-# The fidelity issue's bar: 10 % for the gains and the delay, 0.1 mrad for the offsets
-# (measured over DDS: 4.8 % and 0.034 mrad at worst). The stand-in runs dry friction: with
-# the smooth friction of config/sim_params/standin_smooth_friction.yaml, which the fit's
-# rollouts cannot represent, joint 6's d ends ~17 % off (issue #14 stays open for that).
+# The fidelity issue's bar: 10 % for the gains and the delay, 0.1 mrad for the offsets. The
+# stand-in's friction is smooth (tanh), which the fit's rollouts only approximate.
 GAIN_ERROR, OFFSET_ERROR = 0.10, 1e-4
 
 

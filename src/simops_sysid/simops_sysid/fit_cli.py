@@ -23,6 +23,7 @@ import logging
 import os
 import sys
 import tempfile
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -41,7 +42,7 @@ from simops_core.sim_params import (
 )
 from simops_core.topics import TopicConfigError, load_topics
 from simops_sim.physics import ModelError
-from simops_sysid import fit_parameters, fitting
+from simops_sysid import fit_parameters, fitting, precheck
 from simops_sysid.dataset import (
     DataError,
     Recording,
@@ -63,8 +64,10 @@ EXIT_DATA = 3         # a bag cannot be used
 EXIT_CONFIG = 4       # robot spec, model or topics file cannot be used
 EXIT_FIT = 5          # the fit produced no usable result
 EXIT_SAVED_ELSEWHERE = 6   # fitted, but --out or --report could not be written at the end
+EXIT_CHECK = 7        # the check before the fit failed: the data cannot give the parameters
 EXIT_CODES = {
-    EXIT_OK: 'fitted; the SimParams file (and the report) are written',
+    EXIT_OK: 'fitted; the SimParams file (and the report) are written (with --check-only: '
+             'the check passed or warned)',
     EXIT_USAGE: 'bad command line, or an output path that cannot be written (checked before '
                 'any data is read)',
     EXIT_DATA: 'a bag cannot be used (not a bag, empty, missing topics, joint names that do '
@@ -75,10 +78,13 @@ EXIT_CODES = {
               'ranges of SimParams)',
     EXIT_SAVED_ELSEWHERE: 'fitted, but writing --out or --report failed at the end; the '
                           'result was saved where the last line says',
+    EXIT_CHECK: 'the check before the fit failed: a fitted joint barely moved, or a parameter '
+                'does not change the replay\n     (--skip-check fits anyway)',
 }
 MAX_THREADS = 256
 MODES = ('auto', 'trajectory', 'torque')
-DEFAULT_KINDS = 'damping,frictionloss,kp,kv,encoder_offset,torque_offset,delay'
+DEFAULT_KINDS = ('damping,frictionloss,friction_transition,kp,kv,encoder_offset,torque_offset,'
+                 'delay')
 HISTORY = 0.06        # s of command history kept before each sequence (> the delay bound)
 
 
@@ -128,6 +134,12 @@ def build_parser() -> argparse.ArgumentParser:
                         f'position (default {fitting.Scales.effort:g})')
     parser.add_argument('--threads', type=int, default=os.cpu_count() or 1,
                         help=f'rollout threads, 1-{MAX_THREADS} (default: all cores)')
+    checking = parser.add_mutually_exclusive_group()
+    checking.add_argument('--check-only', action='store_true',
+                          help='run the check before the fit (excitation per joint, '
+                               'identifiability, correlated pairs) and stop')
+    checking.add_argument('--skip-check', action='store_true',
+                          help='fit even when the check fails')
     return parser
 
 
@@ -290,6 +302,19 @@ def _run(options: argparse.Namespace) -> int:
     scales = fitting.Scales(effort=options.effort_scale)
     problem = fitting.make_problem(fit_model, train, joints, base, scales, options.threads)
     seconds = sum(s.duration for s in train)
+    started = time.perf_counter()
+    span = np.cumsum([s.duration for s in train])
+    sample = train[:max(1, int(np.searchsorted(span, precheck.JACOBIAN_SPAN, side='right')))]
+    found = precheck.check(
+        fitting.make_problem(fit_model, sample, joints, base, scales, options.threads),
+        train, params, joints, joint_names)
+    report = found.lines()
+    report[0] += f' ({time.perf_counter() - started:.1f} s)'
+    print('\n'.join(report), flush=True)
+    if found.verdict == 'fail' and not options.skip_check:
+        return _fail(EXIT_CHECK, f'check failed: {found.reason()}; --skip-check fits anyway')
+    if options.check_only:
+        return EXIT_OK
     print(f'fitting {params.size} parameters ({",".join(kinds)}) to {len(train)} sequences, '
           f'{seconds:.1f} s', flush=True)
 

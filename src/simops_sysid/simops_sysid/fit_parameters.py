@@ -1,11 +1,13 @@
 """Fitted quantities as a :class:`mujoco.sysid.ParameterDict`, and back to ``SimParams``.
 
 Parameter names follow the SimParams schema: ``<joint>.<field>`` (``damping`` N*m*s/rad,
-``armature`` kg*m^2, ``frictionloss`` N*m, ``kp`` N*m/rad, ``kv`` N*m*s/rad,
-``encoder_offset`` rad, ``torque_offset`` N*m),
-``command_delay`` (s) and ``body_mass_scale.<body>`` (dimensionless). Candidate models are
-copies of one indexed model with :func:`simops_sim.physics.apply_sim_params` applied, the
-code path the simulator node and the env use, so a fitted number means the same everywhere.
+``armature`` kg*m^2, ``frictionloss`` N*m, ``friction_transition`` rad/s, ``kp`` N*m/rad,
+``kv`` N*m*s/rad, ``encoder_offset`` rad, ``torque_offset`` N*m), ``command_delay`` (s) and
+``body_mass_scale.<body>`` (dimensionless). Candidate models are copies of one indexed model
+with :func:`simops_sim.physics.apply_sim_params` applied, the code path the simulator node
+and the env use, so a fitted number means the same everywhere; smooth friction, which the
+simulator applies in Python, is carried by native actuators that approximate it
+(:data:`FRICTION_TERMS`).
 """
 
 from __future__ import annotations
@@ -22,10 +24,10 @@ from simops_core.sim_params import JointParams, SimParams, merge_sim_params
 from simops_sim.delay import delay_steps
 from simops_sim.physics import ModelIndex, apply_sim_params
 
-KINDS = ('damping', 'armature', 'frictionloss', 'kp', 'kv', 'encoder_offset', 'torque_offset',
-         'delay', 'mass')
-JOINT_KINDS = ('damping', 'armature', 'frictionloss', 'kp', 'kv', 'encoder_offset',
-               'torque_offset')
+KINDS = ('damping', 'armature', 'frictionloss', 'friction_transition', 'kp', 'kv',
+         'encoder_offset', 'torque_offset', 'delay', 'mass')
+JOINT_KINDS = ('damping', 'armature', 'frictionloss', 'friction_transition', 'kp', 'kv',
+               'encoder_offset', 'torque_offset')
 DELAY = 'command_delay'
 MASS_PREFIX = 'body_mass_scale.'
 MAX_DELAY = 0.05            # s, upper bound of the fitted command delay
@@ -34,6 +36,13 @@ MAX_DELAY = 0.05            # s, upper bound of the fitted command delay
 _BOUNDS = {'damping': (0.0, 10.0, 20.0), 'armature': (0.0, 10.0, 1.0),
            'frictionloss': (0.0, 10.0, 5.0), 'kp': (0.2, 5.0, 0.0), 'kv': (0.2, 5.0, 0.0)}
 _MASS_BOUNDS = (0.5, 2.0)
+# Smooth friction's transition speed (rad/s): a start where the model has none (Gaz et al.'s
+# sigmoids change sign over 0.1-0.4 rad/s) and absolute bounds.
+TRANSITION_START = 0.2
+# (weight, slope) of each saturating line in the two-line least-squares fit of tanh:
+# tanh(x) ~ sum(w * clip(k * x, -1, 1)), RMS error 0.017 over |x| <= 4.
+FRICTION_TERMS = ((0.54, 1.22), (0.46, 0.5))
+_TRANSITION_BOUNDS = (0.01, 2.0)
 # Absolute bounds of the sensor biases, around the nominal value: a Franka's encoder
 # calibration is good to a few mrad, its torque sensors to a few tenths of a N*m.
 _BIAS_BOUNDS = {'encoder_offset': 0.01, 'torque_offset': 2.0}
@@ -62,6 +71,10 @@ def build_parameters(nominal: SimParams, kinds: Sequence[str], joints: Sequence[
         for kind in JOINT_KINDS:
             if kind in kinds:
                 value = float(getattr(entry, kind) or 0.0)
+                if kind == 'friction_transition':
+                    params.add(sysid.Parameter(f'{joint}.{kind}', value or TRANSITION_START,
+                                               *_TRANSITION_BOUNDS))
+                    continue
                 if kind in _BIAS_BOUNDS:
                     span = _BIAS_BOUNDS[kind]
                     params.add(sysid.Parameter(f'{joint}.{kind}', value, value - span,
@@ -124,15 +137,31 @@ class ModelFactory:
     """``mujoco.sysid`` BuildModelFn: a copy of ``model`` with candidate parameters applied.
 
     ``base`` holds the values of everything not fitted (the model's nominal values).
+    ``friction`` (7, T) are the arm joints' smooth-friction actuators, whose terms
+    ``terms`` ((weight, slope) each) approximate ``-c tanh(qd / v)``
+    (:mod:`simops_sysid.fitting`).
     """
 
     model: mujoco.MjModel
     index: ModelIndex
     base: SimParams
+    friction: np.ndarray
+    terms: tuple[tuple[float, float], ...] = FRICTION_TERMS
 
     def __call__(self, params: sysid.ParameterDict, spec: mujoco.MjSpec | None = None
                  ) -> mujoco.MjModel:
         """Compile-free: copy the indexed model and apply the parameters to the copy."""
         model = copy.copy(self.model)
-        apply_sim_params(model, to_sim_params(params, self.base), self.index)
+        values = to_sim_params(params, self.base)
+        apply_sim_params(model, values, self.index)
+        for row, name in zip(self.friction, self.index.joint_names, strict=False):
+            joint = values.joints.get(name)
+            transition = joint.friction_transition if joint is not None else None
+            level = float(joint.frictionloss or 0.0) if joint is not None else 0.0
+            for actuator, (weight, slope) in zip(row, self.terms, strict=True):
+                smooth = bool(transition) and level > 0.0
+                model.actuator_biasprm[actuator, 2] = (
+                    -weight * level * slope / transition if smooth else 0.0)
+                bound = weight * level if smooth else 1.0
+                model.actuator_forcerange[actuator] = (-bound, bound)
         return model

@@ -19,6 +19,15 @@ base frame; the table, the object and the goal never touch the arm during excita
 dropping them halves the cost of a step) plus one ``jointactuatorfrc`` sensor per arm
 joint: the node's effort (``qfrc_actuator`` after a step) is exactly that sensor's value.
 
+Smooth friction (``friction_transition``), which the simulator applies in Python
+(:class:`simops_sim.physics.SmoothFriction`, ``-c tanh(qd / v)``), cannot run inside
+``mujoco.rollout``. The fitting model carries it natively instead: two force-limited
+actuators per arm joint with a velocity bias,
+``-c (w1 clip(k1 qd / v) + w2 clip(k2 qd / v))``
+(:data:`simops_sysid.fit_parameters.FRICTION_TERMS`, the least-squares fit of tanh by two
+saturating lines: RMS error 1.7 % of ``c`` over ``|qd| <= 4 v``). Their force is not part of
+the effort, as in the simulator.
+
 The Jacobian is finite-differenced in two phases: :class:`GroupedJacobian` (one rollout per
 parameter kind) brings LM close to the optimum cheaply, then mujoco.minimize's own
 finite differences (one rollout per parameter) finish the fit and give the Jacobian that
@@ -45,6 +54,7 @@ from simops_sim.physics import ModelIndex, index_model, nominal_sim_params
 from simops_sysid.dataset import EFFORT_WINDOW, SequenceData, average_effort
 from simops_sysid.fit_parameters import (
     DELAY,
+    FRICTION_TERMS,
     JOINT_KINDS,
     ModelFactory,
     set_from_sim_params,
@@ -53,6 +63,7 @@ from simops_sysid.fit_parameters import (
 from simops_sysid.replay import delayed
 
 EFFORT_SENSOR = 'sysid_effort_{}'
+FRICTION_ACTUATOR = 'sysid_friction{}_{}'
 SIGNALS = ('q', 'qd', 'effort')
 # LM regulariser growth per rejected step. mujoco.minimize starts at mu = 0 and grows by
 # 10^0.1, so a rejected Gauss-Newton step from far off (the first one, typically) costs
@@ -82,7 +93,9 @@ class Scales:
 class FitModel:
     """The simulator's model with effort sensors, its MjSpec and its index.
 
-    ``effort_adr`` (7,) sensordata addresses of the arm joints' actuator-force sensors.
+    ``effort_adr`` (7,) sensordata addresses of the arm joints' actuator-force sensors;
+    ``friction_ids`` (7, 2) the smooth-friction actuators of each arm joint and
+    ``friction_adr`` (7, 2) their force sensors' addresses.
     """
 
     spec: mujoco.MjSpec
@@ -90,6 +103,8 @@ class FitModel:
     index: ModelIndex
     effort_adr: np.ndarray
     home_qpos: np.ndarray
+    friction_ids: np.ndarray
+    friction_adr: np.ndarray
 
     @property
     def spec_joints(self) -> tuple[str, ...]:
@@ -110,18 +125,33 @@ def load_fit_model(path: Path, robot: RobotSpec,
     index = index_model(spec.compile(), robot, joint_map)
     plain = spec.compile()
     for name, jid in zip(robot.arm_joints, index.joint_ids, strict=False):
+        joint = plain.joint(jid).name
         spec.add_sensor(name=EFFORT_SENSOR.format(name),
                         type=mujoco.mjtSensor.mjSENS_JOINTACTFRC,
-                        objtype=mujoco.mjtObj.mjOBJ_JOINT, objname=plain.joint(jid).name)
+                        objtype=mujoco.mjtObj.mjOBJ_JOINT, objname=joint)
+        for term in range(len(FRICTION_TERMS)):   # inert until ModelFactory sets them
+            actuator = FRICTION_ACTUATOR.format(term, name)
+            spec.add_actuator(name=actuator, trntype=mujoco.mjtTrn.mjTRN_JOINT, target=joint,
+                              gaintype=mujoco.mjtGain.mjGAIN_FIXED, gainprm=[0.0] * 10,
+                              biastype=mujoco.mjtBias.mjBIAS_AFFINE, biasprm=[0.0] * 10,
+                              forcelimited=mujoco.mjtLimited.mjLIMITED_TRUE,
+                              forcerange=[-1.0, 1.0])
+            spec.add_sensor(name=actuator, type=mujoco.mjtSensor.mjSENS_ACTUATORFRC,
+                            objtype=mujoco.mjtObj.mjOBJ_ACTUATOR, objname=actuator)
     model = spec.compile()
     index = index_model(model, robot, joint_map)
     adr = np.array([model.sensor_adr[model.sensor(EFFORT_SENSOR.format(n)).id]
                     for n in robot.arm_joints])
+    names = [[FRICTION_ACTUATOR.format(t, n) for t in range(len(FRICTION_TERMS))]
+             for n in robot.arm_joints]
+    friction_ids = np.array([[model.actuator(a).id for a in row] for row in names])
+    friction_adr = np.array([[model.sensor_adr[model.sensor(a).id] for a in row]
+                             for row in names])
     data = mujoco.MjData(model)
     key = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_KEY, 'home')
     if key >= 0:
         mujoco.mj_resetDataKeyframe(model, data, key)
-    return FitModel(spec, model, index, adr, data.qpos.copy())
+    return FitModel(spec, model, index, adr, data.qpos.copy(), friction_ids, friction_adr)
 
 
 def nominal(fit_model: FitModel) -> SimParams:
@@ -213,7 +243,8 @@ class JointResidual:
         """Residual (K * 3J,) and the predicted / measured series at the K measured times."""
         index = self.fit_model.index
         nq = model.nq
-        effort = pred.data[:, self.fit_model.effort_adr[self.joints]]
+        friction = pred.data[:, self.fit_model.friction_adr[self.joints]].sum(axis=2)
+        effort = pred.data[:, self.fit_model.effort_adr[self.joints]] - friction
         steps = round(EFFORT_WINDOW / model.opt.timestep)
         encoder, torque = sensor_biases(params, self.base, self.fit_model.spec_joints)
         columns = np.hstack((state[:, 1 + index.qpos_adr[self.joints]] + encoder[self.joints],
@@ -253,7 +284,8 @@ def make_problem(fit_model: FitModel, sequences: Sequence[SequenceData], joints:
                                   controls, measured, allow_missing_sensors=True)
     replay = DelayedReplay(fit_model, lookup, float(base.command_delay or 0.0), base)
     residual_fn = sysid.build_residual_fn(
-        models_sequences=[groups], build_model=ModelFactory(model, fit_model.index, base),
+        models_sequences=[groups],
+        build_model=ModelFactory(model, fit_model.index, base, fit_model.friction_ids),
         modify_residual=residual, custom_rollout=replay, resample_true=False,
         n_threads=threads)
     return Problem(fit_model, tuple(sequences), residual_fn, residual)

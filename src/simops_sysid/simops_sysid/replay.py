@@ -30,12 +30,13 @@ STREAM_PERIOD = float(defaults(load_parameter_schema('sim'))['control_period']) 
 class CommandLog:
     """Commands in arrival order on the joint-state clock.
 
-    ``t`` (M,) s: when each command reached the arm; one that would move a joint faster
-    than ``speed`` was rejected there and is skipped. Exactly one of ``targets`` (M, 7) rad
+    ``t`` (M,) s: when each command reached the arm. Exactly one of ``targets`` (M, 7) rad
     (streamed position targets, NaN for joints a command left out) and ``goals`` (M
     trajectory goals, arm-joint order) is set; a streamed target is reached over ``period``
     (s, the simulator's ``control_period``), or slower at the arm's ``speed`` limits (7,)
-    rad/s (:func:`simops_sim.trajectory_plan.stream_goal`; None: no limit).
+    rad/s (:func:`simops_sim.trajectory_plan.stream_goal`; None: no limit). Commands the
+    simulator rejected as too fast are replayed: whether it did depends on a target the
+    recording may not show (its first commands can be missed).
     """
 
     source: str
@@ -87,10 +88,8 @@ def physics_targets(log: CommandLog, t0: float, steps: int, dt: float,
                 goal = (point_goal(row, log.period, named) if log.speed is None else
                         stream_goal(row, target, log.period, log.speed, named))
             start = now if goal.start is None else goal.start
+            plan = TrajectoryPlan(goal, start, target, now)
             pending += 1
-            taken = TrajectoryPlan(goal, start, target, now)
-            if log.speed is None or taken.too_fast(log.speed) is None:   # else rejected
-                plan = taken
         if plan is not None and plan.sample(now, target, velocity):
             plan = None
         out[k, :target.size] = target
