@@ -297,3 +297,18 @@ def test_identifiability_flags_dead_parameters_and_correlated_pairs() -> None:
     assert dead == ('dead',)
     assert [(x, y) for x, y, _ in correlated] == [('a', 'twin')]
     assert 'alone' not in [n for n, _ in undetermined]
+
+
+def test_payload_is_a_fit_kind_that_starts_from_a_small_load() -> None:
+    from simops_core.sim_params import PayloadParams, SimParams
+    from simops_sysid import fit_parameters
+
+    bare = SimParams()
+    params = fit_parameters.build_parameters(bare, ('payload',), [], [])
+    assert [n for n, _ in params.items()] == ['payload.mass', 'payload.com_x', 'payload.com_y',
+                                              'payload.com_z']
+    assert fit_parameters.to_sim_params(params, bare).payload == PayloadParams(
+        *fit_parameters.PAYLOAD_START)
+    carried = SimParams(payload=PayloadParams(mass=1.0, com_x=0.0, com_y=0.01, com_z=0.1))
+    params = fit_parameters.build_parameters(carried, ('payload',), [], [])
+    assert fit_parameters.to_sim_params(params, bare).payload == carried.payload

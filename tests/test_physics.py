@@ -348,3 +348,28 @@ def test_streamed_targets_slow_to_the_velocity_limits_and_fast_plans_are_flagged
     jump = parse_trajectory(['fr3_joint5'], [0.01], [[current[4] + 0.5]], [[]],
                             spec.arm_joints, None)
     assert TrajectoryPlan(jump, 0.0, current).too_fast(spec.velocity) == 4
+
+
+def test_a_payload_is_a_compensated_point_mass_at_the_flange(spec: RobotSpec) -> None:
+    """SimParams.payload: mass and centre of mass at the flange; none (the default) is none."""
+    from simops_core.sim_params import PayloadParams
+
+    model = mujoco.MjModel.from_xml_path(str(SCENE_XML))
+    bare = Physics(model, spec)
+    flange = bare.index.flange_body
+    before = float(model.body_subtreemass[flange])
+    loaded = Physics(mujoco.MjModel.from_xml_path(str(SCENE_XML)), spec, params=SimParams(
+        payload=PayloadParams(mass=1.5, com_x=0.02, com_z=0.1)))
+    lm = loaded.model
+    assert lm.body_subtreemass[flange] == pytest.approx(before + 1.5)
+    # The flange body itself was massless: it now is the point, where it was put.
+    np.testing.assert_allclose(lm.body_ipos[flange], [0.02, 0.0, 0.1], atol=1e-12)
+    assert lm.body_mass[flange] == pytest.approx(1.5)
+    for physics in (bare, loaded):   # compensated: the arm holds home under the extra weight
+        physics.reset_keyframe('home')
+        physics.set_arm_target(spec.home)
+        physics.step(1000)
+        assert np.abs(physics.state().position[:7] - spec.home).max() < 2e-3
+    loaded.apply_params(SimParams())   # back to none
+    assert loaded.model.body_mass[flange] == pytest.approx(model.body_mass[flange])
+    assert loaded.model.body_subtreemass[flange] == pytest.approx(before)

@@ -13,6 +13,7 @@ from simops_core.robot_spec import load_robot_spec
 from simops_core.sim_params import (
     JointParams,
     ObjectParams,
+    PayloadParams,
     SimParams,
     SimParamsError,
     load_sim_params,
@@ -28,7 +29,8 @@ def test_round_trip(tmp_path: Path) -> None:
         joints={'fr3_joint1': JointParams(damping=3.0, kp=4000.0),
                 'fr3_finger_joint1': JointParams(frictionloss=0.2)},
         command_delay=0.002, body_mass_scale={'fr3_link7': 1.1},
-        object=ObjectParams(mass=0.2), provenance={'bags': ['a.mcap'], 'rms': 0.01})
+        object=ObjectParams(mass=0.2), payload=PayloadParams(mass=0.5, com_z=0.1),
+        provenance={'bags': ['a.mcap'], 'rms': 0.01})
     save_sim_params(params, tmp_path / 'p.yaml')
     assert load_sim_params(tmp_path / 'p.yaml') == params
     assert 'armature' not in (tmp_path / 'p.yaml').read_text()  # unset stays unset
@@ -70,6 +72,10 @@ def test_shipped_params_files_load(path: Path) -> None:
     ({'version': 1, 'body_mass_scale': {'fr3_link1': 0}}, "'body_mass_scale.fr3_link1'"),
     ({'version': 1, 'object': {'mass': -0.1}}, "'object.mass'"),
     ({'version': 1, 'object': {'colour': 'red'}}, "'object.colour'"),
+    ({'version': 1, 'payload': {'mass': -0.1}}, "'payload.mass'"),
+    ({'version': 1, 'payload': {'mass': 21.0}}, "'payload.mass'"),
+    ({'version': 1, 'payload': {'com_z': 0.6}}, "'payload.com_z'"),
+    ({'version': 1, 'payload': {'inertia': 0.1}}, "'payload.inertia'"),
     ({'version': 1, 'provenance': 'sysid'}, "'provenance'"),
     ([1, 2], "'<root>'"),
 ])

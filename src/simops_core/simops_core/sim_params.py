@@ -6,7 +6,8 @@ field means "keep the model's nominal value". Units: damping in N*m*s/rad (N*s/m
 finger slides), armature in kg*m^2, frictionloss (Coulomb) in N*m, the arm controller's
 gains ``kp`` (p) in N*m/rad and ``kv`` (d) in N*m*s/rad, ``friction_transition`` in rad/s,
 the sensor biases ``encoder_offset`` in rad and ``torque_offset`` in N*m, ``command_delay``
-in s, object mass in kg, object friction the dimensionless sliding coefficient. Joints are
+in s, object mass in kg, object friction the dimensionless sliding coefficient, the payload
+at the flange (:class:`PayloadParams`) in kg and m. Joints are
 keyed by their robot-spec NAME, never by index::
 
     version: 1
@@ -15,6 +16,7 @@ keyed by their robot-spec NAME, never by index::
       fr3_joint1: {damping: 0.1, frictionloss: 0.3, kp: 600.0, kv: 30.0, encoder_offset: 0.001}
     body_mass_scale: {fr3_link7: 1.05}
     object: {mass: 0.1, friction: 1.0}
+    payload: {mass: 0.35, com_x: 0.0, com_y: 0.0, com_z: 0.12}
     provenance: {fitted_by: simops_sysid, bags: [...], date: 2026-01-01}
 
 Every number has a physical range (:data:`RANGES`), enforced here, so the simulator node, the
@@ -42,7 +44,9 @@ JOINT_FIELDS = ('damping', 'armature', 'frictionloss', 'friction_transition', 'k
 SENSOR_FIELDS = ('encoder_offset', 'torque_offset')
 SERVO_FIELDS = ('kp', 'kv')
 OBJECT_FIELDS = ('mass', 'friction')
-TOP_LEVEL = ('version', 'command_delay', 'joints', 'body_mass_scale', 'object', 'provenance')
+PAYLOAD_FIELDS = ('mass', 'com_x', 'com_y', 'com_z')
+TOP_LEVEL = ('version', 'command_delay', 'joints', 'body_mass_scale', 'object', 'payload',
+             'provenance')
 # The physical range of every field: (lower, upper, unit), lower bound exclusive when the
 # field must be strictly positive (STRICTLY_POSITIVE). Wide enough for any arm a 1 kHz
 # MuJoCo model of a 7-DOF manipulator can represent, narrow enough that no value in range
@@ -60,6 +64,8 @@ RANGES: dict[str, tuple[float, float, str]] = {
     'body_mass_scale': (0.1, 10.0, ''),
     'mass': (0.0, 50.0, 'kg'),
     'friction': (0.0, 10.0, ''),
+    'payload.mass': (0.0, 20.0, 'kg'),
+    'payload.com': (-0.5, 0.5, 'm'),
 }
 STRICTLY_POSITIVE = ('kp', 'mass', 'friction', 'friction_transition')
 
@@ -99,6 +105,21 @@ class ObjectParams:
 
 
 @dataclass(frozen=True)
+class PayloadParams:
+    """A load rigidly fixed to the flange beyond the model's own bodies (a tool, a sensor).
+
+    ``mass`` kg (0 or None: none) at the centre of mass ``com_x``, ``com_y``, ``com_z`` m in
+    the flange frame (the robot spec's ``flange_frame``), as a point mass; its weight is
+    compensated like the arm's, as the firmware compensates a load configured in Desk.
+    """
+
+    mass: float | None = None
+    com_x: float | None = None
+    com_y: float | None = None
+    com_z: float | None = None
+
+
+@dataclass(frozen=True)
 class SimParams:
     """Physics overrides for the simulator, keyed by joint and body name.
 
@@ -110,6 +131,7 @@ class SimParams:
     command_delay: float | None = None
     body_mass_scale: Mapping[str, float] = field(default_factory=dict)
     object: ObjectParams = field(default_factory=ObjectParams)
+    payload: PayloadParams = field(default_factory=PayloadParams)
     provenance: Mapping[str, Any] = field(default_factory=dict)
     version: int = SIM_PARAMS_VERSION
 
@@ -125,12 +147,15 @@ def merge_sim_params(base: SimParams, override: SimParams) -> SimParams:
         current = joints.get(name, JointParams())
         joints[name] = replace(current, **{k: v for k, v in vars(joint).items() if v is not None})
     obj = replace(base.object, **{k: v for k, v in vars(override.object).items() if v is not None})
+    load = replace(base.payload,
+                   **{k: v for k, v in vars(override.payload).items() if v is not None})
     return SimParams(
         joints=joints,
         command_delay=(override.command_delay if override.command_delay is not None
                        else base.command_delay),
         body_mass_scale={**base.body_mass_scale, **override.body_mass_scale},
         object=obj,
+        payload=load,
         provenance={**base.provenance, **override.provenance},
     )
 
@@ -169,19 +194,23 @@ def parse_sim_params(raw: Any, source: str = '<mapping>') -> SimParams:
                                                'body_mass_scale').items()}
     obj = check.mapping(root.get('object') or {}, 'object')
     check.known(obj, OBJECT_FIELDS, 'object')
+    load = check.mapping(root.get('payload') or {}, 'payload')
+    check.known(load, PAYLOAD_FIELDS, 'payload')
     return SimParams(
         joints=joints,
         command_delay=_number(check, root.get('command_delay'), 'command_delay'),
         body_mass_scale=scales,
         object=ObjectParams(**{k: _number(check, obj.get(k), f'object.{k}')
                                for k in OBJECT_FIELDS}),
+        payload=PayloadParams(**{k: _number(check, load.get(k), f'payload.{k}')
+                                 for k in PAYLOAD_FIELDS}),
         provenance=dict(check.mapping(root.get('provenance') or {}, 'provenance')),
     )
 
 
 def sim_params_to_dict(params: SimParams) -> dict[str, Any]:
     """The YAML mapping of ``params``; unset fields are left out."""
-    def present(obj: JointParams | ObjectParams) -> dict[str, float]:
+    def present(obj: JointParams | ObjectParams | PayloadParams) -> dict[str, float]:
         return {f.name: getattr(obj, f.name) for f in fields(obj)
                 if getattr(obj, f.name) is not None}
 
@@ -194,6 +223,8 @@ def sim_params_to_dict(params: SimParams) -> dict[str, Any]:
         out['body_mass_scale'] = dict(params.body_mass_scale)
     if present(params.object):
         out['object'] = present(params.object)
+    if present(params.payload):
+        out['payload'] = present(params.payload)
     if params.provenance:
         out['provenance'] = dict(params.provenance)
     return out
@@ -211,6 +242,8 @@ def _number(check: Fields, value: Any, where: str, required: bool = False) -> fl
     if not is_number(value):
         check.fail(where, f'must be a number, got {value!r}')
     kind = 'body_mass_scale' if where.startswith('body_mass_scale.') else where.split('.')[-1]
+    if where.startswith('payload.'):
+        kind = 'payload.mass' if kind == 'mass' else 'payload.com'
     low, high, unit = RANGES[kind]
     strict = kind in STRICTLY_POSITIVE
     inside = math.isfinite(value) and (value > low if strict else value >= low) \

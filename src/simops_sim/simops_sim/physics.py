@@ -102,6 +102,9 @@ class ModelIndex:
     nominal_mass: np.ndarray         # (nbody,)
     nominal_inertia: np.ndarray      # (nbody, 3)
     nominal_friction: np.ndarray     # (ngeom, 3)
+    nominal_ipos: np.ndarray         # (nbody, 3) m, centre of mass in the body frame
+    nominal_iquat: np.ndarray        # (nbody, 4) principal axes in the body frame
+    nominal_gravcomp: np.ndarray     # (nbody,)
 
 
 def index_model(model: mujoco.MjModel, spec: RobotSpec,
@@ -180,6 +183,9 @@ def index_model(model: mujoco.MjModel, spec: RobotSpec,
         nominal_mass=model.body_mass.copy(),
         nominal_inertia=model.body_inertia.copy(),
         nominal_friction=model.geom_friction.copy(),
+        nominal_ipos=model.body_ipos.copy(),
+        nominal_iquat=model.body_iquat.copy(),
+        nominal_gravcomp=model.body_gravcomp.copy(),
     )
 
 
@@ -211,10 +217,11 @@ def apply_sim_params(model: mujoco.MjModel, params: SimParams, index: ModelIndex
     """Write ``params`` into ``model`` in place; unset fields get the index's nominal values.
 
     Touches only MjModel fields (dof damping/armature/frictionloss, servo gain and bias,
-    body mass and inertia, object geom friction) and then recomputes the model's derived
-    constants, so it works on any copy of the indexed model (e.g. the models handed to
-    ``mujoco.rollout``). The command delay and the sensor biases are not model fields: see
-    :func:`simops_sim.delay.delay_steps` and :func:`sensor_bias`. Raises
+    body mass, inertia and centre of mass, gravity compensation, object geom friction) and
+    then recomputes the model's derived constants, so it works on any copy of the indexed
+    model (e.g. the models handed to ``mujoco.rollout``). The command delay and the sensor
+    biases are not model fields: see :func:`simops_sim.delay.delay_steps` and
+    :func:`sensor_bias`. Raises
     :class:`SimParamsError` for names the model does not have.
     """
     model.dof_damping[:], model.dof_armature[:], model.dof_frictionloss[:] = index.nominal_dof
@@ -222,6 +229,8 @@ def apply_sim_params(model: mujoco.MjModel, params: SimParams, index: ModelIndex
     model.actuator_biasprm[:] = index.nominal_bias
     model.body_mass[:] = index.nominal_mass
     model.body_inertia[:] = index.nominal_inertia
+    model.body_ipos[:], model.body_iquat[:] = index.nominal_ipos, index.nominal_iquat
+    model.body_gravcomp[:] = index.nominal_gravcomp
     model.geom_friction[:] = index.nominal_friction
 
     slots = {name: i for i, name in enumerate(index.joint_names)}
@@ -270,7 +279,39 @@ def apply_sim_params(model: mujoco.MjModel, params: SimParams, index: ModelIndex
         model.body_inertia[index.object_body] = index.nominal_inertia[index.object_body] * ratio
     if obj.friction is not None:
         model.geom_friction[index.object_geoms, 0] = obj.friction
+    load = params.payload
+    if load.mass:
+        com = np.array([load.com_x or 0.0, load.com_y or 0.0, load.com_z or 0.0])
+        add_point_mass(model, index.flange_body, load.mass, com)
+        model.body_gravcomp[index.flange_body] = 1.0   # compensated like a configured load
     mujoco.mj_setConst(model, mujoco.MjData(model))
+
+
+def add_point_mass(model: mujoco.MjModel, body: int, mass: float, position: np.ndarray) -> None:
+    """Fix a point ``mass`` (kg) at ``position`` (3,) m in ``body``'s frame, in place.
+
+    The body's mass, centre of mass, principal inertia and axes become those of the body and
+    the point together (parallel-axis theorem). Call ``mj_setConst`` afterwards.
+    """
+    own = float(model.body_mass[body])
+    total = own + mass
+    centre = (own * model.body_ipos[body] + mass * position) / total
+    axes = np.empty(9)
+    mujoco.mju_quat2Mat(axes, model.body_iquat[body])
+    axes = axes.reshape(3, 3)
+    tensor = axes @ np.diag(model.body_inertia[body]) @ axes.T
+    for m, at in ((own, model.body_ipos[body]), (mass, position)):
+        d = at - centre
+        tensor += m * (d @ d * np.eye(3) - np.outer(d, d))
+    principal, rotation = np.linalg.eigh(tensor)
+    if np.linalg.det(rotation) < 0:
+        rotation[:, 0] *= -1.0
+    quat = np.empty(4)
+    mujoco.mju_mat2Quat(quat, rotation.reshape(-1))
+    model.body_mass[body] = total
+    model.body_ipos[body] = centre
+    model.body_inertia[body] = np.maximum(principal, 0.0)
+    model.body_iquat[body] = quat
 
 
 @dataclass(frozen=True)

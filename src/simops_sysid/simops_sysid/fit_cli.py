@@ -307,7 +307,7 @@ def _run(options: argparse.Namespace) -> int:
     sample = train[:max(1, int(np.searchsorted(span, precheck.JACOBIAN_SPAN, side='right')))]
     found = precheck.check(
         fitting.make_problem(fit_model, sample, joints, base, scales, options.threads),
-        train, params, joints, joint_names)
+        train, params, joint_names)
     report = found.lines()
     report[0] += f' ({time.perf_counter() - started:.1f} s)'
     print('\n'.join(report), flush=True)

@@ -2,10 +2,12 @@
 
 Parameter names follow the SimParams schema: ``<joint>.<field>`` (``damping`` N*m*s/rad,
 ``armature`` kg*m^2, ``frictionloss`` N*m, ``friction_transition`` rad/s, ``kp`` N*m/rad,
-``kv`` N*m*s/rad, ``encoder_offset`` rad, ``torque_offset`` N*m), ``command_delay`` (s) and
-``body_mass_scale.<body>`` (dimensionless). Candidate models are copies of one indexed model
-with :func:`simops_sim.physics.apply_sim_params` applied, the code path the simulator node
-and the env use, so a fitted number means the same everywhere; smooth friction, which the
+``kv`` N*m*s/rad, ``encoder_offset`` rad, ``torque_offset`` N*m), ``command_delay`` (s),
+``body_mass_scale.<body>`` (dimensionless) and ``payload.<field>`` (kind ``payload``: the
+load at the flange, ``mass`` kg and ``com_x``/``com_y``/``com_z`` m in the flange frame).
+Candidate models are copies of one indexed model with
+:func:`simops_sim.physics.apply_sim_params` applied, the code path the simulator node and
+the env use, so a fitted number means the same everywhere; smooth friction, which the
 simulator applies in Python, is carried by native actuators that approximate it
 (:data:`FRICTION_TERMS`).
 """
@@ -20,22 +22,34 @@ import mujoco
 import numpy as np
 from mujoco import sysid
 
-from simops_core.sim_params import JointParams, SimParams, merge_sim_params
+from simops_core.sim_params import (
+    PAYLOAD_FIELDS,
+    JointParams,
+    PayloadParams,
+    SimParams,
+    merge_sim_params,
+)
 from simops_sim.delay import delay_steps
 from simops_sim.physics import ModelIndex, apply_sim_params
 
 KINDS = ('damping', 'armature', 'frictionloss', 'friction_transition', 'kp', 'kv',
-         'encoder_offset', 'torque_offset', 'delay', 'mass')
+         'encoder_offset', 'torque_offset', 'delay', 'mass', 'payload')
 JOINT_KINDS = ('damping', 'armature', 'frictionloss', 'friction_transition', 'kp', 'kv',
                'encoder_offset', 'torque_offset')
 DELAY = 'command_delay'
 MASS_PREFIX = 'body_mass_scale.'
+PAYLOAD_PREFIX = 'payload.'
 MAX_DELAY = 0.05            # s, upper bound of the fitted command delay
 # (lower, upper) bounds per kind as factors of the nominal value, and absolute floors of the
 # upper bound for nominal values near zero.
 _BOUNDS = {'damping': (0.0, 10.0, 20.0), 'armature': (0.0, 10.0, 1.0),
            'frictionloss': (0.0, 10.0, 5.0), 'kp': (0.2, 5.0, 0.0), 'kv': (0.2, 5.0, 0.0)}
 _MASS_BOUNDS = (0.5, 2.0)
+# The payload at the flange: a start where the model carries none (a mass of zero leaves
+# its centre of mass without effect), and bounds: up to the FR3's 3 kg rated payload, its
+# centre of mass within 0.3 m of the flange.
+PAYLOAD_START = (0.2, 0.0, 0.0, 0.05)          # kg, m, m, m
+_PAYLOAD_BOUNDS = ((0.0, 3.0), (-0.3, 0.3), (-0.3, 0.3), (-0.3, 0.3))
 # Smooth friction's transition speed (rad/s): a start where the model has none (Gaz et al.'s
 # sigmoids change sign over 0.1-0.4 rad/s) and absolute bounds.
 TRANSITION_START = 0.2
@@ -88,6 +102,14 @@ def build_parameters(nominal: SimParams, kinds: Sequence[str], joints: Sequence[
     if 'mass' in kinds:
         for body in mass_bodies:
             params.add(sysid.Parameter(f'{MASS_PREFIX}{body}', 1.0, *_MASS_BOUNDS))
+    if 'payload' in kinds:
+        load = nominal.payload
+        carried = bool(load.mass)
+        for name, start, bounds in zip(PAYLOAD_FIELDS, PAYLOAD_START, _PAYLOAD_BOUNDS,
+                                       strict=True):
+            value = getattr(load, name)
+            params.add(sysid.Parameter(f'{PAYLOAD_PREFIX}{name}',
+                                       float(value or 0.0) if carried else start, *bounds))
     return params
 
 
@@ -95,6 +117,7 @@ def to_sim_params(params: sysid.ParameterDict, base: SimParams) -> SimParams:
     """``base`` with every parameter of ``params`` (current values) written in."""
     joints: dict[str, dict[str, float]] = {}
     scales = {}
+    load = {}
     delay = None
     for name, param in params.items():
         value = float(param.value[0])
@@ -102,11 +125,14 @@ def to_sim_params(params: sysid.ParameterDict, base: SimParams) -> SimParams:
             delay = value
         elif name.startswith(MASS_PREFIX):
             scales[name[len(MASS_PREFIX):]] = value
+        elif name.startswith(PAYLOAD_PREFIX):
+            load[name[len(PAYLOAD_PREFIX):]] = value
         else:
             joint, _, kind = name.rpartition('.')
             joints.setdefault(joint, {})[kind] = value
     override = SimParams(joints={j: JointParams(**v) for j, v in joints.items()},
-                         command_delay=delay, body_mass_scale=scales)
+                         command_delay=delay, body_mass_scale=scales,
+                         payload=PayloadParams(**load))
     return merge_sim_params(base, override)
 
 
@@ -117,6 +143,8 @@ def set_from_sim_params(params: sysid.ParameterDict, values: SimParams) -> np.nd
             value = values.command_delay
         elif name.startswith(MASS_PREFIX):
             value = values.body_mass_scale.get(name[len(MASS_PREFIX):])
+        elif name.startswith(PAYLOAD_PREFIX):
+            value = getattr(values.payload, name[len(PAYLOAD_PREFIX):])
         else:
             joint, _, kind = name.rpartition('.')
             entry = values.joints.get(joint)

@@ -107,11 +107,11 @@ class Check:
         return out
 
 
-def excitation(sequences: Sequence[SequenceData], joints: Sequence[int],
-               names: Sequence[str]) -> tuple[JointExcitation, ...]:
-    """Per fitted joint (``joints`` arm indices, ``names`` theirs), over all ``sequences``."""
+def excitation(sequences: Sequence[SequenceData], names: Sequence[str]
+               ) -> tuple[JointExcitation, ...]:
+    """Per fitted joint (``names``, the sequences' columns), over all ``sequences``."""
     out = []
-    for column, name in zip(joints, names, strict=True):
+    for column, name in enumerate(names):
         q = np.concatenate([s.q[:, column] for s in sequences])
         qd = np.concatenate([s.qd[:, column] for s in sequences])
         moving = np.sign(qd[np.abs(qd) > MOVING])
@@ -165,10 +165,10 @@ def identifiability(jac: np.ndarray, params: sysid.ParameterDict
 
 
 def check(problem: Problem, sequences: Sequence[SequenceData], params: sysid.ParameterDict,
-          joints: Sequence[int], names: Sequence[str]) -> Check:
+          names: Sequence[str]) -> Check:
     """Excitation over ``sequences``, identifiability of ``params`` (current values).
 
     ``problem`` may hold only the first :data:`JACOBIAN_SPAN` s of ``sequences``.
     """
     dead, undetermined, correlated = identifiability(jacobian(problem, params), params)
-    return Check(excitation(sequences, joints, names), dead, undetermined, correlated)
+    return Check(excitation(sequences, names), dead, undetermined, correlated)
