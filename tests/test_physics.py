@@ -373,3 +373,32 @@ def test_a_payload_is_a_compensated_point_mass_at_the_flange(spec: RobotSpec) ->
     loaded.apply_params(SimParams())   # back to none
     assert loaded.model.body_mass[flange] == pytest.approx(model.body_mass[flange])
     assert loaded.model.body_subtreemass[flange] == pytest.approx(before)
+
+
+def test_a_position_servo_model_is_the_documented_alternative(spec: RobotSpec) -> None:
+    """A model whose arm joints have a MuJoCo position actuator with kv and no velocity
+    actuator runs the position-servo law: no velocity feed-forward, kv from SimParams."""
+    edit = mujoco.MjSpec.from_file(str(SCENE_XML))
+    for i, joint in enumerate(spec.arm_joints):
+        edit.delete(edit.actuator(f'{joint}_d'))
+        edit.actuator(f'{joint}_p').biasprm[2] = -spec.gain_d[i]
+    home = edit.key('home')
+    home.ctrl = list(home.ctrl)[:len(spec.arm_joints) + 1]   # the servos' and the gripper's
+    servo = Physics(edit.compile(), spec)
+    assert np.all(servo.index.velocity_ids == -1)
+    servo.apply_params(SimParams(joints={'fr3_joint1': JointParams(kv=12.0)}))
+    assert servo.model.actuator_biasprm[servo.index.ctrl_ids[0], 2] == -12.0
+    # A 0.5 rad/s ramp: the servo trails by about kv / kp (its lag), the JTC law does not.
+    lag = {}
+    for name, physics in (('servo', servo), ('jtc', Physics(scene(), spec))):
+        physics.reset_keyframe('home')
+        for k in range(500):
+            target = spec.home.copy()
+            target[3] += 0.5 * k * physics.timestep
+            velocity = np.zeros(7)
+            velocity[3] = 0.5
+            physics.set_arm_target(target, velocity)
+            physics.step()
+        lag[name] = float(target[3] - physics.state().position[3])
+    assert lag['servo'] > 10 * abs(lag['jtc'])
+    assert lag['servo'] == pytest.approx(0.5 * spec.gain_d[3] / spec.gain_p[3], rel=0.3)
