@@ -9,6 +9,7 @@ the arm holds its position.
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -163,6 +164,11 @@ class TrajectoryPlan:
         self.start = start
         self.times, self.positions, self.velocities = times, pos, vel
         self.end = start + float(times[-1])
+        # Per-step sampling runs at 1 kHz in Python: knots as floats, segment steps and
+        # slopes computed once (the same arithmetic as computing them per sample).
+        self._knots = [float(x) for x in times]
+        self._steps = np.diff(pos, axis=0)
+        self._slopes = self._steps / np.diff(times)[:, None]
 
     def peak_speed(self) -> np.ndarray:
         """Per joint, the fastest the plan moves (7,) rad/s: between points, and at them.
@@ -194,20 +200,22 @@ class TrajectoryPlan:
         """
         t = now - self.start
         reached = t + KNOT_TOLERANCE   # a knot within the tolerance counts as reached
-        if reached >= self.times[-1] or reached <= self.times[0]:
-            out[:] = self.positions[-1] if reached >= self.times[-1] else self.positions[0]
+        knots = self._knots
+        if reached >= knots[-1] or reached <= knots[0]:
+            out[:] = self.positions[-1] if reached >= knots[-1] else self.positions[0]
             if velocity is not None:
                 velocity[:] = 0.0
-            return bool(reached >= self.times[-1])
-        k = int(np.searchsorted(self.times, reached, side='right')) - 1
-        t0, t1 = self.times[k], self.times[k + 1]
-        h = t1 - t0
+            return reached >= knots[-1]
+        k = bisect.bisect_right(knots, reached) - 1
+        t0 = knots[k]
+        h = knots[k + 1] - t0
         s = (t - t0) / h
         p0, p1 = self.positions[k], self.positions[k + 1]
         if self.velocities is None:
-            out[:] = p0 + s * (p1 - p0)
+            np.multiply(s, self._steps[k], out=out)
+            out += p0
             if velocity is not None:
-                velocity[:] = (p1 - p0) / h
+                velocity[:] = self._slopes[k]
             return False
         v0, v1 = self.velocities[k] * h, self.velocities[k + 1] * h
         s2, s3 = s * s, s * s * s
