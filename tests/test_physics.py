@@ -402,3 +402,47 @@ def test_a_position_servo_model_is_the_documented_alternative(spec: RobotSpec) -
         lag[name] = float(target[3] - physics.state().position[3])
     assert lag['servo'] > 10 * abs(lag['jtc'])
     assert lag['servo'] == pytest.approx(0.5 * spec.gain_d[3] / spec.gain_p[3], rel=0.3)
+
+
+def test_a_stalled_stepper_applies_each_command_at_its_own_step(spec: RobotSpec) -> None:
+    """Realtime pacing catching up after a 0.3 s hiccup: three streamed targets that arrived
+    50 ms apart during it are applied 50 ms of sim time apart, not all in one step (which
+    would turn three policy steps into one, at up to three times the speed)."""
+    import threading
+    import time
+
+    from simops_sim.joint_commands import ArmCommand
+    from simops_sim.stepper import Stepper, Timing
+
+    physics = Physics(mujoco.MjModel.from_xml_path(str(SCENE_XML)), spec)
+    timing = Timing('realtime', 1.0, 0.05, 0.5, 5.0, 1000.0, 0.0, 0.0)
+    stepper = Stepper(physics, timing, 'home', None, 0, None, lambda key, text: None)
+    taken: list[float] = []
+    follow = physics.follow
+    physics.follow = lambda plan: (taken.append(physics.time), follow(plan))  # type: ignore
+    stall = threading.Event()
+
+    def publish(frame: object) -> None:
+        if stall.is_set():
+            stall.clear()
+            time.sleep(0.3)   # the physics thread is held up, outside the lock
+
+    running = threading.Event()
+    running.set()
+    thread = threading.Thread(target=stepper.run, args=(running, publish))
+    thread.start()
+    try:
+        time.sleep(0.2)
+        stall.set()
+        time.sleep(0.05)   # inside the hiccup
+        for k in range(3):
+            stepper.submit(ArmCommand(spec.home + 0.01 * (k + 1), None))
+            time.sleep(0.05)
+        time.sleep(0.4)
+    finally:
+        running.clear()
+        stepper.wake()
+        thread.join(timeout=5)
+    assert len(taken) == 3, taken
+    gaps = np.diff(taken)
+    assert np.all(np.abs(gaps - 0.05) < 0.02), gaps

@@ -3,9 +3,11 @@
 :class:`Stepper` owns a :class:`~simops_sim.physics.Physics` and everything around a step:
 
 - the command inbox: streamed :class:`~simops_sim.joint_commands.ArmCommand` targets, each
-  reached linearly over one ``control_period`` as JointTrajectoryController reaches a
-  one-point trajectory, and :class:`~simops_sim.trajectory_plan.TrajectoryGoal`
-  trajectories; the physics samples the plan;
+  reached linearly over one ``control_period`` (slower at the velocity limits) as
+  JointTrajectoryController reaches a one-point trajectory, and
+  :class:`~simops_sim.trajectory_plan.TrajectoryGoal` trajectories; the physics samples the
+  plan. Each command is applied at the first step due after it arrived, also while the
+  schedule catches up after a hiccup;
 - pacing: ``realtime`` steps on absolute wall-clock deadlines (``realtime_factor`` sim s per
   wall s, 0 runs free; a hiccup under :data:`MAX_CATCH_UP` s is caught up, a longer stall
   re-anchors the schedule and counts an overrun); ``lockstep`` advances one control period
@@ -154,7 +156,8 @@ class Stepper:
         self._state_every = max(1, round(1.0 / (timing.joint_state_rate * dt)))
         self._pose_every = max(1, round(1.0 / (POSE_RATE * dt)))
         self._period_steps = max(1, round(timing.control_period / dt))
-        self._inbox: deque[ArmCommand | TrajectoryGoal] = deque()
+        # (time.monotonic() at arrival, command): applied at the first step due after it
+        self._inbox: deque[tuple[float, ArmCommand | TrajectoryGoal]] = deque()
         self._streaming = False
         self._last_command = 0.0
         self._step_index = 0
@@ -178,7 +181,7 @@ class Stepper:
     def submit(self, command: ArmCommand | TrajectoryGoal) -> None:
         """Queue a checked command; realtime applies it at the next step, lockstep per period."""
         with self.lock:
-            self._inbox.append(command)
+            self._inbox.append((time.monotonic(), command))
             self._wakeup.notify()
 
     def on_sim_clock(self, goal: TrajectoryGoal) -> TrajectoryGoal:
@@ -271,15 +274,17 @@ class Stepper:
                 with self.lock:
                     self._wakeup.wait(PAUSE_POLL)
                 continue
-            late = self._wait_for_deadline()
+            late, due = self._wait_for_deadline()
             with self.lock:
                 if late:
                     self.counters.lag_max = max(self.counters.lag_max, late)
                     if late > MAX_CATCH_UP:
                         self.counters.overruns += 1
                         self._anchor = None
-                while self._inbox:
-                    self._apply(self._inbox.popleft())
+                # Catching up, a step applies only what had arrived when it was due, so a
+                # hiccup does not squeeze several streamed targets into one step.
+                while self._inbox and (late > MAX_CATCH_UP or self._inbox[0][0] <= due):
+                    self._apply(self._inbox.popleft()[1])
                 frame = self._timed_step()
             publish(frame)
             if self.viewer is not None and time.monotonic() >= next_viewer:
@@ -287,11 +292,15 @@ class Stepper:
                 with self.lock:
                     self.viewer.sync()
 
-    def _wait_for_deadline(self) -> float:
-        """Sleep until the next step is due; return how late (s) it already was."""
+    def _wait_for_deadline(self) -> tuple[float, float]:
+        """Sleep until the next step is due; return how late (s) it already was, and when.
+
+        The second value is the step's due time (``time.monotonic()`` s; now when running
+        free).
+        """
         factor = self.timing.realtime_factor
         if factor <= 0:
-            return 0.0
+            return 0.0, time.monotonic()
         with self.lock:
             if self._anchor is None:
                 self._anchor = (time.monotonic(), self._step_index)
@@ -301,8 +310,8 @@ class Stepper:
         delay = due - time.monotonic()
         if delay > 0:
             time.sleep(delay)
-            return 0.0
-        return -delay
+            return 0.0, due
+        return -delay, due
 
     def _run_lockstep(self, running: threading.Event, publish: Publish) -> None:
         while running.is_set():
@@ -314,7 +323,7 @@ class Stepper:
                 if self.paused or not running.is_set():
                     continue
                 if self._inbox:
-                    self._apply(self._inbox.popleft())
+                    self._apply(self._inbox.popleft()[1])
                 for _ in range(self._period_steps):
                     frames.append(self._timed_step())
                 if self.viewer is not None:
