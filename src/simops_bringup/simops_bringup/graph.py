@@ -43,6 +43,9 @@ __all__ = ['PROFILES', 'Argument', 'GraphError', 'NodeSpec', 'ParamValue', 'buil
 
 ParamValue = bool | int | float | str | tuple[str, ...]
 STANDIN_PARAMS = 'config/standin_robot.yaml'
+# The stand-in arm's hidden physics per robot: the FR3's, or a robot's own file.
+STANDIN_TRUTH = {'fr3': 'config/sim_params/standin_hidden.yaml'}
+STANDIN_TRUTH_FILE = 'config/sim_params/standin_hidden_{}.yaml'
 # Topics every namespace shares: one clock, one diagnostics aggregator.
 GLOBAL_TOPICS = ('clock', 'diagnostics')
 
@@ -160,6 +163,7 @@ def _real_robot_graph(nodes: _Nodes, args: dict[str, str], flags: dict[str, bool
         graph.append(nodes('simops_sim', 'sim', 'standin', {
             'robot': _spec(args), 'model': (model := robot_model(args['robot'])),
             **_joint_map(args['robot'], model),
+            'sim_params_file': standin_truth(args['robot']),
             'joint_state_rate': arm.joint_state_rate,
             'publish_clock': flags['use_sim_time'], 'use_sim_time': False},
             files=[_resource(STANDIN_PARAMS)]))
@@ -193,6 +197,11 @@ def topic_remappings(topics: Mapping[str, TopicSpec], targets: Mapping[str, str]
 def _joint_map(robot: str, model: str) -> dict[str, ParamValue]:
     pairs = joint_map(robot, model)
     return {'joint_map': pairs} if pairs else {}
+
+
+def standin_truth(robot: str) -> str:
+    """The SimParams file of the stand-in ``robot``'s hidden physics (keyed by its names)."""
+    return STANDIN_TRUTH.get(robot, STANDIN_TRUTH_FILE.format(robot))
 
 
 def robot_model(robot: str) -> str:

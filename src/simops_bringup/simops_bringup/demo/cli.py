@@ -22,7 +22,6 @@ import sys
 from pathlib import Path
 
 import numpy as np
-import yaml
 
 from simops_bringup.demo.loop import Demo, fit, record_on_standin, validate
 from simops_bringup.demo.plots import plot_policy_episode, plot_recovery
@@ -38,7 +37,7 @@ from simops_bringup.demo.summary import (
     within_bar,
     write_summary,
 )
-from simops_bringup.graph import STANDIN_PARAMS
+from simops_bringup.graph import standin_truth
 from simops_core.command_line import CommandLineParser, exit_codes
 from simops_core.dds_isolation import NoFreeDomainError, claim_domain_id, isolated_env
 from simops_core.paths import resolve_resource
@@ -134,9 +133,7 @@ def _summarize(demo: Demo, fitted_path: Path, validations: list[Validation]) -> 
     """Read what the tools wrote, compare with the hidden truth, plot, write the summary."""
     step = 'summary'
     try:
-        standin = yaml.safe_load(resolve_resource(STANDIN_PARAMS).read_text())
-        truth = load_sim_params(resolve_resource(
-            standin['/**']['ros__parameters']['sim_params_file']))
+        truth = load_sim_params(resolve_resource(standin_truth(demo.spec.name)))
         fitted = load_sim_params(fitted_path)
         rows = recovery(fitted, truth, load_sim_params(resolve_resource(NOMINAL_PARAMS)),
                         demo.spec.arm_joints)
