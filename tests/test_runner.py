@@ -93,6 +93,7 @@ CASES = {
         [exe('simops_sim', 'sim'), '--ros-args', '-r', '__node:=standin',
          '--params-file', STANDIN, '-p', 'robot:=config/robot/fr3.yaml',
          '-p', 'model:=models/fr3/scene.xml',
+         '-p', 'sim_params_file:=config/sim_params/standin_hidden.yaml',
          '-p', 'joint_state_rate:=1000.0', '-p', 'publish_clock:=false',
          '-p', 'use_sim_time:=false', '-r', '/joint_states:=/franka/joint_states'],
         [exe('simops_policy', 'policy'), '--ros-args', '-r', '__node:=policy',

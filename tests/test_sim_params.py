@@ -52,8 +52,9 @@ def test_nominal_read_back_round_trips(tmp_path: Path) -> None:
                          ids=lambda p: p.name)
 def test_shipped_params_files_load(path: Path) -> None:
     params = load_sim_params(path)
-    model = mujoco.MjModel.from_xml_path(str(resolve_resource('models/fr3/scene.xml')))
-    Physics(model, load_robot_spec('fr3'), params=params)  # names exist in the model
+    robot = 'panda' if any(j.startswith('panda_') for j in params.joints) else 'fr3'
+    model = mujoco.MjModel.from_xml_path(str(resolve_resource(f'models/{robot}/scene.xml')))
+    Physics(model, load_robot_spec(robot), params=params)  # names exist in the model
 
 
 @pytest.mark.parametrize(('raw', 'field'), [
