@@ -160,8 +160,7 @@ class PolicyNode(Node):
     def _read_object_pose(self) -> None:
         pose = self._object_pose.read(self.inputs.pose)
         if isinstance(pose, str):
-            self._bad_message('object_pose', pose)
-            return
+            return self._bad_message('object_pose', pose)
         self.step.raw.object_position[:], self.step.raw.object_quaternion[:] = pose
         self._have_object = True
 
@@ -218,10 +217,7 @@ class PolicyNode(Node):
             self._publish_command(self.step.state)
 
     def _publish_command(self, state: safety.SafetyState, stamp: Time | None = None) -> None:
-        """Publish ``state``'s target; the command period is measured here, at publication.
-
-        ``stamp``: the joint state's stamp the target was computed from; None (a hold) is now.
-        """
+        """Publish ``state``'s target stamped ``stamp`` (None: now); measure the period here."""
         self._command(state.target, state.gripper if self.card.action.gripper else None, stamp)
         now = time.monotonic()
         with self._lock:

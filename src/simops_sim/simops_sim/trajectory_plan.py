@@ -176,7 +176,7 @@ class TrajectoryPlan:
         Between points it is the mean speed of the segment (the linear interpolation's
         speed; a cubic segment's own peak can be higher).
         """
-        steps = np.abs(np.diff(self.positions, axis=0)) / np.diff(self.times)[:, None]
+        steps = np.abs(self._slopes)
         peak = steps.max(axis=0) if steps.size else np.zeros(self.positions.shape[1])
         if self.velocities is not None:
             peak = np.maximum(peak, np.abs(self.velocities).max(axis=0))
