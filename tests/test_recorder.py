@@ -13,6 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 from bag_helpers import load_trajectory
+from geometry_msgs.msg import PoseStamped
+from rclpy.qos import QoSProfile, ReliabilityPolicy
 from recorder_helpers import (
     check_bag_metadata,
     check_joint_states,
@@ -94,6 +96,33 @@ def test_episode_services_labels_and_metadata(ros_probe: RosProbe, tmp_path: Pat
         assert not (bag_dir / 'episode.journal.json').exists()
     # The latched goal, published before the episode, starts both episodes.
     assert read(first).info()['/goal_pose'].count == read(second).info()['/goal_pose'].count == 1
+
+
+def test_stop_keeps_every_message_delivered_before_it(ros_probe: RosProbe,
+                                                      tmp_path: Path) -> None:
+    """A burst published just before /recorder/stop is in the bag, up to the last message.
+
+    The recorder takes queued messages every 10 ms; a stop between two takes must take what
+    DDS has delivered before it closes the bag (the probe's data reach the recorder's
+    participant before its later service request).
+    """
+    root = tmp_path / 'episodes'
+    burst = 500
+    poses = ros_probe.publisher('/ee_pose', PoseStamped,
+                                QoSProfile(depth=burst, reliability=ReliabilityPolicy.RELIABLE))
+    with start_recorder(tmp_path / 'rec.log', f'root:={root}') as rec:
+        assert wait_until(lambda: 'subscribed to /ee_pose' in output(rec), 30), output(rec)
+        assert trigger(ros_probe, '/recorder/start').success
+        time.sleep(0.5)
+        for k in range(burst):
+            msg = PoseStamped()
+            msg.pose.position.x = float(k)
+            poses.publish(msg)
+        assert trigger(ros_probe, '/recorder/stop').success
+        assert rec.stop() == 0, output(rec)
+    (bag_dir,) = episodes(root)
+    xs = [msg.pose.position.x for msg in read(bag_dir).decode('/ee_pose')]
+    np.testing.assert_array_equal(xs, np.arange(burst))
 
 
 def test_sqlite3_split_sigterm_and_trajectory(tmp_path: Path) -> None:

@@ -174,7 +174,13 @@ class Recorder(Node):
         return self.bags.start(self.recorded.values())
 
     def stop_episode(self, reason: str) -> tuple[bool, str]:
-        """Finish the open bag (metadata.yaml with the episode metadata)."""
+        """Finish the open bag (metadata.yaml with the episode metadata).
+
+        What DDS has delivered up to the stop is taken first, so a stop (service, auto mode,
+        SIGINT) never loses the messages that arrived since the last drain.
+        """
+        if self.bags.writer is not None:
+            self._drain()
         return self.bags.stop(reason)
 
     def _flush(self) -> None:
