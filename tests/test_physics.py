@@ -375,6 +375,43 @@ def test_a_payload_is_a_compensated_point_mass_at_the_flange(spec: RobotSpec) ->
     assert loaded.model.body_subtreemass[flange] == pytest.approx(before)
 
 
+def test_an_arm_without_a_hand_carries_nothing_and_still_runs(spec: RobotSpec) -> None:
+    """end_effector: none takes the hand's mass and contacts off; a payload goes on top."""
+    from simops_core.sim_params import PayloadParams
+
+    model = mujoco.MjModel.from_xml_path(str(SCENE_XML))
+    hand = Physics(model, spec)
+    flange = hand.index.flange_body
+    with_hand = float(model.body_subtreemass[flange])
+    assert with_hand == pytest.approx(0.76)   # the Franka Hand: 0.73 kg and two 15 g fingers
+    bare = Physics(mujoco.MjModel.from_xml_path(str(SCENE_XML)), spec,
+                   params=SimParams(end_effector='none'))
+    m = bare.model
+    assert m.body_subtreemass[flange] < 1e-5
+    assert not np.any(m.geom_contype[bare.index.hand_geoms] | m.geom_conaffinity[
+        bare.index.hand_geoms])
+    # Gravity at home: joint 2 carries the hand's weight times its lever, and no longer.
+    torques = []
+    for physics in (hand, bare):
+        physics.reset_keyframe('home')
+        mujoco.mj_forward(physics.model, physics.data)
+        torques.append(physics.data.qfrc_bias[physics.index.dof_adr[1]])
+    assert abs(torques[0] - torques[1]) > 0.76 * 9.81 * 0.3
+    for physics in (hand, bare):   # the fingers still follow the gripper; the arm holds
+        physics.set_arm_target(spec.home)
+        physics.set_gripper_width(0.02)
+        physics.step(1000)
+        state = physics.state()
+        assert np.all(np.isfinite(state.position))
+        assert np.abs(state.position[:7] - spec.home).max() < 2e-3
+        assert abs(state.position[7] + state.position[8] - 0.02) < 2e-3
+    bare.apply_params(SimParams(end_effector='none', payload=PayloadParams(mass=1.0, com_z=0.1)))
+    assert bare.model.body_subtreemass[flange] == pytest.approx(1.0, abs=1e-5)
+    bare.apply_params(SimParams())   # back to the hand, contacts and all
+    assert bare.model.body_subtreemass[flange] == pytest.approx(with_hand)
+    np.testing.assert_array_equal(bare.model.geom_contype, hand.model.geom_contype)
+
+
 def test_a_position_servo_model_is_the_documented_alternative(spec: RobotSpec) -> None:
     """A model whose arm joints have a MuJoCo position actuator with kv and no velocity
     actuator runs the position-servo law: no velocity feed-forward, kv from SimParams."""

@@ -7,8 +7,9 @@ finger slides), armature in kg*m^2, frictionloss (Coulomb) in N*m, the arm contr
 gains ``kp`` (p) in N*m/rad and ``kv`` (d) in N*m*s/rad, ``friction_transition`` in rad/s,
 the sensor biases ``encoder_offset`` in rad and ``torque_offset`` in N*m, ``command_delay``
 in s, object mass in kg, object friction the dimensionless sliding coefficient, the payload
-at the flange (:class:`PayloadParams`) in kg and m. Joints are
-keyed by their robot-spec NAME, never by index::
+at the flange (:class:`PayloadParams`) in kg and m; ``end_effector`` says what the model's
+hand is (:data:`END_EFFECTORS`: ``franka_hand``, the default, or ``none`` for an arm that
+carries no hand). Joints are keyed by their robot-spec NAME, never by index::
 
     version: 1
     command_delay: 0.002
@@ -17,6 +18,7 @@ keyed by their robot-spec NAME, never by index::
     body_mass_scale: {fr3_link7: 1.05}
     object: {mass: 0.1, friction: 1.0}
     payload: {mass: 0.35, com_x: 0.0, com_y: 0.0, com_z: 0.12}
+    end_effector: franka_hand
     provenance: {fitted_by: simops_sysid, bags: [...], date: 2026-01-01}
 
 Every number has a physical range (:data:`RANGES`), enforced here, so the simulator node, the
@@ -46,7 +48,10 @@ SERVO_FIELDS = ('kp', 'kv')
 OBJECT_FIELDS = ('mass', 'friction')
 PAYLOAD_FIELDS = ('mass', 'com_x', 'com_y', 'com_z')
 TOP_LEVEL = ('version', 'command_delay', 'joints', 'body_mass_scale', 'object', 'payload',
-             'provenance')
+             'end_effector', 'provenance')
+# What is mounted on the flange, as franka_description's ``ee_id`` names it: the Franka Hand
+# the models carry, or none (its bodies keep no mass and no contacts).
+END_EFFECTORS = ('franka_hand', 'none')
 # The physical range of every field: (lower, upper, unit), lower bound exclusive when the
 # field must be strictly positive (STRICTLY_POSITIVE). Wide enough for any arm a 1 kHz
 # MuJoCo model of a 7-DOF manipulator can represent, narrow enough that no value in range
@@ -124,7 +129,8 @@ class SimParams:
     """Physics overrides for the simulator, keyed by joint and body name.
 
     ``command_delay`` (s) delays every control target by ``round(delay / timestep)`` physics
-    steps. ``provenance`` is free-form (sysid stores bag paths and hashes, date, residuals).
+    steps. ``end_effector`` (one of :data:`END_EFFECTORS`, None: the model's hand).
+    ``provenance`` is free-form (sysid stores bag paths and hashes, date, residuals).
     """
 
     joints: Mapping[str, JointParams] = field(default_factory=dict)
@@ -132,6 +138,7 @@ class SimParams:
     body_mass_scale: Mapping[str, float] = field(default_factory=dict)
     object: ObjectParams = field(default_factory=ObjectParams)
     payload: PayloadParams = field(default_factory=PayloadParams)
+    end_effector: str | None = None
     provenance: Mapping[str, Any] = field(default_factory=dict)
     version: int = SIM_PARAMS_VERSION
 
@@ -156,6 +163,7 @@ def merge_sim_params(base: SimParams, override: SimParams) -> SimParams:
         body_mass_scale={**base.body_mass_scale, **override.body_mass_scale},
         object=obj,
         payload=load,
+        end_effector=override.end_effector or base.end_effector,
         provenance={**base.provenance, **override.provenance},
     )
 
@@ -196,6 +204,10 @@ def parse_sim_params(raw: Any, source: str = '<mapping>') -> SimParams:
     check.known(obj, OBJECT_FIELDS, 'object')
     load = check.mapping(root.get('payload') or {}, 'payload')
     check.known(load, PAYLOAD_FIELDS, 'payload')
+    end_effector = root.get('end_effector')
+    if end_effector is not None and end_effector not in END_EFFECTORS:
+        check.fail('end_effector', f'must be one of {", ".join(END_EFFECTORS)}, '
+                                   f'got {end_effector!r}')
     return SimParams(
         joints=joints,
         command_delay=_number(check, root.get('command_delay'), 'command_delay'),
@@ -204,6 +216,7 @@ def parse_sim_params(raw: Any, source: str = '<mapping>') -> SimParams:
                                for k in OBJECT_FIELDS}),
         payload=PayloadParams(**{k: _number(check, load.get(k), f'payload.{k}')
                                  for k in PAYLOAD_FIELDS}),
+        end_effector=end_effector,
         provenance=dict(check.mapping(root.get('provenance') or {}, 'provenance')),
     )
 
@@ -225,6 +238,8 @@ def sim_params_to_dict(params: SimParams) -> dict[str, Any]:
         out['object'] = present(params.object)
     if present(params.payload):
         out['payload'] = present(params.payload)
+    if params.end_effector is not None:
+        out['end_effector'] = params.end_effector
     if params.provenance:
         out['provenance'] = dict(params.provenance)
     return out

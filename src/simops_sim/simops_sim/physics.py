@@ -44,6 +44,10 @@ GRIPPER_TENDON = 'gripper_width'
 OBJECT_BODY = 'object'
 GOAL_BODY = 'goal'
 MAX_SPEED = 100.0   # rad/s or m/s; any faster dof means the integration diverged
+# end_effector: none keeps this fraction of the hand's masses and inertias (MuJoCo needs a
+# positive mass under a joint); each finger slide keeps its own inertia as armature, so the
+# finger dofs integrate as before while the arm carries nothing.
+REMOVED_MASS = 1e-6
 
 
 class ModelError(ValueError):
@@ -96,6 +100,8 @@ class ModelIndex:
     object_geoms: np.ndarray         # geoms of the object body
     goal_mocap: int                  # -1 without a goal marker
     mass_bodies: tuple[str, ...]     # robot bodies with mass (keys of body_mass_scale)
+    hand_bodies: np.ndarray          # bodies below the flange: the model's end effector
+    hand_geoms: np.ndarray           # geoms of hand_bodies
     nominal_dof: np.ndarray          # (3, nv) damping, armature, frictionloss
     nominal_gain: np.ndarray         # (nu, 10) actuator_gainprm
     nominal_bias: np.ndarray         # (nu, 10) actuator_biasprm
@@ -105,6 +111,7 @@ class ModelIndex:
     nominal_ipos: np.ndarray         # (nbody, 3) m, centre of mass in the body frame
     nominal_iquat: np.ndarray        # (nbody, 4) principal axes in the body frame
     nominal_gravcomp: np.ndarray     # (nbody,)
+    nominal_contact: np.ndarray      # (2, ngeom) geom contype, conaffinity
 
 
 def index_model(model: mujoco.MjModel, spec: RobotSpec,
@@ -163,6 +170,9 @@ def index_model(model: mujoco.MjModel, spec: RobotSpec,
     obj = body(OBJECT_BODY, False)
     goal = body(GOAL_BODY, False)
     robot = [b for b in range(model.nbody) if _descends(model, b, base) and model.body_mass[b] > 0]
+    flange = body(spec.flange_frame, True)
+    hand = np.array([b for b in range(model.nbody) if b != flange and _descends(model, b, flange)],
+                    dtype=int)
     return ModelIndex(
         joint_names=spec.joint_names,
         arm_dof=len(spec.arm_joints),
@@ -172,11 +182,13 @@ def index_model(model: mujoco.MjModel, spec: RobotSpec,
         ctrl_ids=np.array([*servos, int(gripper[0])]),
         velocity_ids=np.array(dampers),
         base_body=base,
-        flange_body=body(spec.flange_frame, True),
+        flange_body=flange,
         object_body=obj,
         object_geoms=np.flatnonzero(model.geom_bodyid == obj) if obj >= 0 else np.zeros(0, int),
         goal_mocap=int(model.body_mocapid[goal]) if goal >= 0 else -1,
         mass_bodies=tuple(model.body(b).name for b in robot),
+        hand_bodies=hand,
+        hand_geoms=np.flatnonzero(np.isin(model.geom_bodyid, hand)),
         nominal_dof=np.array([model.dof_damping, model.dof_armature, model.dof_frictionloss]),
         nominal_gain=model.actuator_gainprm.copy(),
         nominal_bias=model.actuator_biasprm.copy(),
@@ -186,6 +198,7 @@ def index_model(model: mujoco.MjModel, spec: RobotSpec,
         nominal_ipos=model.body_ipos.copy(),
         nominal_iquat=model.body_iquat.copy(),
         nominal_gravcomp=model.body_gravcomp.copy(),
+        nominal_contact=np.array([model.geom_contype, model.geom_conaffinity]),
     )
 
 
@@ -217,11 +230,11 @@ def apply_sim_params(model: mujoco.MjModel, params: SimParams, index: ModelIndex
     """Write ``params`` into ``model`` in place; unset fields get the index's nominal values.
 
     Touches only MjModel fields (dof damping/armature/frictionloss, servo gain and bias,
-    body mass, inertia and centre of mass, gravity compensation, object geom friction) and
-    then recomputes the model's derived constants, so it works on any copy of the indexed
-    model (e.g. the models handed to ``mujoco.rollout``). The command delay and the sensor
-    biases are not model fields: see :func:`simops_sim.delay.delay_steps` and
-    :func:`sensor_bias`. Raises
+    body mass, inertia and centre of mass, gravity compensation, object geom friction, the
+    hand's geom contacts) and then recomputes the model's derived constants, so it works on
+    any copy of the indexed model (e.g. the models handed to ``mujoco.rollout``). The command
+    delay and the sensor biases are not model fields: see
+    :func:`simops_sim.delay.delay_steps` and :func:`sensor_bias`. Raises
     :class:`SimParamsError` for names the model does not have.
     """
     model.dof_damping[:], model.dof_armature[:], model.dof_frictionloss[:] = index.nominal_dof
@@ -232,6 +245,7 @@ def apply_sim_params(model: mujoco.MjModel, params: SimParams, index: ModelIndex
     model.body_ipos[:], model.body_iquat[:] = index.nominal_ipos, index.nominal_iquat
     model.body_gravcomp[:] = index.nominal_gravcomp
     model.geom_friction[:] = index.nominal_friction
+    model.geom_contype[:], model.geom_conaffinity[:] = index.nominal_contact
 
     slots = {name: i for i, name in enumerate(index.joint_names)}
     for name, joint in params.joints.items():
@@ -279,12 +293,32 @@ def apply_sim_params(model: mujoco.MjModel, params: SimParams, index: ModelIndex
         model.body_inertia[index.object_body] = index.nominal_inertia[index.object_body] * ratio
     if obj.friction is not None:
         model.geom_friction[index.object_geoms, 0] = obj.friction
+    if params.end_effector == 'none':
+        remove_hand(model, index)
     load = params.payload
     if load.mass:
         com = np.array([load.com_x or 0.0, load.com_y or 0.0, load.com_z or 0.0])
         add_point_mass(model, index.flange_body, load.mass, com)
         model.body_gravcomp[index.flange_body] = 1.0   # compensated like a configured load
     mujoco.mj_setConst(model, mujoco.MjData(model))
+
+
+def remove_hand(model: mujoco.MjModel, index: ModelIndex) -> None:
+    """Take the end effector below the flange off ``model``'s dynamics, in place.
+
+    Its bodies keep :data:`REMOVED_MASS` of their mass and inertia and lose their contacts;
+    a joint inside it (a finger slide) gets its body's mass as armature, so its own dof is
+    as stiff to integrate as before. Call ``mj_setConst`` afterwards.
+    """
+    hand = index.hand_bodies
+    for dof in range(model.nv):
+        body = model.dof_bodyid[dof]
+        if body in hand:
+            model.dof_armature[dof] += model.body_mass[body]
+    model.body_mass[hand] *= REMOVED_MASS
+    model.body_inertia[hand] *= REMOVED_MASS
+    model.geom_contype[index.hand_geoms] = 0
+    model.geom_conaffinity[index.hand_geoms] = 0
 
 
 def add_point_mass(model: mujoco.MjModel, body: int, mass: float, position: np.ndarray) -> None:

@@ -25,6 +25,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -34,6 +35,7 @@ from simops_core.command_line import CommandLineParser, exit_codes, fail
 from simops_core.paths import resolve_resource
 from simops_core.robot_spec import SpecError, load_robot_spec
 from simops_core.sim_params import (
+    END_EFFECTORS,
     SimParams,
     SimParamsError,
     parse_sim_params,
@@ -110,6 +112,9 @@ def build_parser() -> argparse.ArgumentParser:
                              'bag names)')
     parser.add_argument('--model', default='',
                         help='MJCF the simulator runs (default models/<robot>/scene.xml)')
+    parser.add_argument('--end-effector', choices=END_EFFECTORS, default=END_EFFECTORS[0],
+                        help='what the recorded arm carries on its flange: the Franka Hand '
+                             'of the model (default) or none; a tool is --params payload')
     parser.add_argument('--params', default=DEFAULT_KINDS,
                         help=f'comma-separated kinds from {",".join(fit_parameters.KINDS)} '
                              f'(default {DEFAULT_KINDS})')
@@ -254,7 +259,7 @@ def _run(options: argparse.Namespace) -> int:
     if mode == 'torque':
         try:
             fitted_torque = run_torque(options.bag, options.holdout, robot, model_path, topics,
-                                       hashes)
+                                       hashes, options.end_effector, 'payload' in kinds)
         except TorqueDataError as exc:
             raise DataError(str(exc)) from None
         fallback = _save(fitted_torque, options.out)
@@ -266,7 +271,7 @@ def _run(options: argparse.Namespace) -> int:
         fit_model = fitting.load_fit_model(model_path, robot)
     except ValueError as exc:  # MuJoCo's MJCF parser
         raise ModelError(' '.join(str(exc).split())) from None
-    base = fitting.nominal(fit_model)
+    base = replace(fitting.nominal(fit_model), end_effector=options.end_effector)
     dt = float(fit_model.model.opt.timestep)
     history = int(np.ceil(HISTORY / dt))
 

@@ -49,7 +49,7 @@ _MASS_BOUNDS = (0.5, 2.0)
 # its centre of mass without effect), and bounds: up to the FR3's 3 kg rated payload, its
 # centre of mass within 0.3 m of the flange.
 PAYLOAD_START = (0.2, 0.0, 0.0, 0.05)          # kg, m, m, m
-_PAYLOAD_BOUNDS = ((0.0, 3.0), (-0.3, 0.3), (-0.3, 0.3), (-0.3, 0.3))
+PAYLOAD_BOUNDS = ((0.0, 3.0), (-0.3, 0.3), (-0.3, 0.3), (-0.3, 0.3))
 # Smooth friction's transition speed (rad/s): a start where the model has none (Gaz et al.'s
 # sigmoids change sign over 0.1-0.4 rad/s) and absolute bounds.
 TRANSITION_START = 0.2
@@ -105,7 +105,7 @@ def build_parameters(nominal: SimParams, kinds: Sequence[str], joints: Sequence[
     if 'payload' in kinds:
         load = nominal.payload
         carried = bool(load.mass)
-        for name, start, bounds in zip(PAYLOAD_FIELDS, PAYLOAD_START, _PAYLOAD_BOUNDS,
+        for name, start, bounds in zip(PAYLOAD_FIELDS, PAYLOAD_START, PAYLOAD_BOUNDS,
                                        strict=True):
             value = getattr(load, name)
             params.add(sysid.Parameter(f'{PAYLOAD_PREFIX}{name}',

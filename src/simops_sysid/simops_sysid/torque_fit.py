@@ -13,11 +13,17 @@ transition velocity ``v`` (rad/s). Per joint, each ``v`` of :data:`TRANSITIONS` 
 least-squares fit (``c, b >= 0``) and the best one is kept: seconds for a minute of data, no
 commands needed, so any ``ros2 bag record`` of the arm's joint states works. Accelerations
 come from a Savitzky-Golay filter of the measured velocities.
+
+A load at the flange (:func:`fit_payload`: mass and centre of mass) enters ``tau_rb``, which
+is nonlinear in its centre of mass; it is fitted by Gauss-Newton steps, each a bounded
+least-squares solve for the payload's change and every joint's friction together, on the
+inverse dynamics finite-differenced in the payload.
 """
 
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import mujoco
@@ -27,6 +33,7 @@ from scipy.signal import savgol_filter
 
 from simops_core.sim_params import JointParams, SimParams
 from simops_sim.physics import ModelIndex
+from simops_sysid import fit_parameters
 
 TRANSITIONS = tuple(float(v) for v in np.geomspace(0.005, 1.0, 48))   # rad/s
 FILTER_WINDOW = 0.05    # s, the Savitzky-Golay window (cubic) for velocity and acceleration
@@ -34,6 +41,19 @@ EDGE = 0.05             # s dropped at each end, where the filter is one-sided
 MIN_SAMPLES = 200       # per joint: fewer cannot separate three parameters from noise
 # Coulomb level and viscous coefficient are physical only when >= 0; the offset is free.
 LOWER_UPPER = (np.array([0.0, 0.0, -np.inf]), np.array([np.inf, np.inf, np.inf]))
+# The payload fit (start and bounds as trajectory mode's) of (mass kg, com_x, com_y, com_z m
+# in the flange frame): finite-difference steps, samples used (every PAYLOAD_STRIDE-th) and
+# Gauss-Newton steps.
+PAYLOAD_START = np.array(fit_parameters.PAYLOAD_START)
+PAYLOAD_LIMITS = tuple(np.array(side) for side in zip(*fit_parameters.PAYLOAD_BOUNDS,
+                                                       strict=True))
+PAYLOAD_STEP = np.array([0.01, 1e-3, 1e-3, 1e-3])
+PAYLOAD_STRIDE = 10
+PAYLOAD_ITERATIONS = 6
+PAYLOAD_TOLERANCE = np.array([1e-4, 1e-5, 1e-5, 1e-5])   # kg, m: a smaller step ends the fit
+
+# The rigid-body model of the arm carrying a payload (mass, com_x, com_y, com_z) (4,).
+RigidBodyFn = Callable[[np.ndarray], mujoco.MjModel]
 
 
 class TorqueDataError(ValueError):
@@ -57,11 +77,16 @@ class JointFriction:
 
 @dataclass(frozen=True)
 class TorqueData:
-    """Regression samples (N, 7): measured ``effort`` and ``rigid_body`` N*m, ``qd`` rad/s."""
+    """Regression samples (N, 7): measured ``effort`` and ``rigid_body`` N*m, ``qd`` rad/s.
+
+    ``motion`` (N, 3, 9) is the filtered position (rad, m), velocity and acceleration of
+    every joint, what :func:`inverse_dynamics` needs to recompute ``rigid_body``.
+    """
 
     effort: np.ndarray
     rigid_body: np.ndarray
     qd: np.ndarray
+    motion: np.ndarray
 
 
 def torque_data(model: mujoco.MjModel, index: ModelIndex, t: np.ndarray, q: np.ndarray,
@@ -89,17 +114,63 @@ def torque_data(model: mujoco.MjModel, index: ModelIndex, t: np.ndarray, q: np.n
     qdd = savgol_filter(qd, window, 3, deriv=1, delta=period, axis=0)
     qd = savgol_filter(qd, window, 3, axis=0)
     effort = savgol_filter(effort, window, 3, axis=0)   # filtered like the acceleration
-    data = mujoco.MjData(model)
     keep = slice(edge, t.size - edge)
-    rigid = np.empty((t.size - 2 * edge, arm))
-    qpos, dofs = index.qpos_adr, index.dof_adr
-    for row, k in enumerate(range(edge, t.size - edge)):
-        data.qpos[qpos] = q[k]
-        data.qvel[dofs] = qd[k]
-        data.qacc[dofs] = qdd[k]
+    motion = np.stack((q[keep], qd[keep], qdd[keep]), axis=1)
+    return TorqueData(effort[keep, :arm], inverse_dynamics(model, index, motion),
+                      qd[keep, :arm], motion)
+
+
+def inverse_dynamics(model: mujoco.MjModel, index: ModelIndex, motion: np.ndarray
+                     ) -> np.ndarray:
+    """The arm joints' torques (N, 7) N*m that ``model`` needs for ``motion`` (N, 3, 9)."""
+    data = mujoco.MjData(model)
+    qpos, dofs, arm = index.qpos_adr, index.dof_adr, index.arm_dof
+    out = np.empty((motion.shape[0], arm))
+    for row, (q, qd, qdd) in enumerate(motion):
+        data.qpos[qpos] = q
+        data.qvel[dofs] = qd
+        data.qacc[dofs] = qdd
         mujoco.mj_inverse(model, data)
-        rigid[row] = data.qfrc_inverse[dofs[:arm]]
-    return TorqueData(effort[keep, :arm], rigid, qd[keep, :arm])
+        out[row] = data.qfrc_inverse[dofs[:arm]]
+    return out
+
+
+def fit_payload(rigid_body: RigidBodyFn, index: ModelIndex, data: TorqueData,
+                transitions: np.ndarray, start: np.ndarray = PAYLOAD_START
+                ) -> tuple[np.ndarray, TorqueData]:
+    """The flange payload that, with each joint's friction, best explains ``data``.
+
+    ``rigid_body`` builds the rigid-body model for a payload (mass kg, com_x, com_y, com_z m);
+    ``transitions`` (7,) rad/s are the joints' friction transitions, kept fixed; ``start``
+    (4,) is the first guess. Returns the payload (4,) and ``data`` with its rigid-body torques
+    recomputed for it.
+    """
+    motion, effort, qd = (data.motion[::PAYLOAD_STRIDE], data.effort[::PAYLOAD_STRIDE],
+                          data.qd[::PAYLOAD_STRIDE])
+    n, arm = effort.shape
+    friction = np.zeros((n * arm, 3 * arm))
+    for j in range(arm):
+        friction[j::arm, 3 * j:3 * j + 3] = np.column_stack(
+            (np.tanh(qd[:, j] / transitions[j]), qd[:, j], np.ones(n)))
+    lower = np.concatenate([np.zeros(4), np.tile(LOWER_UPPER[0], arm)])
+    upper = np.concatenate([np.zeros(4), np.tile(LOWER_UPPER[1], arm)])
+    theta = np.clip(start, *PAYLOAD_LIMITS)
+    for _ in range(PAYLOAD_ITERATIONS):
+        tau = inverse_dynamics(rigid_body(theta), index, motion)
+        columns = []
+        for i, step in enumerate(PAYLOAD_STEP):
+            moved = theta.copy()
+            moved[i] += step
+            columns.append(((inverse_dynamics(rigid_body(moved), index, motion) - tau)
+                            / step).reshape(-1))
+        lower[:4], upper[:4] = PAYLOAD_LIMITS[0] - theta, PAYLOAD_LIMITS[1] - theta
+        solved = lsq_linear(np.hstack((np.column_stack(columns), friction)),
+                            (effort - tau).reshape(-1), bounds=(lower, upper)).x
+        theta = np.clip(theta + solved[:4], *PAYLOAD_LIMITS)
+        if np.all(np.abs(solved[:4]) < PAYLOAD_TOLERANCE):
+            break
+    return theta, TorqueData(data.effort, inverse_dynamics(rigid_body(theta), index,
+                                                          data.motion), data.qd, data.motion)
 
 
 def rigid_body_model(model: mujoco.MjModel, index: ModelIndex) -> mujoco.MjModel:

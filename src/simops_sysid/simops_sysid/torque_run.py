@@ -9,38 +9,50 @@ SimParams to write.
 
 from __future__ import annotations
 
+import copy
 import datetime
 import time
 from collections.abc import Sequence
+from dataclasses import fields, replace
 from pathlib import Path
 
 import mujoco
 import numpy as np
 
 from simops_core.robot_spec import RobotSpec
-from simops_core.sim_params import SimParams
+from simops_core.sim_params import END_EFFECTORS, PayloadParams, SimParams, merge_sim_params
 from simops_core.topics import TopicSpec
-from simops_sim.physics import index_model, nominal_sim_params
+from simops_sim.physics import apply_sim_params, index_model, nominal_sim_params
 from simops_sysid.dataset import States, load_states
 from simops_sysid.torque_fit import (
+    PAYLOAD_START,
     TorqueData,
     apply_friction,
     fit_friction,
+    fit_payload,
     friction_params,
+    inverse_dynamics,
     rigid_body_model,
     torque_data,
 )
 
 HELD_FRACTION = 0.2   # of each training bag held out when no --holdout is given
+PAYLOAD_ROUNDS = 2    # payload fits, each followed by a friction fit (new transitions)
 
 
 def run_torque(bags: Sequence[Path], holdout: Sequence[Path], robot: RobotSpec,
-               model_path: Path, topics: dict[str, TopicSpec], hashes: dict[Path, str]
-               ) -> SimParams:
-    """Fit friction and offsets to ``bags``, evaluate on ``holdout``; the SimParams to write."""
+               model_path: Path, topics: dict[str, TopicSpec], hashes: dict[Path, str],
+               end_effector: str = END_EFFECTORS[0], payload: bool = False) -> SimParams:
+    """Fit friction and offsets to ``bags``, evaluate on ``holdout``; the SimParams to write.
+
+    ``end_effector`` (one of :data:`END_EFFECTORS`) is what the recorded arm carries;
+    ``payload``: fit a load at the flange too (:func:`fit_payload`).
+    """
     started = time.monotonic()
     model = mujoco.MjModel.from_xml_path(str(model_path))
     index = index_model(model, robot)
+    carried = SimParams(end_effector=end_effector)
+    apply_sim_params(model, carried, index)
     rigid = rigid_body_model(model, index)
     nominal = nominal_sim_params(model, index)
     coulomb = np.array([nominal.joints[j].frictionloss for j in robot.arm_joints])
@@ -64,6 +76,26 @@ def run_torque(bags: Sequence[Path], holdout: Sequence[Path], robot: RobotSpec,
     training, checking = _join(train), _join(held)
     fits = fit_friction(training, coulomb)
     before = _rms(checking, coulomb)
+    if payload:
+        bare = carried
+
+        def loaded(theta: np.ndarray) -> mujoco.MjModel:
+            candidate = copy.copy(model)
+            apply_sim_params(candidate, replace(bare, payload=PayloadParams(*theta)), index)
+            return rigid_body_model(candidate, index)
+
+        theta, first = PAYLOAD_START, fits
+        for _ in range(PAYLOAD_ROUNDS):   # the friction transitions move with the payload
+            theta, training = fit_payload(loaded, index, training,
+                                          np.array([f.transition for f in fits]), theta)
+            fits = fit_friction(training)
+        fits = [replace(fit, rms_before=nominal.rms_before)
+                for fit, nominal in zip(fits, first, strict=True)]
+        carried = replace(carried, payload=PayloadParams(*map(float, theta)))
+        print(f'payload {theta[0]:.3f} kg at ({theta[1]:.4f}, {theta[2]:.4f}, '
+              f'{theta[3]:.4f}) m in the flange frame', flush=True)
+        checking = replace(checking, rigid_body=inverse_dynamics(loaded(theta), index,
+                                                                 checking.motion))
     after = apply_friction(checking, fits)
     wall = time.monotonic() - started
     print(f'{"joint":<14}{"coulomb":>9}{"viscous":>9}{"offset":>9}{"transition":>11}'
@@ -87,12 +119,13 @@ def run_torque(bags: Sequence[Path], holdout: Sequence[Path], robot: RobotSpec,
                          'fitted': _per_joint(robot, [f.rms_after for f in fits])},
             'holdout': {'nominal': _per_joint(robot, before),
                         'fitted': _per_joint(robot, after)}}}
-    return friction_params(robot.arm_joints, fits).with_provenance(**provenance)
+    fitted = merge_sim_params(carried, friction_params(robot.arm_joints, fits))
+    return fitted.with_provenance(**provenance)
 
 
 def _join(parts: list[TorqueData]) -> TorqueData:
-    return TorqueData(*(np.concatenate([getattr(p, f) for p in parts])
-                        for f in ('effort', 'rigid_body', 'qd')))
+    return TorqueData(*(np.concatenate([getattr(p, f.name) for p in parts])
+                        for f in fields(TorqueData)))
 
 
 def _rms(data: TorqueData, coulomb: np.ndarray) -> np.ndarray:
