@@ -10,6 +10,8 @@ BIN := $(VENV)/bin
 PACKAGES := $(sort $(wildcard src/*/setup.py))
 REQS_STAMP := $(VENV)/.requirements.stamp
 EDITABLE_STAMP := $(VENV)/.editable.stamp
+INTERFACES_STAMP := $(VENV)/.interfaces.stamp
+INTERFACE_FILES := $(shell find interfaces -type f)
 PYTEST_ARGS ?=
 
 .PHONY: help demo test build lint docs clean
@@ -34,7 +36,7 @@ docs: $(EDITABLE_STAMP)
 	$(BIN)/python -c 'import pathlib, simops_core.parameter_schema as s; \
 		p = pathlib.Path("docs/interfaces.md"); p.write_text(s.with_tables(p.read_text()))'
 
-build: $(EDITABLE_STAMP)
+build: $(EDITABLE_STAMP) $(INTERFACES_STAMP)
 	$(BIN)/colcon --log-base log build --base-paths src --symlink-install \
 		--event-handlers console_cohesion- summary+ 2>&1 | tail -n 3
 
@@ -53,6 +55,31 @@ $(REQS_STAMP): requirements.txt requirements-python.txt | $(BIN)/python
 
 $(EDITABLE_STAMP): $(REQS_STAMP) $(PACKAGES)
 	$(BIN)/python -m pip install --quiet --no-deps $(addprefix -e ,$(dir $(PACKAGES)))
+	@touch $@
+
+# The interface packages SimOps serves (interfaces/: control_msgs, franka_msgs), built with
+# colcon into the venv, whose lib/ and site-packages the ROS wheels already put on the
+# library and module paths. Only on this pip-only path: with a ROS 2 distro, rosdep installs
+# the real packages and interfaces/ is not built (see interfaces/README.md).
+$(INTERFACES_STAMP): $(REQS_STAMP) $(INTERFACE_FILES)
+	@command -v g++ >/dev/null && command -v cmake >/dev/null || \
+		{ echo "a C++ compiler and CMake are missing; installing build-essential cmake"; \
+		  apt-get update -qq && apt-get install -y -qq build-essential cmake; }
+	@$(BIN)/python -c 'import os, sysconfig, sys; \
+		sys.exit(not os.path.exists(sysconfig.get_paths()["include"] + "/Python.h"))' || \
+		{ echo "Python's headers are missing; installing python3-dev"; \
+		  apt-get update -qq && apt-get install -y -qq python3-dev; }
+	@started=$$(date +%s); \
+	AMENT_PREFIX_PATH=$(abspath $(VENV)) CMAKE_PREFIX_PATH=$(abspath $(VENV)) \
+	PATH=$(abspath $(BIN)):$$PATH \
+	$(BIN)/colcon --log-base log/interfaces build --base-paths interfaces \
+		--build-base build/interfaces --install-base $(VENV) --merge-install \
+		--event-handlers console_cohesion- summary+ \
+		--cmake-args -DCMAKE_PROJECT_INCLUDE=$(abspath interfaces/cmake/wheel_paths.cmake) \
+		-DPYTHON_EXECUTABLE=$(abspath $(BIN)/python) -DBUILD_TESTING=OFF 2>&1 | tail -n 3; \
+	status=$${PIPESTATUS[0]}; \
+	echo "interface packages (control_msgs, franka_msgs) built in $$(( $$(date +%s) - started )) s"; \
+	exit $$status
 	@touch $@
 
 clean:
