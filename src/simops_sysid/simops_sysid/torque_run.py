@@ -22,10 +22,11 @@ import numpy as np
 from simops_core.robot_spec import RobotSpec
 from simops_core.sim_params import END_EFFECTORS, PayloadParams, SimParams, merge_sim_params
 from simops_core.topics import TopicSpec
-from simops_sim.physics import apply_sim_params, index_model, nominal_sim_params
+from simops_sim.physics import ModelIndex, apply_sim_params, index_model, nominal_sim_params
 from simops_sysid.dataset import States, load_states
 from simops_sysid.torque_fit import (
     PAYLOAD_START,
+    JointFriction,
     TorqueData,
     apply_friction,
     fit_friction,
@@ -77,25 +78,7 @@ def run_torque(bags: Sequence[Path], holdout: Sequence[Path], robot: RobotSpec,
     fits = fit_friction(training, coulomb)
     before = _rms(checking, coulomb)
     if payload:
-        bare = carried
-
-        def loaded(theta: np.ndarray) -> mujoco.MjModel:
-            candidate = copy.copy(model)
-            apply_sim_params(candidate, replace(bare, payload=PayloadParams(*theta)), index)
-            return rigid_body_model(candidate, index)
-
-        theta, first = PAYLOAD_START, fits
-        for _ in range(PAYLOAD_ROUNDS):   # the friction transitions move with the payload
-            theta, training = fit_payload(loaded, index, training,
-                                          np.array([f.transition for f in fits]), theta)
-            fits = fit_friction(training)
-        fits = [replace(fit, rms_before=nominal.rms_before)
-                for fit, nominal in zip(fits, first, strict=True)]
-        carried = replace(carried, payload=PayloadParams(*map(float, theta)))
-        print(f'payload {theta[0]:.3f} kg at ({theta[1]:.4f}, {theta[2]:.4f}, '
-              f'{theta[3]:.4f}) m in the flange frame', flush=True)
-        checking = replace(checking, rigid_body=inverse_dynamics(loaded(theta), index,
-                                                                 checking.motion))
+        carried, fits, checking = _fit_payload(model, index, carried, training, checking, fits)
     after = apply_friction(checking, fits)
     wall = time.monotonic() - started
     print(f'{"joint":<14}{"coulomb":>9}{"viscous":>9}{"offset":>9}{"transition":>11}'
@@ -121,6 +104,33 @@ def run_torque(bags: Sequence[Path], holdout: Sequence[Path], robot: RobotSpec,
                         'fitted': _per_joint(robot, after)}}}
     fitted = merge_sim_params(carried, friction_params(robot.arm_joints, fits))
     return fitted.with_provenance(**provenance)
+
+
+def _fit_payload(model: mujoco.MjModel, index: ModelIndex, carried: SimParams,
+                 training: TorqueData, checking: TorqueData, fits: list[JointFriction]
+                 ) -> tuple[SimParams, list[JointFriction], TorqueData]:
+    """Fit a flange payload to ``training`` in :data:`PAYLOAD_ROUNDS` rounds of fit_payload.
+
+    Returns ``carried`` with the payload, the friction fits made with it (their
+    ``rms_before`` still those of ``fits``, without it) and ``checking`` recomputed with it.
+    """
+    def loaded(theta: np.ndarray) -> mujoco.MjModel:
+        candidate = copy.copy(model)
+        apply_sim_params(candidate, replace(carried, payload=PayloadParams(*theta)), index)
+        return rigid_body_model(candidate, index)
+
+    theta, refits = PAYLOAD_START, fits
+    for _ in range(PAYLOAD_ROUNDS):   # the friction transitions move with the payload
+        theta, training = fit_payload(loaded, index, training,
+                                      np.array([f.transition for f in refits]), theta)
+        refits = fit_friction(training)
+    print(f'payload {theta[0]:.3f} kg at ({theta[1]:.4f}, {theta[2]:.4f}, {theta[3]:.4f}) m '
+          'in the flange frame', flush=True)
+    checking = replace(checking, rigid_body=inverse_dynamics(loaded(theta), index,
+                                                             checking.motion))
+    return (replace(carried, payload=PayloadParams(*map(float, theta))),
+            [replace(refit, rms_before=fit.rms_before)
+             for refit, fit in zip(refits, fits, strict=True)], checking)
 
 
 def _join(parts: list[TorqueData]) -> TorqueData:
