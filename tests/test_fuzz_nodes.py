@@ -170,6 +170,9 @@ def joint_states(draw: st.DrawFn) -> JointState:
                       effort=draw(st.lists(NUMBERS, max_size=size)))
 
 
+RAMP_TICKS = 6   # home states at 60 ms: 0.36 s, past the policy's 0.2 s ramp
+
+
 class TestPolicyUnderFuzzedJointStates:
     """One policy node for the class, fed only by the probe (no simulator runs meanwhile)."""
 
@@ -218,7 +221,9 @@ class TestPolicyUnderFuzzedJointStates:
         states.publish(home)
         time.sleep(0.06)
         assert call_enable(probe, True).success   # clear a FAULT the last example latched
-        for message in [home, *messages]:
+        # Fresh home states through the ramp (ramp_time 0.2 s), so each example fuzzes a
+        # RUNNING node, not only one that is ramping in.
+        for message in [home] * RAMP_TICKS + messages:
             states.publish(message)
             time.sleep(0.06)   # the node takes the newest state once per 50 ms tick
         assert node.proc.poll() is None, node.output[-3000:]
