@@ -32,6 +32,13 @@ def test_panda_published_limits() -> None:
     assert list(spec.effort) == [87.0] * 4 + [12.0] * 3
 
 
+def test_controller_constraints_are_joint_trajectory_controller_defaults() -> None:
+    """franka_ros2 sets no constraints, so the FR3's are JointTrajectoryController's own."""
+    constraints = load_robot_spec('fr3').constraints
+    assert constraints.goal_time == 0.0 and constraints.stopped_velocity_tolerance == 0.01
+    assert not constraints.trajectory.any() and not constraints.goal.any()
+
+
 def test_spec_arrays_are_read_only() -> None:
     spec = load_robot_spec('fr3')
     with pytest.raises(ValueError):
@@ -70,6 +77,9 @@ def _set(tree: dict[str, Any], dotted: str, value: Any) -> dict[str, Any]:
     ('gripper.home_width', 0.5, 'gripper.home_width'),
     ('gripper.joints', ['fr3_joint1', 'fr3_finger_joint2'], 'gripper.joints'),
     ('arm', [1, 2], 'arm'),
+    ('controller.constraints', KeyError, 'controller.constraints'),
+    ('controller.constraints.goal', [0.0] * 6 + [-0.1], 'controller.constraints.goal'),
+    ('controller.constraints.goal_time', -1.0, 'controller.constraints.goal_time'),
 ])
 def test_malformed_spec_names_the_field(tmp_path: Path, field: str, value: Any,
                                         named: str) -> None:

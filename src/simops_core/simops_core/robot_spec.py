@@ -38,6 +38,22 @@ class GripperSpec:
 
 
 @dataclass(frozen=True)
+class Constraints:
+    """The arm controller's defaults for FollowJointTrajectory goals (0: no tolerance).
+
+    ``trajectory`` (7,) rad: position error allowed while moving; ``goal`` (7,) rad: at the
+    end; ``stopped_velocity_tolerance`` rad/s: the velocity error at the end below which the
+    arm counts as stopped; ``goal_time`` s: how long after the last point the end may be
+    reached (0: no limit).
+    """
+
+    goal_time: float
+    stopped_velocity_tolerance: float
+    trajectory: np.ndarray
+    goal: np.ndarray
+
+
+@dataclass(frozen=True)
 class RobotSpec:
     """Joint names and limits of a 7-DOF arm with a parallel gripper.
 
@@ -59,6 +75,7 @@ class RobotSpec:
     source: Path
     gain_p: np.ndarray       # N*m/rad, the arm controller's proportional gains
     gain_d: np.ndarray       # N*m*s/rad, its derivative gains (on the velocity error)
+    constraints: Constraints
 
     @property
     def joint_names(self) -> tuple[str, ...]:
@@ -139,8 +156,27 @@ def parse_robot_spec(raw: Any, source: Path) -> RobotSpec:
         source=source,
         gain_p=_vector(fields, controller, 'controller.p', positive=True),
         gain_d=_vector(fields, controller, 'controller.d', positive=True),
+        constraints=_constraints(fields, controller),
         **limits,
     )
+
+
+def _constraints(fields: Fields, controller: dict[str, Any]) -> Constraints:
+    table = fields.mapping(fields.get(controller, 'constraints', dict, 'controller.constraints'),
+                           'controller.constraints')
+    per_joint = {}
+    for key in ('trajectory', 'goal'):
+        field = f'controller.constraints.{key}'
+        per_joint[key] = _vector(fields, table, field)
+        if np.any(per_joint[key] < 0):
+            fields.fail(field, f'must be >= 0 (0: no tolerance), got {list(per_joint[key])}')
+    return Constraints(
+        goal_time=fields.number(table, 'goal_time', 'controller.constraints.goal_time',
+                                minimum=0.0),
+        stopped_velocity_tolerance=fields.number(
+            table, 'stopped_velocity_tolerance',
+            'controller.constraints.stopped_velocity_tolerance', minimum=0.0),
+        **per_joint)
 
 
 def _names(fields: Fields, table: dict[str, Any], field: str, count: int) -> tuple[str, ...]:

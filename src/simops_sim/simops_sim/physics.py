@@ -520,6 +520,11 @@ class Physics:
         """Whether a trajectory plan drives the arm targets."""
         return self._plan is not None
 
+    def arm_desired(self) -> tuple[np.ndarray, np.ndarray]:
+        """The controller's current targets: position (7,) rad and velocity (7,) rad/s."""
+        arm = self.index.arm_dof
+        return self._target[:arm].copy(), self._velocity[:arm].copy()
+
     def follow(self, plan: TrajectoryPlan) -> None:
         """Drive the arm targets from ``plan``, sampled at every physics step until it ends.
 

@@ -44,6 +44,7 @@ from simops_ros.diagnostics import diagnostic_array
 from simops_ros.qos import qos_profile
 from simops_ros.scaffold import run_node
 from simops_ros.throttled import KindWarnings
+from simops_sim.follow_action import FollowJointTrajectoryServer
 from simops_sim.joint_commands import CommandError, check_command, parse_joint_command
 from simops_sim.physics import ModelError, Physics, load_model, parse_joint_map
 from simops_sim.randomization import default_randomization
@@ -141,6 +142,7 @@ class SimNode(Node):
         self.create_service(Trigger, '~/reset', self._on_reset)
         self.create_service(SetBool, '~/pause', self._on_pause)
         self.create_timer(1.0, self._publish_diagnostics)
+        FollowJointTrajectoryServer(self, self.stepper, self.spec, self.topics['joint_trajectory'])
         self._wire_lock = threading.Lock()   # the encoders: physics thread and ~/reset
         self._state_wire = JointStateEncoder(self.spec.joint_names, self.spec.base_frame)
         self._clock_wire = ClockEncoder()

@@ -51,6 +51,26 @@ MAX_STAMP_OFFSET = 60.0    # s a trajectory may start ahead of, or end behind, s
 PAUSE_POLL = 0.05          # s between checks while paused
 
 
+@dataclass(frozen=True)
+class FollowState:
+    """The arm at one instant, for an action server.
+
+    Sim ``time`` (s) and its ``stamp_ns``; ``applied``, the sequence number of the command
+    the arm follows, and ``rejected``, the last rejected one with the reason; ``desired_q``
+    (7,) rad and ``desired_qd`` (7,) rad/s, the controller's targets; ``actual_q``,
+    ``actual_qd`` the measured joints (bias and noise included, as published).
+    """
+
+    time: float
+    stamp_ns: int
+    applied: int
+    rejected: tuple[int, str]
+    desired_q: np.ndarray
+    desired_qd: np.ndarray
+    actual_q: np.ndarray
+    actual_qd: np.ndarray
+
+
 @dataclass
 class Frame:
     """What one step publishes: the stamp (ns) and copies of what is due, else None.
@@ -156,8 +176,14 @@ class Stepper:
         self._state_every = max(1, round(1.0 / (timing.joint_state_rate * dt)))
         self._pose_every = max(1, round(1.0 / (POSE_RATE * dt)))
         self._period_steps = max(1, round(timing.control_period / dt))
-        # (time.monotonic() at arrival, command): applied at the first step due after it
-        self._inbox: deque[tuple[float, ArmCommand | TrajectoryGoal]] = deque()
+        # (time.monotonic() at arrival, sequence number, command): applied at the first step
+        # due after it arrived. Numbers count submissions; ``_applied`` is the number of the
+        # command the arm follows (a hold or reset moves it past every earlier one), and
+        # ``_rejected`` the last rejected one with the reason.
+        self._inbox: deque[tuple[float, int, ArmCommand | TrajectoryGoal]] = deque()
+        self._submitted = 0
+        self._applied = 0
+        self._rejected: tuple[int, str] = (0, '')
         self._streaming = False
         self._last_command = 0.0
         self._step_index = 0
@@ -178,11 +204,34 @@ class Stepper:
 
     # --- from the executor thread ----------------------------------------------------------
 
-    def submit(self, command: ArmCommand | TrajectoryGoal) -> None:
-        """Queue a checked command; realtime applies it at the next step, lockstep per period."""
+    def submit(self, command: ArmCommand | TrajectoryGoal) -> int:
+        """Queue a checked command; realtime applies it at the next step, lockstep per period.
+
+        Returns its sequence number (see :meth:`follow_state`).
+        """
         with self.lock:
-            self._inbox.append((time.monotonic(), command))
+            self._submitted += 1
+            self._inbox.append((time.monotonic(), self._submitted, command))
             self._wakeup.notify()
+            return self._submitted
+
+    def follow_state(self) -> FollowState:
+        """What an action server needs to judge its goal, read at one instant."""
+        with self.lock:
+            physics, arm = self.physics, self.physics.index.arm_dof
+            desired_q, desired_qd = physics.arm_desired()
+            state = physics.state()
+            return FollowState(physics.time, round(physics.time * 1e9) + self._stamp_offset,
+                               self._applied, self._rejected, desired_q, desired_qd,
+                               state.position[:arm].copy(), state.velocity[:arm].copy())
+
+    def hold(self) -> None:
+        """Hold the arm where it is now, dropping queued commands (a cancel)."""
+        with self.lock:
+            self.physics.hold()
+            self._inbox.clear()
+            self._streaming = False
+            self._applied = self._submitted + 1   # past every command so far
 
     def on_sim_clock(self, goal: TrajectoryGoal) -> TrajectoryGoal:
         """``goal`` with its ``header.stamp`` start moved onto sim time.
@@ -223,6 +272,7 @@ class Stepper:
             self.physics.reset_keyframe(self.keyframe)
             self._streaming = False
             self._inbox.clear()
+            self._applied = self._submitted + 1   # past every command so far
             self._step_index = 0
             self._anchor = None
             self._anchor_stamps()
@@ -284,7 +334,7 @@ class Stepper:
                 # Catching up, a step applies only what had arrived when it was due, so a
                 # hiccup does not squeeze several streamed targets into one step.
                 while self._inbox and (late > MAX_CATCH_UP or self._inbox[0][0] <= due):
-                    self._apply(self._inbox.popleft()[1])
+                    self._apply(*self._inbox.popleft()[1:])
                 frame = self._timed_step()
             publish(frame)
             if self.viewer is not None and time.monotonic() >= next_viewer:
@@ -323,7 +373,7 @@ class Stepper:
                 if self.paused or not running.is_set():
                     continue
                 if self._inbox:
-                    self._apply(self._inbox.popleft()[1])
+                    self._apply(*self._inbox.popleft()[1:])
                 for _ in range(self._period_steps):
                     frames.append(self._timed_step())
                 if self.viewer is not None:
@@ -331,7 +381,7 @@ class Stepper:
             for frame in frames:
                 publish(frame)
 
-    def _apply(self, command: ArmCommand | TrajectoryGoal) -> None:
+    def _apply(self, number: int, command: ArmCommand | TrajectoryGoal) -> None:
         now, current, spec = self.physics.time, self.physics.arm_target, self.physics.spec
         if isinstance(command, ArmCommand):
             plan = TrajectoryPlan(stream_goal(command.arm, current, self.timing.control_period,
@@ -342,12 +392,14 @@ class Stepper:
         joint = plan.too_fast(spec.velocity)
         if joint is not None:
             self.counters.dropped_commands += 1
-            self._warn('too_fast', f'rejected a command that moves {spec.arm_joints[joint]} '
-                                   f'at {plan.peak_speed()[joint]:.3g} rad/s from the current '
-                                   f'target, above its {spec.velocity[joint]:g} rad/s limit; '
-                                   f'holding the last valid target '
-                                   f'({self.counters.dropped_commands} rejected so far)')
+            reason = (f'it moves {spec.arm_joints[joint]} at {plan.peak_speed()[joint]:.3g} '
+                      f'rad/s from the current target, above its {spec.velocity[joint]:g} '
+                      'rad/s limit')
+            self._rejected = (number, reason)
+            self._warn('too_fast', f'rejected a command: {reason}; holding the last valid '
+                                   f'target ({self.counters.dropped_commands} rejected so far)')
             return
+        self._applied = number
         self._last_command = now
         self._streaming = isinstance(command, ArmCommand)
         self.physics.follow(plan)

@@ -1,0 +1,169 @@
+"""The sim's FollowJointTrajectory action, as MoveIt drives a JointTrajectoryController.
+
+A real ``sim`` process over DDS; the client is an rclpy ActionClient on the probe, sending
+goals the way MoveIt's controller manager does (every joint, positions, velocities and
+accelerations per point, an unstamped header, no tolerances of its own).
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from action_msgs.msg import GoalStatus
+from builtin_interfaces.msg import Duration
+from control_msgs.action import FollowJointTrajectory
+from control_msgs.msg import JointTolerance
+from rclpy.action import ActionClient
+from ros_helpers import RosProbe, wait_until
+from sim_helpers import stamp, start_sim, subscribe_states, topic, trajectory_publisher
+from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
+
+from simops_core.observation import JointIndex
+from simops_core.robot_spec import load_robot_spec
+from simops_sim.follow_action import action_name
+
+SPEC = load_robot_spec('fr3')
+ACTION = action_name(topic('joint_trajectory').name)
+INDEX = JointIndex(SPEC.arm_joints)
+
+
+def duration(seconds: float) -> Duration:
+    whole = int(seconds)
+    return Duration(sec=whole, nanosec=round((seconds - whole) * 1e9))
+
+
+def smooth_goal(start: np.ndarray, step: np.ndarray, span: float, points: int = 3
+                ) -> FollowJointTrajectory.Goal:
+    """``start`` to ``start + step`` (rad) over ``span`` s on a cubic, as a planner times it."""
+    goal = FollowJointTrajectory.Goal()
+    goal.trajectory.joint_names = list(SPEC.arm_joints)
+    for k in range(1, points + 1):
+        tau = k / points
+        goal.trajectory.points.append(JointTrajectoryPoint(
+            positions=(start + step * (3 * tau**2 - 2 * tau**3)).tolist(),
+            velocities=(step * (6 * tau - 6 * tau**2) / span).tolist(),
+            accelerations=(step * (6 - 12 * tau) / span**2).tolist(),
+            time_from_start=duration(span * tau)))
+    return goal
+
+
+def measured(probe: RosProbe) -> tuple[float, np.ndarray]:
+    msg = probe.wait_for_messages(topic('joint_states').name)[-1]
+    return stamp(msg), INDEX.select(msg.name, msg.position, np.zeros(7))
+
+
+class Goal:
+    """One goal sent by ``client``: its handle, feedback and result."""
+
+    def __init__(self, client: ActionClient, goal: FollowJointTrajectory.Goal) -> None:
+        self.feedback: list[Any] = []
+        sent = client.send_goal_async(goal, feedback_callback=lambda f: self.feedback.append(
+            f.feedback))
+        assert wait_until(sent.done, 20), 'no answer to the goal'
+        self.handle = sent.result()
+        self._result = self.handle.get_result_async() if self.handle.accepted else None
+
+    def result(self, timeout: float = 20.0) -> tuple[int, Any]:
+        assert self._result is not None and wait_until(self._result.done, timeout), 'no result'
+        answer = self._result.result()
+        return answer.status, answer.result
+
+
+def client_for(probe: RosProbe) -> ActionClient:
+    client = ActionClient(probe.node, FollowJointTrajectory, ACTION)
+    assert client.wait_for_server(timeout_sec=30.0), f'no {ACTION} server'
+    return client
+
+
+def test_a_planned_goal_succeeds_and_a_goal_jtc_rejects_is_rejected(ros_probe: RosProbe,
+                                                                     tmp_path: Path) -> None:
+    subscribe_states(ros_probe)
+    with start_sim(tmp_path) as sim:
+        client = client_for(ros_probe)
+        _, home = measured(ros_probe)
+        step = np.array([0.3, -0.2, 0.2, 0.3, -0.3, 0.3, 0.4])
+        goal = Goal(client, smooth_goal(home, step, 2.0))
+        assert goal.handle.accepted
+        status, result = goal.result()
+        assert status == GoalStatus.STATUS_SUCCEEDED, result
+        assert result.error_code == FollowJointTrajectory.Result.SUCCESSFUL
+        first, last = goal.feedback[0], goal.feedback[-1]
+        assert list(first.joint_names) == list(SPEC.arm_joints)
+        assert len(first.desired.positions) == len(first.actual.positions) == 7
+        assert [f.index for f in goal.feedback] == sorted(f.index for f in goal.feedback)
+        assert last.index == 3 and len(goal.feedback) >= 30   # 20 Hz over 2 s
+        np.testing.assert_allclose(last.error.positions,
+                                   np.subtract(last.desired.positions, last.actual.positions))
+        # JTC succeeds once the arm is stopped (0.01 rad/s); it is then at the goal.
+        np.testing.assert_allclose(measured(ros_probe)[1], home + step, atol=3e-3)
+
+        wrong = smooth_goal(home, step, 1.0)
+        wrong.trajectory.joint_names[2] = 'elbow'
+        partial = smooth_goal(home, step, 1.0)
+        partial.trajectory.joint_names = partial.trajectory.joint_names[:6]
+        for point in partial.trajectory.points:
+            point.positions, point.velocities = point.positions[:6], point.velocities[:6]
+            point.accelerations = point.accelerations[:6]
+        moving = smooth_goal(home, step, 1.0)
+        moving.trajectory.points[-1].velocities = [0.1] * 7
+        for bad in (wrong, partial, moving):   # as JTC: rejected outright, no result code
+            assert not Goal(client, bad).handle.accepted
+        assert sim.proc.poll() is None
+    for reason in ('unknown joint', 'all of them', 'at rest'):
+        assert reason in sim.output
+
+
+def test_path_tolerance_cancel_and_preemption(ros_probe: RosProbe, tmp_path: Path) -> None:
+    subscribe_states(ros_probe)
+    with start_sim(tmp_path) as sim:
+        client = client_for(ros_probe)
+        topic_commands = trajectory_publisher(ros_probe)
+        _, home = measured(ros_probe)
+        step = np.full(7, 0.3)
+
+        # A path tolerance tighter than the controller tracks (its lag is a few mrad).
+        tight = smooth_goal(home, step, 1.0)
+        tight.path_tolerance = [JointTolerance(name='fr3_joint1', position=1e-4)]
+        status, result = Goal(client, tight).result()
+        assert status == GoalStatus.STATUS_ABORTED
+        assert result.error_code == FollowJointTrajectory.Result.PATH_TOLERANCE_VIOLATED
+        assert 'joint 1' in result.error_string
+
+        # A cancel holds the arm where it is, within a control period.
+        _, here = measured(ros_probe)
+        slow = Goal(client, smooth_goal(here, -step, 4.0))
+        time.sleep(1.5)
+        cancel = slow.handle.cancel_goal_async()
+        assert wait_until(cancel.done, 10)
+        canceled_at = time.monotonic()
+        status, _ = slow.result()
+        assert status == GoalStatus.STATUS_CANCELED
+        time.sleep(max(0.0, canceled_at + 0.3 - time.monotonic()))
+        t0, held = measured(ros_probe)
+        time.sleep(0.5)
+        t1, later = measured(ros_probe)
+        assert t1 - t0 > 0.4 and np.abs(later - held).max() < 1e-3, later - held
+        assert np.abs(held - here).max() > 0.05   # it had moved, and stopped half-way
+
+        # A new goal aborts the running one; so does a command on the topic.
+        first = Goal(client, smooth_goal(held, step, 4.0))
+        time.sleep(0.5)
+        _, now = measured(ros_probe)
+        second = Goal(client, smooth_goal(now, -0.1 * step, 1.0))
+        status, result = first.result()
+        assert status == GoalStatus.STATUS_ABORTED
+        assert result.error_code == FollowJointTrajectory.Result.INVALID_GOAL
+        assert second.result()[0] == GoalStatus.STATUS_SUCCEEDED
+        _, now = measured(ros_probe)
+        third = Goal(client, smooth_goal(now, step, 4.0))
+        time.sleep(0.5)
+        _, now = measured(ros_probe)
+        command = JointTrajectory(joint_names=list(SPEC.arm_joints), points=[
+            JointTrajectoryPoint(positions=now.tolist(), time_from_start=duration(0.2))])
+        topic_commands.publish(command)
+        status, result = third.result()
+        assert status == GoalStatus.STATUS_ABORTED and 'topic' in result.error_string
+        assert sim.proc.poll() is None
