@@ -9,17 +9,24 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from builtin_interfaces.msg import Duration
+from control_msgs.action import FollowJointTrajectory
 from rclpy.qos import QoSProfile
 from ros_helpers import NodeProcess, RosProbe, wait_until
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
-from trajectory_msgs.msg import JointTrajectory
+from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
+from simops_core.observation import JointIndex
 from simops_core.paths import resolve_resource
+from simops_core.robot_spec import load_robot_spec
 from simops_core.topics import TopicSpec, load_topics
+from simops_sim.follow_action import action_name
 
 SCENE_XML = resolve_resource('models/fr3/scene.xml')
 TOPICS = load_topics()
+FR3 = load_robot_spec('fr3')
+ACTION = action_name(TOPICS['joint_trajectory'].name)   # the arm's FollowJointTrajectory
 
 
 def qos(key: str) -> QoSProfile:
@@ -116,3 +123,31 @@ def stream_until(probe: RosProbe, pub: Any, data: Sequence[float], until: float,
         assert time.monotonic() < deadline, f'sim time did not reach {until} s'
         pub.publish(command)
         time.sleep(0.05)
+
+
+def duration(seconds: float) -> Duration:
+    """``seconds`` as a builtin_interfaces Duration."""
+    whole = int(seconds)
+    return Duration(sec=whole, nanosec=round((seconds - whole) * 1e9))
+
+
+def smooth_goal(start: np.ndarray, step: np.ndarray, span: float, points: int = 3
+                ) -> FollowJointTrajectory.Goal:
+    """``start`` to ``start + step`` (7,) rad over ``span`` s on a cubic, as a planner times
+    it: every FR3 arm joint, positions, velocities and accelerations per point."""
+    goal = FollowJointTrajectory.Goal()
+    goal.trajectory.joint_names = list(FR3.arm_joints)
+    for k in range(1, points + 1):
+        tau = k / points
+        goal.trajectory.points.append(JointTrajectoryPoint(
+            positions=(start + step * (3 * tau**2 - 2 * tau**3)).tolist(),
+            velocities=(step * (6 * tau - 6 * tau**2) / span).tolist(),
+            accelerations=(step * (6 - 12 * tau) / span**2).tolist(),
+            time_from_start=duration(span * tau)))
+    return goal
+
+
+def measured(probe: RosProbe) -> tuple[float, np.ndarray]:
+    """The latest /joint_states: its stamp (s) and the FR3 arm positions (7,) rad."""
+    msg = probe.wait_for_messages(topic('joint_states').name)[-1]
+    return stamp(msg), JointIndex(FR3.arm_joints).select(msg.name, msg.position, np.zeros(7))

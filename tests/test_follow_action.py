@@ -13,46 +13,24 @@ from typing import Any
 
 import numpy as np
 from action_msgs.msg import GoalStatus
-from builtin_interfaces.msg import Duration
 from control_msgs.action import FollowJointTrajectory
 from control_msgs.msg import JointTolerance
 from rclpy.action import ActionClient
 from ros_helpers import RosProbe, wait_until
-from sim_helpers import stamp, start_sim, subscribe_states, topic, trajectory_publisher
+from sim_helpers import (
+    ACTION,
+    duration,
+    measured,
+    smooth_goal,
+    start_sim,
+    subscribe_states,
+    trajectory_publisher,
+)
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
-from simops_core.observation import JointIndex
 from simops_core.robot_spec import load_robot_spec
-from simops_sim.follow_action import action_name
 
 SPEC = load_robot_spec('fr3')
-ACTION = action_name(topic('joint_trajectory').name)
-INDEX = JointIndex(SPEC.arm_joints)
-
-
-def duration(seconds: float) -> Duration:
-    whole = int(seconds)
-    return Duration(sec=whole, nanosec=round((seconds - whole) * 1e9))
-
-
-def smooth_goal(start: np.ndarray, step: np.ndarray, span: float, points: int = 3
-                ) -> FollowJointTrajectory.Goal:
-    """``start`` to ``start + step`` (rad) over ``span`` s on a cubic, as a planner times it."""
-    goal = FollowJointTrajectory.Goal()
-    goal.trajectory.joint_names = list(SPEC.arm_joints)
-    for k in range(1, points + 1):
-        tau = k / points
-        goal.trajectory.points.append(JointTrajectoryPoint(
-            positions=(start + step * (3 * tau**2 - 2 * tau**3)).tolist(),
-            velocities=(step * (6 * tau - 6 * tau**2) / span).tolist(),
-            accelerations=(step * (6 - 12 * tau) / span**2).tolist(),
-            time_from_start=duration(span * tau)))
-    return goal
-
-
-def measured(probe: RosProbe) -> tuple[float, np.ndarray]:
-    msg = probe.wait_for_messages(topic('joint_states').name)[-1]
-    return stamp(msg), INDEX.select(msg.name, msg.position, np.zeros(7))
 
 
 class Goal:

@@ -469,6 +469,9 @@ class Physics:
         self._smooth = SmoothFriction.none()
         self._plan: TrajectoryPlan | None = None
         self._plan_out = np.zeros((2, self.index.arm_dof))   # sampled rad, rad/s
+        gripper = self.index.ctrl_ids[-1]
+        self._gripper_force = float(model.actuator_forcerange[gripper, 1])   # N, the model's
+        self._gripper_goal: tuple[float, float] | None = None   # width m, speed m/s
         warning = mujoco.mjtWarning
         self._reset_warnings = tuple(self.data.warning[w] for w in (
             warning.mjWARN_BADQPOS, warning.mjWARN_BADQVEL, warning.mjWARN_BADQACC))
@@ -552,8 +555,32 @@ class Physics:
             np.take(qd, self._slots, out=self._velocity)   # no allocation at 1 kHz
 
     def set_gripper_width(self, width: float) -> None:
-        """Gripper opening target (m); the servo clamps it to its ctrlrange."""
+        """Gripper opening target (m); the servo clamps it to its ctrlrange.
+
+        Ends a :meth:`move_gripper` motion and restores the model's gripper force.
+        """
+        self._gripper_goal = None
+        self._set_gripper_force(self._gripper_force)
         self._target[self.index.arm_dof] = width
+
+    def move_gripper(self, width: float, speed: float, force: float) -> None:
+        """Ramp the gripper target from the measured opening to ``width`` (m) at ``speed``.
+
+        ``speed`` m/s; the fingers push with at most ``force`` N (capped at the model's), so
+        they stop where something blocks them.
+        """
+        self._target[self.index.arm_dof] = self.gripper_width()[0]
+        self._gripper_goal = (width, speed)
+        self._set_gripper_force(min(force, self._gripper_force))
+
+    def gripper_width(self) -> tuple[float, float]:
+        """The measured opening (m) and its rate (m/s): the ``gripper_width`` tendon."""
+        adr = self.index.qpos_adr[self.index.arm_dof:]
+        dofs = self.index.dof_adr[self.index.arm_dof:]
+        return float(self.data.qpos[adr].sum()), float(self.data.qvel[dofs].sum())
+
+    def _set_gripper_force(self, force: float) -> None:
+        self.model.actuator_forcerange[self.index.ctrl_ids[-1]] = (-force, force)
 
     def hold(self) -> None:
         """Target the arm's current position at rest (a stop), keeping the gripper target."""
@@ -567,12 +594,18 @@ class Physics:
         ctrl, ids, model, data = self.data.ctrl, self._ids, self.model, self.data
         smooth = self._smooth if self._smooth.dofs.size else None
         out = self._plan_out
+        gripper = self.index.arm_dof
         for _ in range(n):
             if self._plan is not None:
                 finished = self._plan.sample(data.time, out[0], out[1])
                 self._put_target(out[0], out[1])
                 if finished:
                     self._plan = None
+            if self._gripper_goal is not None:
+                width, speed = self._gripper_goal
+                now = self._target[gripper]
+                reach = speed * model.opt.timestep
+                self._target[gripper] = now + max(-reach, min(reach, width - now))
             ctrl.put(ids, self._delay.push(self._command))
             if smooth is not None:
                 smooth.apply(data)
@@ -653,6 +686,8 @@ class Physics:
 
     def _settle(self) -> None:
         self._plan = None
+        self._gripper_goal = None
+        self._set_gripper_force(self._gripper_force)
         self._reported_resets = self._resets()
         mujoco.mj_forward(self.model, self.data)
         self._command[:] = self.data.ctrl[self._ids]

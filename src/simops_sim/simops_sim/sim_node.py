@@ -10,6 +10,8 @@ Parameters: ``config/parameters/sim.yaml`` (table in docs/interfaces.md).
   1 / ``joint_state_rate`` s of sim time; effort is the actuator torque including the
   gravity-holding torque, like Franka's measured ``tau_J`` (see :mod:`simops_sim.physics`).
 - ``ee_pose`` (flange), ``object_pose`` (100 Hz of sim time, base frame) and ``/clock``.
+- The arm controller's FollowJointTrajectory action and franka_gripper's node (a second node
+  in this process): :mod:`simops_sim.follow_action`, :mod:`simops_sim.gripper_action`.
 - A bad command is rejected with a warning throttled per kind; the arm holds its target.
 - ``randomize``: physics is sampled from ``config/randomization.yaml`` around the (fitted)
   params at start and on every reset (:mod:`simops_sim.randomization`, the envs' model).
@@ -17,7 +19,6 @@ Parameters: ``config/parameters/sim.yaml`` (table in docs/interfaces.md).
 
 from __future__ import annotations
 
-import os
 import sys
 import threading
 from pathlib import Path
@@ -45,10 +46,11 @@ from simops_ros.qos import qos_profile
 from simops_ros.scaffold import run_node
 from simops_ros.throttled import KindWarnings
 from simops_sim.follow_action import FollowJointTrajectoryServer
+from simops_sim.gripper_action import GripperNode, spin_together
 from simops_sim.joint_commands import CommandError, check_command, parse_joint_command
 from simops_sim.physics import ModelError, Physics, load_model, parse_joint_map
 from simops_sim.randomization import default_randomization
-from simops_sim.stepper import Frame, Stepper, Timing
+from simops_sim.stepper import Frame, Stepper, Timing, open_viewer
 from simops_sim.trajectory_plan import check_goal, goal_from_message
 from simops_sim.wire import ClockEncoder, JointStateEncoder, PoseStampedEncoder
 
@@ -106,18 +108,11 @@ class SimNode(Node):
                         s.command_timeout, s.joint_state_rate, s.joint_state_noise,
                         s.joint_effort_noise)
         system_ns = None if s.publish_clock else (lambda: self.get_clock().now().nanoseconds)
-        return Stepper(physics, timing, s.initial_keyframe, sample if s.randomize else None,
-                       s.seed, system_ns, self._warn, self._viewer(physics))
-
-    def _viewer(self, physics: Physics) -> Any:
-        if not self.settings.viewer:
-            return None
-        if not (os.environ.get('DISPLAY') or os.environ.get('WAYLAND_DISPLAY')):
+        viewer = open_viewer(physics) if s.viewer else None
+        if s.viewer and viewer is None:
             self.get_logger().warning('viewer requested but no display is set; headless')
-            return None
-        from mujoco import viewer
-
-        return viewer.launch_passive(physics.model, physics.data)
+        return Stepper(physics, timing, s.initial_keyframe, sample if s.randomize else None,
+                       s.seed, system_ns, self._warn, viewer)
 
     def _set_live(self, name: str, value: Any) -> None:
         self.stepper.set(name, value)
@@ -143,6 +138,7 @@ class SimNode(Node):
         self.create_service(SetBool, '~/pause', self._on_pause)
         self.create_timer(1.0, self._publish_diagnostics)
         FollowJointTrajectoryServer(self, self.stepper, self.spec, self.topics['joint_trajectory'])
+        self.gripper = GripperNode(self.stepper, self.spec)   # franka_gripper's interface
         self._wire_lock = threading.Lock()   # the encoders: physics thread and ~/reset
         self._state_wire = JointStateEncoder(self.spec.joint_names, self.spec.base_frame)
         self._clock_wire = ClockEncoder()
@@ -194,8 +190,7 @@ class SimNode(Node):
 
     def _on_pause(self, request: SetBool.Request, response: SetBool.Response) -> SetBool.Response:
         self.stepper.pause(bool(request.data))
-        response.success = True
-        response.message = 'paused' if request.data else 'running'
+        response.success, response.message = True, 'paused' if request.data else 'running'
         return response
 
     def _publish_diagnostics(self) -> None:
@@ -237,12 +232,14 @@ class SimNode(Node):
         self._thread.join(timeout=5.0)
         if self.stepper.viewer is not None:
             self.stepper.viewer.close()
+        self.gripper.destroy_node()
 
 
 def main(args: list[str] | None = None) -> int:
     """Run the simulator node; 0 on a clean shutdown, 1 if physics failed, 2 on bad config."""
     return run_node(NODE_NAME, 'Simulate the arm in MuJoCo behind the real arm\'s topics.',
                     SimNode, args, {1: 'the physics thread failed (a bug: see the log)'},
+                    spin=lambda node: spin_together(node, node.gripper),
                     exit_code=lambda node: 1 if node.failure is not None else 0)
 
 

@@ -25,6 +25,7 @@ executor's callbacks.
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections import deque
@@ -49,6 +50,15 @@ VIEWER_RATE = 60.0         # Hz of wall time
 MAX_CATCH_UP = 1.0         # s behind schedule before the schedule is re-anchored
 MAX_STAMP_OFFSET = 60.0    # s a trajectory may start ahead of, or end behind, sim time
 PAUSE_POLL = 0.05          # s between checks while paused
+
+
+def open_viewer(physics: Physics) -> Viewer | None:
+    """MuJoCo's passive viewer on ``physics``; None when no display is set."""
+    if not (os.environ.get('DISPLAY') or os.environ.get('WAYLAND_DISPLAY')):
+        return None
+    from mujoco import viewer
+
+    return viewer.launch_passive(physics.model, physics.data)
 
 
 @dataclass(frozen=True)
@@ -224,6 +234,21 @@ class Stepper:
             return FollowState(physics.time, round(physics.time * 1e9) + self._stamp_offset,
                                self._applied, self._rejected, desired_q, desired_qd,
                                state.position[:arm].copy(), state.velocity[:arm].copy())
+
+    def move_gripper(self, width: float, speed: float, force: float) -> None:
+        """Drive the fingers to ``width`` (m) at ``speed`` (m/s) with at most ``force`` N."""
+        with self.lock:
+            self.physics.move_gripper(width, speed, force)
+
+    def stop_gripper(self) -> None:
+        """Hold the fingers at their current opening."""
+        with self.lock:
+            self.physics.set_gripper_width(self.physics.gripper_width()[0])
+
+    def gripper_state(self) -> tuple[float, float, float]:
+        """Sim time (s), the measured opening (m) and its rate (m/s), read at one instant."""
+        with self.lock:
+            return (self.physics.time, *self.physics.gripper_width())
 
     def hold(self) -> None:
         """Hold the arm where it is now, dropping queued commands (a cancel)."""
