@@ -7,6 +7,7 @@ drives the gripper through ``/fr3_gripper``'s actions, as a franka_ros2 user wou
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -141,4 +142,16 @@ def test_grasp_the_cube_fail_on_nothing_move_and_stop(ros_probe: RosProbe,
         assert wait_until(result.done, 10)
         assert result.result().status == GoalStatus.STATUS_ABORTED
         assert 0.06 < opening(ros_probe)[0] < 0.08
+        assert sim.proc.poll() is None
+
+
+def test_an_arm_without_a_hand_has_no_gripper_node(ros_probe: RosProbe, tmp_path: Path) -> None:
+    params = tmp_path / 'no_hand.yaml'
+    params.write_text('version: 1\nend_effector: none\n')
+    subscribe_states(ros_probe)
+    with start_sim(tmp_path, f'sim_params_file:={params}') as sim:
+        ros_probe.wait_for_messages(topic('joint_states').name, timeout=30)
+        assert wait_until(lambda: 'sim' in ros_probe.node.get_node_names(), 20)
+        time.sleep(1.0)   # the gripper node is made before physics starts publishing
+        assert 'fr3_gripper' not in ros_probe.node.get_node_names()
         assert sim.proc.poll() is None

@@ -7,13 +7,15 @@ whichever command interface the node uses.
 
 from __future__ import annotations
 
+import re
 import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 from policy_helpers import SPEC, STATE, TOPICS, qos, wait_state, watch, write_policy
-from ros_helpers import NodeProcess, RosProbe, installed_executable
+from rclpy.qos import qos_profile_sensor_data
+from ros_helpers import NodeProcess, RosProbe, installed_executable, wait_until
 from sensor_msgs.msg import JointState
 
 from simops_core.observation import JointIndex
@@ -53,3 +55,32 @@ def test_both_command_interfaces_reach_the_simulator(ros_probe: RosProbe, tmp_pa
     assert [m.data for m in ros_probe.messages(STATE)][-1] == 'RUNNING'
     # 1.5 s at 0.4 rad/s is 0.6 rad; allow for the tracking lag of the position servos.
     assert np.all(moved > 0.3), (interface, moved)
+
+
+def test_the_gripper_width_goes_to_franka_gripper_as_paced_goals(ros_probe: RosProbe,
+                                                                  tmp_path: Path) -> None:
+    """On joint_trajectory the arm goes on the controller's topic and the hand to
+    ``/fr3_gripper/gripper_action``: a policy closing the hand every period sends a few
+    goals, not one per period."""
+    model, _ = write_policy(tmp_path, [0.0] * 7 + [-1.0])   # hold the arm, close the hand
+    ros_probe.subscribe('/fr3_gripper/joint_states', JointState, qos_profile_sensor_data)
+    watch(ros_probe)
+    with NodeProcess.ros2_run('simops_sim', 'sim', log_path=tmp_path / 'sim.log') as sim, \
+            NodeProcess.ros2_run('simops_policy', 'policy', '--ros-args',
+                                 '-p', f'model_path:={model}', '-p', 'ramp_time:=0.5',
+                                 '-p', 'start_enabled:=true',
+                                 '-p', 'command_interface:=joint_trajectory',
+                                 '-p', 'use_sim_time:=true',
+                                 log_path=tmp_path / 'policy.log') as node:
+        wait_state(ros_probe, node, 'RUNNING', timeout=30)
+        closed = wait_until(lambda: ros_probe.messages('/fr3_gripper/joint_states') and sum(
+            ros_probe.messages('/fr3_gripper/joint_states')[-1].position) < 0.005, 15)
+        time.sleep(1.0)
+        assert node.stop() == 0, node.output
+        assert sim.stop() == 0, sim.output
+    assert closed, ros_probe.messages('/fr3_gripper/joint_states')[-1:]
+    assert 'gripper widths go as goals to /fr3_gripper/gripper_action' in node.output
+    # Closing 8 cm at the policy's 0.1 m/s is 16 commands; the hand got one goal per free
+    # moment (the first closes it fully: franka_gripper grasps), none while it ran.
+    goals = re.findall(r'\[fr3_gripper\]: goal: ', sim.output)   # the gripper logs each one
+    assert 1 <= len(goals) <= 4, sim.output[-3000:]

@@ -32,6 +32,7 @@ from simops_ros.arming import ModeReport, attach_motion_controls
 from simops_ros.control_thread import raise_thread_priority, run_periodic
 from simops_ros.declarations import declare_schema
 from simops_ros.diagnostics import diagnostic_array
+from simops_ros.gripper_goals import gripper_action
 from simops_ros.point_commands import ArmCommandPublisher
 from simops_ros.polled import Polled, PolledGroup, never_called
 from simops_ros.qos import qos_profile
@@ -81,8 +82,9 @@ class PolicyNode(Node):
     def _create_interfaces(self) -> None:
         def qos(key: str) -> QoSProfile:
             return qos_profile(self.topics[key])
+        hand = gripper_action(self.spec.name) if self.card.action.gripper else None
         self._command = ArmCommandPublisher(self, self.topics, self.settings.command_interface,
-                                            self.spec.arm_joints, self.period)
+                                            self.spec.arm_joints, self.period, False, hand)
         self.command_topic = self._command.topic
         self._action_pub = self.create_publisher(
             Float64MultiArray, self.topics['policy_action'].name, qos('policy_action'))
@@ -98,8 +100,6 @@ class PolicyNode(Node):
         self.create_subscription(PoseStamped, self.topics['goal_pose'].name, self._on_goal_pose,
                                  qos('goal_pose'))
         attach_motion_controls(self, self.supervisor, self._lock, self.topics['estop'])
-        if self.card.action.gripper and self._command.trajectory:
-            self.get_logger().info('joint_trajectory carries the arm only: no gripper commands')
 
     def _bad_message(self, key: str, problem: str, then: str = '') -> None:
         topic = self.topics[key].name

@@ -11,6 +11,7 @@ from std_msgs.msg import Float64MultiArray
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
 from simops_core.topics import TopicSpec
+from simops_ros.gripper_goals import GripperGoals
 from simops_ros.qos import qos_profile
 
 LEAD = 0.5   # command periods a chained segment starts after it was computed
@@ -84,12 +85,15 @@ class ArmCommandPublisher:
     ``float64_array``: ``/joint_commands`` (``std_msgs/Float64MultiArray``: the arm targets in
     rad, then the gripper width in m when given); ``joint_trajectory``: ``/joint_trajectory``
     reaching ``target`` one ``period`` (s) after its stamp (:func:`point_command`; the arm
-    only). ``chained`` trajectories form a :class:`SegmentChain`: what ``excite`` sends, so
-    that a recording times the arm's target exactly.
+    only: the gripper width goes to franka_gripper's ``gripper_action``, when given, as
+    :class:`~simops_ros.gripper_goals.GripperGoals`). ``chained`` trajectories form a
+    :class:`SegmentChain`: what ``excite`` sends, so that a recording times the arm's target
+    exactly.
     """
 
     def __init__(self, node: Node, topics: Mapping[str, TopicSpec], interface: str,
-                 joint_names: Sequence[str], period: float, chained: bool = False) -> None:
+                 joint_names: Sequence[str], period: float, chained: bool = False,
+                 gripper_action: str | None = None) -> None:
         self.trajectory = interface == 'joint_trajectory'
         key = 'joint_trajectory' if self.trajectory else 'joint_commands'
         self.topic = topics[key].name
@@ -100,12 +104,17 @@ class ArmCommandPublisher:
         self._names = list(joint_names)
         self._period = period
         self._chain = SegmentChain(round(period * 1e9)) if chained else None
+        self.gripper = None
+        if self.trajectory and gripper_action:
+            self.gripper = GripperGoals(node, gripper_action)
+            node.get_logger().info(f'gripper widths go as goals to {gripper_action}')
 
     def __call__(self, target: np.ndarray, gripper: float | None = None,
                  stamp: Time | None = None) -> None:
-        """Publish the arm ``target`` (7,) rad and, on ``/joint_commands``, ``gripper`` (m).
+        """Publish the arm ``target`` (7,) rad and ``gripper`` (m), if any.
 
-        A trajectory is stamped by the :class:`SegmentChain` when ``chained``, else with
+        The gripper width goes on ``/joint_commands``, or as a goal beside a trajectory. A
+        trajectory is stamped by the :class:`SegmentChain` when ``chained``, else with
         ``stamp`` (the measured state's stamp it was computed from, on the arm's clock) or,
         when None, this node's clock now.
         """
@@ -117,6 +126,8 @@ class ArmCommandPublisher:
             self._publisher.publish(point_command(
                 self._names, target, self._period,
                 self._clock.now().to_msg() if stamp is None else stamp, previous))
+            if gripper is not None and self.gripper is not None:
+                self.gripper(gripper)
             return
         data = target.tolist() + ([] if gripper is None else [float(gripper)])
         self._publisher.publish(Float64MultiArray(data=data))

@@ -39,6 +39,11 @@ from simops_sim.trajectory_plan import TrajectoryGoal, check_goal, goal_from_mes
 MONITOR_RATE = 20.0   # Hz, JointTrajectoryController's default action_monitor_rate
 
 
+def goal_key(handle: Any) -> bytes:
+    """A goal handle's id (its UUID), the same for every handle object of the goal."""
+    return bytes(handle.goal_id.uuid)
+
+
 def action_name(trajectory_topic: str) -> str:
     """The action next to a controller's trajectory topic.
 
@@ -67,7 +72,7 @@ class FollowJointTrajectoryServer:
         name = action_name(trajectory_topic.name)
         self._defaults = default_tolerances(spec.constraints)
         self._running: _Running | None = None
-        self._results: dict[int, Future] = {}   # by id(goal handle): set when the goal ends
+        self._results: dict[bytes, Future] = {}   # by goal id: set when the goal ends
         self._server = ActionServer(
             node, FollowJointTrajectory, name, execute_callback=self._execute,
             goal_callback=self._on_goal, handle_accepted_callback=self._on_accepted,
@@ -98,7 +103,7 @@ class FollowJointTrajectoryServer:
 
     def _on_accepted(self, handle: Any) -> None:
         self._finish(FollowResult.INVALID_GOAL, 'Current goal preempted by new incoming action.')
-        self._results[id(handle)] = Future()
+        self._results[goal_key(handle)] = Future()
         handle.execute()
         goal, problem = self._parse(handle.request)
         if goal is None:   # sim time moved past its end since it was accepted
@@ -117,7 +122,10 @@ class FollowJointTrajectoryServer:
         self._running = _Running(handle, self._stepper.submit(goal), monitor)
 
     async def _execute(self, handle: Any) -> FollowJointTrajectory.Result:
-        return await self._results[id(handle)]
+        """The goal's result, once :meth:`_end` sets it (perhaps before this runs)."""
+        result = await self._results[goal_key(handle)]
+        del self._results[goal_key(handle)]
+        return result
 
     def _monitor(self) -> None:
         running = self._running
@@ -177,7 +185,7 @@ class FollowJointTrajectoryServer:
                 handle.abort()
                 self._node.get_logger().warning(f'FollowJointTrajectory goal aborted '
                                                 f'({code.name}): {reason}')
-        self._results.pop(id(handle)).set_result(result)
+        self._results[goal_key(handle)].set_result(result)
 
 
 def _tolerance(entry: Any) -> tuple[str, float, float, float]:

@@ -27,6 +27,7 @@ from sensor_msgs.msg import JointState
 from std_srvs.srv import Trigger
 
 from simops_core.robot_spec import RobotSpec
+from simops_sim.follow_action import goal_key
 from simops_sim.gripper_goal import (
     DEFAULT_EPSILON,
     DEFAULT_SPEED,
@@ -61,7 +62,7 @@ class GripperNode(Node):
         self.create_service(Trigger, '~/stop', self._on_stop)
         self._states = self.create_publisher(JointState, '~/joint_states',
                                              qos_profile_sensor_data)
-        self._results: dict[int, Future] = {}
+        self._results: dict[bytes, Future] = {}   # by goal id: set when the goal ends
         self.create_timer(1.0 / STATE_RATE, self._tick)
 
     def _task(self, handle: Any, opening: float) -> GripperTask | None:
@@ -85,13 +86,15 @@ class GripperNode(Node):
 
     def _on_accepted(self, handle: Any) -> None:
         self._finish(False, 'preempted by a new gripper goal')
-        self._results[id(handle)] = Future()
+        self._results[goal_key(handle)] = Future()
         handle.execute()
         now, opening, _ = self._stepper.gripper_state()
         task = self._task(handle, opening)
         if task is None:
+            self.get_logger().info(f'goal: already at {opening:.4f} m')
             self._end(handle, True, '', opening)
             return
+        self.get_logger().info(f'goal: {task.kind} to {task.width:.4f} m at {task.speed:g} m/s')
         problem = task_problem(task, self._spec.gripper)
         if problem is not None:
             self._end(handle, False, f'{task.kind}: {problem}', opening)
@@ -101,7 +104,10 @@ class GripperNode(Node):
         self._running = _Running(handle, GripperMotion(task, now, opening, self._spec.gripper))
 
     async def _execute(self, handle: Any) -> Any:
-        return await self._results[id(handle)]
+        """The goal's result, once :meth:`_end` sets it (perhaps before this runs)."""
+        result = await self._results[goal_key(handle)]
+        del self._results[goal_key(handle)]
+        return result
 
     def _on_stop(self, request: Trigger.Request, response: Trigger.Response) -> Any:
         self._stepper.stop_gripper()
@@ -123,7 +129,7 @@ class GripperNode(Node):
             self._stepper.stop_gripper()
             self._running = None
             running.handle.canceled()
-            self._results.pop(id(running.handle)).set_result(self._result(
+            self._results[goal_key(running.handle)].set_result(self._result(
                 running.handle, False, 'canceled', opening))
             return
         running.handle.publish_feedback(self._feedback(running.handle, opening))
@@ -143,7 +149,7 @@ class GripperNode(Node):
         else:
             handle.abort()
             self.get_logger().warning(f'gripper goal failed: {error}')
-        self._results.pop(id(handle)).set_result(self._result(handle, success, error, opening))
+        self._results[goal_key(handle)].set_result(self._result(handle, success, error, opening))
 
     @staticmethod
     def _result(handle: Any, success: bool, error: str, opening: float) -> Any:

@@ -11,7 +11,8 @@ Parameters: ``config/parameters/sim.yaml`` (table in docs/interfaces.md).
   gravity-holding torque, like Franka's measured ``tau_J`` (see :mod:`simops_sim.physics`).
 - ``ee_pose`` (flange), ``object_pose`` (100 Hz of sim time, base frame) and ``/clock``.
 - The arm controller's FollowJointTrajectory action and franka_gripper's node (a second node
-  in this process): :mod:`simops_sim.follow_action`, :mod:`simops_sim.gripper_action`.
+  in this process, absent for ``end_effector: none``): :mod:`simops_sim.follow_action`,
+  :mod:`simops_sim.gripper_action`.
 - A bad command is rejected with a warning throttled per kind; the arm holds its target.
 - ``randomize``: physics is sampled from ``config/randomization.yaml`` around the (fitted)
   params at start and on every reset (:mod:`simops_sim.randomization`, the envs' model).
@@ -138,7 +139,8 @@ class SimNode(Node):
         self.create_service(SetBool, '~/pause', self._on_pause)
         self.create_timer(1.0, self._publish_diagnostics)
         FollowJointTrajectoryServer(self, self.stepper, self.spec, self.topics['joint_trajectory'])
-        self.gripper = GripperNode(self.stepper, self.spec)   # franka_gripper's interface
+        hand = self.stepper.physics.params.end_effector != 'none'   # franka_gripper's node:
+        self.companions = [GripperNode(self.stepper, self.spec)] if hand else []
         self._wire_lock = threading.Lock()   # the encoders: physics thread and ~/reset
         self._state_wire = JointStateEncoder(self.spec.joint_names, self.spec.base_frame)
         self._clock_wire = ClockEncoder()
@@ -232,14 +234,15 @@ class SimNode(Node):
         self._thread.join(timeout=5.0)
         if self.stepper.viewer is not None:
             self.stepper.viewer.close()
-        self.gripper.destroy_node()
+        for companion in self.companions:
+            companion.destroy_node()
 
 
 def main(args: list[str] | None = None) -> int:
     """Run the simulator node; 0 on a clean shutdown, 1 if physics failed, 2 on bad config."""
     return run_node(NODE_NAME, 'Simulate the arm in MuJoCo behind the real arm\'s topics.',
                     SimNode, args, {1: 'the physics thread failed (a bug: see the log)'},
-                    spin=lambda node: spin_together(node, node.gripper),
+                    spin=lambda node: spin_together(node, *node.companions),
                     exit_code=lambda node: 1 if node.failure is not None else 0)
 
 
