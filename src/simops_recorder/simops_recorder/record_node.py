@@ -54,7 +54,6 @@ STOP_CHECK_PERIOD = 0.1  # s, longest wait before a SIGINT/SIGTERM is noticed
 AUTO_POLL_PERIOD = 0.1   # s between checks of the auto mode's grace period
 
 
-
 class Recorder(Node):
     """Records the configured topics into one rosbag2 bag per episode."""
 

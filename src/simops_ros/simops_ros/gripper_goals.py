@@ -25,9 +25,14 @@ GRASP_EFFORT = 20.0   # N, max_effort of the goals (franka_gripper's grasp force
 SEND_PERIOD = 0.05    # s between looks at the newest width (the policy's 20 Hz)
 
 
+def gripper_node(robot: str) -> str:
+    """The name of franka_gripper's node for ``robot`` (``fr3``, ``panda``): ``fr3_gripper``."""
+    return f'{robot}_gripper'
+
+
 def gripper_action(robot: str) -> str:
-    """franka_gripper's GripperCommand action of ``robot`` (``fr3``, ``panda``)."""
-    return f'/{robot}_gripper/gripper_action'
+    """franka_gripper's GripperCommand action of ``robot``."""
+    return f'/{gripper_node(robot)}/gripper_action'
 
 
 class GripperGoals:

@@ -27,6 +27,7 @@ from sensor_msgs.msg import JointState
 from std_srvs.srv import Trigger
 
 from simops_core.robot_spec import RobotSpec
+from simops_ros.gripper_goals import gripper_node
 from simops_sim.follow_action import goal_key
 from simops_sim.gripper_goal import (
     DEFAULT_EPSILON,
@@ -51,7 +52,7 @@ class GripperNode(Node):
     """The simulated Franka Hand's node, beside the simulator node in its process."""
 
     def __init__(self, stepper: Stepper, spec: RobotSpec) -> None:
-        super().__init__(f'{spec.name}_gripper', use_global_arguments=False)
+        super().__init__(gripper_node(spec.name), use_global_arguments=False)
         self._stepper, self._spec = stepper, spec
         self._running: _Running | None = None
         for action, name in ((Homing, 'homing'), (Move, 'move'), (Grasp, 'grasp'),
