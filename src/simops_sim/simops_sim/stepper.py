@@ -256,7 +256,16 @@ class Stepper:
             self.physics.hold()
             self._inbox.clear()
             self._streaming = False
-            self._applied = self._submitted + 1   # past every command so far
+            self._pass_queued()
+
+    def _pass_queued(self) -> None:
+        """Mark every command submitted so far as replaced (a hold or a reset).
+
+        The replacement takes a number of its own, so the next submitted command does not
+        count as applied already.
+        """
+        self._submitted += 1
+        self._applied = self._submitted
 
     def on_sim_clock(self, goal: TrajectoryGoal) -> TrajectoryGoal:
         """``goal`` with its ``header.stamp`` start moved onto sim time.
@@ -297,7 +306,7 @@ class Stepper:
             self.physics.reset_keyframe(self.keyframe)
             self._streaming = False
             self._inbox.clear()
-            self._applied = self._submitted + 1   # past every command so far
+            self._pass_queued()
             self._step_index = 0
             self._anchor = None
             self._anchor_stamps()
