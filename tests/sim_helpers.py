@@ -9,8 +9,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from action_msgs.msg import GoalStatus
 from builtin_interfaces.msg import Duration
 from control_msgs.action import FollowJointTrajectory
+from franka_msgs.action import ErrorRecovery
+from rclpy.action import ActionClient
 from rclpy.qos import QoSProfile
 from ros_helpers import NodeProcess, RosProbe, wait_until
 from sensor_msgs.msg import JointState
@@ -27,6 +30,7 @@ SCENE_XML = resolve_resource('models/fr3/scene.xml')
 TOPICS = load_topics()
 FR3 = load_robot_spec('fr3')
 ACTION = action_name(TOPICS['joint_trajectory'].name)   # the arm's FollowJointTrajectory
+RECOVERY = '/action_server/error_recovery'               # franka_hardware's ErrorRecovery
 
 
 def qos(key: str) -> QoSProfile:
@@ -151,3 +155,19 @@ def measured(probe: RosProbe) -> tuple[float, np.ndarray]:
     """The latest /joint_states: its stamp (s) and the FR3 arm positions (7,) rad."""
     msg = probe.wait_for_messages(topic('joint_states').name)[-1]
     return stamp(msg), JointIndex(FR3.arm_joints).select(msg.name, msg.position, np.zeros(7))
+
+
+class Recovery:
+    """An ErrorRecovery client on ``probe``, as a user clears a protective stop."""
+
+    def __init__(self, probe: RosProbe) -> None:
+        self.client = ActionClient(probe.node, ErrorRecovery, RECOVERY)
+        assert self.client.wait_for_server(timeout_sec=30.0), f'no {RECOVERY} server'
+
+    def __call__(self, timeout: float = 10.0) -> None:
+        """Send the goal and wait until it succeeded."""
+        sent = self.client.send_goal_async(ErrorRecovery.Goal())
+        assert wait_until(sent.done, timeout), 'no answer to ErrorRecovery'
+        result = sent.result().get_result_async()
+        assert wait_until(result.done, timeout), 'no ErrorRecovery result'
+        assert result.result().status == GoalStatus.STATUS_SUCCEEDED, result.result()

@@ -12,28 +12,30 @@ from sim_helpers import SCENE_XML, drive_lockstep, start_sim, subscribe_states
 from simops_core.robot_spec import load_robot_spec
 from simops_core.sim_params import JointParams, SimParams, save_sim_params
 from simops_sim.physics import Physics
-from simops_sim.trajectory_plan import TrajectoryPlan, stream_goal
+from simops_sim.trajectory_plan import TrajectoryPlan, point_goal
 
 SPEC = load_robot_spec('fr3')
 PERIOD = 0.05
 LOCKSTEP = ('sync_mode:=lockstep', f'control_period:={PERIOD}',
             f'joint_state_rate:={1 / PERIOD}', 'lockstep_timeout:=60.0')
-# A step on every joint, then a move back part of the way: 12 periods = 0.6 s of sim time.
-COMMANDS = [np.clip(SPEC.home + 0.2, SPEC.position_lower, SPEC.position_upper)] * 6 + [
+# A step on every joint (2 rad/s over the first period, within every velocity limit), then a
+# move back part of the way: 12 periods = 0.6 s of sim time.
+COMMANDS = [np.clip(SPEC.home + 0.1, SPEC.position_lower, SPEC.position_upper)] * 6 + [
     SPEC.home + 0.05] * 6
 
 
 def offline(params: SimParams) -> np.ndarray:
     """Joint positions (periods, 9) that the wrapper predicts for COMMANDS."""
-    physics = Physics(mujoco.MjModel.from_xml_path(str(SCENE_XML)), SPEC, params=params)
+    physics = Physics(mujoco.MjModel.from_xml_path(str(SCENE_XML)), SPEC, params=params,
+                      reflexes=True)
     physics.reset_keyframe('home')
     out = []
-    for command in COMMANDS:   # over one period, or slower at the velocity limits
-        current = physics.arm_target
-        physics.follow(TrajectoryPlan(stream_goal(command, current, PERIOD, SPEC.velocity),
-                                      physics.time, current))
+    for command in COMMANDS:   # each reached over one period
+        assert physics.follow(TrajectoryPlan(point_goal(command, PERIOD), physics.time,
+                                             physics.arm_target)) is None
         physics.step(round(PERIOD / physics.timestep))
         out.append(physics.state().position)
+    assert physics.stop is None
     return np.array(out)
 
 

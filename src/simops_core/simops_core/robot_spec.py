@@ -70,6 +70,7 @@ class RobotSpec:
     acceleration: np.ndarray
     jerk: np.ndarray
     effort: np.ndarray
+    collision_torque: np.ndarray   # N*m, contact torque that trips the arm's joint_reflex
     home: np.ndarray
     gripper: GripperSpec
     source: Path
@@ -121,7 +122,7 @@ def parse_robot_spec(raw: Any, source: Path) -> RobotSpec:
     if bad.size:
         fields.fail('arm.position_upper', f'must exceed position_lower for {joints[bad[0]]}')
     limits = {key: _vector(fields, arm, f'arm.{key}', positive=True)
-              for key in ('velocity', 'acceleration', 'jerk', 'effort')}
+              for key in ('velocity', 'acceleration', 'jerk', 'effort', 'collision_torque')}
     home = _vector(fields, arm, 'arm.home')
     outside = np.flatnonzero((home < lower) | (home > upper))
     if outside.size:

@@ -7,8 +7,10 @@ log; an accepted goal runs through the same trajectory path as the topic, its fe
 (desired, actual, error, point index) and outcome checked at :data:`MONITOR_RATE` (JTC's
 default ``action_monitor_rate``). A new goal aborts the running one with INVALID_GOAL, as
 does a command on the topics (its trajectory replaces the goal's); a cancel holds the arm
-where it is. A goal whose trajectory the simulator refuses to run (faster than the joint
-velocity limits, where the real arm would stop itself) is aborted with INVALID_GOAL.
+where it is. A goal whose trajectory trips a protective stop (:mod:`simops_sim.reflexes`:
+faster than the joint velocity limits), or that runs when the arm stops itself, is aborted
+with INVALID_GOAL, as JTC aborts its goal when its hardware stops; while the arm is stopped
+new goals are rejected.
 """
 
 from __future__ import annotations
@@ -95,7 +97,9 @@ class FollowJointTrajectoryServer:
         return (None, problem) if problem else (goal, None)
 
     def _on_goal(self, request: Any) -> GoalResponse:
-        goal, problem = self._parse(request)
+        stop = self._stepper.stopped()   # JTC rejects goals while it is not running
+        goal, problem = self._parse(request) if stop is None else (
+            None, f'the arm is in a {stop.message()}; call /action_server/error_recovery first')
         if goal is None:
             self._node.get_logger().error(f'rejected a FollowJointTrajectory goal: {problem}')
             return GoalResponse.REJECT
@@ -141,6 +145,10 @@ class FollowJointTrajectoryServer:
                                                     f'{state.rejected[1]}')
             return
         if state.applied < running.number:   # still queued
+            return
+        if state.stop is not None:   # the arm stopped itself under the goal
+            self._finish(FollowResult.INVALID_GOAL, f'{state.stop.message()}; the controller '
+                                                    'stopped')
             return
         if state.applied > running.number:
             self._finish(FollowResult.INVALID_GOAL, 'Current goal preempted by a command on '

@@ -16,6 +16,11 @@ Conventions, for every array this module takes or returns:
 
 Physics parameters come from a :class:`~simops_core.sim_params.SimParams` through
 :func:`apply_sim_params`, the one code path that the node, the env and sysid share.
+
+With ``reflexes`` (the node and the env; not sysid's replays) the arm stops itself as a
+real Franka arm does (:mod:`simops_sim.reflexes`): the stop latches in :attr:`Physics.stop`,
+the arm holds, and commands are refused until :meth:`Physics.clear_stop` (ErrorRecovery) or
+a reset.
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ from simops_core.sim_params import (
     SimParamsError,
 )
 from simops_sim.delay import CommandDelay, delay_steps
+from simops_sim.reflexes import ProtectiveStop, Reflexes
 from simops_sim.trajectory_plan import TrajectoryPlan
 
 GRIPPER_TENDON = 'gripper_width'
@@ -48,6 +54,8 @@ MAX_SPEED = 100.0   # rad/s or m/s; any faster dof means the integration diverge
 # positive mass under a joint); each finger slide keeps its own inertia as armature, so the
 # finger dofs integrate as before while the arm carries nothing.
 REMOVED_MASS = 1e-6
+# efc_type of the first contact constraint type; every contact type's value is at least it
+CONTACT_ROWS = int(mujoco.mjtConstraint.mjCNSTR_CONTACT_FRICTIONLESS)
 
 
 class ModelError(ValueError):
@@ -446,15 +454,20 @@ class Physics:
 
     ``step`` is allocation-free and name-free; a command delay (from ``SimParams``) sits
     between the targets and the actuators. Same model, params, reset and target sequence
-    give bit-identical states.
+    give bit-identical states. ``reflexes``: stop on the arm's limits (module docstring).
     """
 
     def __init__(self, model: mujoco.MjModel, spec: RobotSpec,
                  joint_map: Mapping[str, str] | None = None,
-                 params: SimParams | None = None) -> None:
+                 params: SimParams | None = None, reflexes: bool = False) -> None:
         self.model = model
         self.spec = spec
         self.index = index_model(model, spec, joint_map)
+        self.stop: ProtectiveStop | None = None
+        self._reflexes = Reflexes(spec) if reflexes else None
+        arm = self.index.arm_dof
+        self._measured = np.zeros((3, arm))   # position, velocity, contact torque of the arm
+        self._generalised = np.zeros(model.nv)
         self.nominal = nominal_sim_params(model, self.index)
         self.data = mujoco.MjData(model)
         self.params = SimParams()
@@ -528,14 +541,51 @@ class Physics:
         arm = self.index.arm_dof
         return self._target[:arm].copy(), self._velocity[:arm].copy()
 
-    def follow(self, plan: TrajectoryPlan) -> None:
+    def follow(self, plan: TrajectoryPlan) -> ProtectiveStop | None:
         """Drive the arm targets from ``plan``, sampled at every physics step until it ends.
 
         Each step's targets are the plan's position and velocity at that step's sim time, as
         JointTrajectoryController samples its trajectory every control cycle. It replaces
         any plan being followed; :meth:`set_arm_target`, :meth:`hold` and the resets end it.
+        With reflexes, returns the stop that refused the plan: the one in force, or the one
+        a plan faster than the velocity limits trips (the arm then holds); else None.
         """
+        if self._reflexes is not None:
+            if self.stop is None:
+                self._latch(self._reflexes.command(plan.peak_speed(), self.time))
+            if self.stop is not None:
+                return self.stop
         self._plan = plan
+        return None
+
+    def clear_stop(self) -> ProtectiveStop | None:
+        """End a protective stop (franka_msgs' ErrorRecovery); return the one that ended.
+
+        The arm keeps holding where it stopped.
+        """
+        cleared, self.stop = self.stop, None
+        return cleared
+
+    def _latch(self, stop: ProtectiveStop | None) -> None:
+        if stop is not None:
+            self.stop = stop
+            self.hold()
+
+    def contact_torque(self, out: np.ndarray) -> None:
+        """Write the joint torques (7,) N*m that the contacts apply to the arm into ``out``.
+
+        The generalised force of the contact rows of the constraint solution, ``J^T f``:
+        what the arm's external-torque estimate sees of a collision (joint limits and the
+        other constraints excluded).
+        """
+        data = self.data
+        if data.ncon == 0:
+            out[:] = 0.0
+            return
+        contact = data.efc_type >= CONTACT_ROWS
+        mujoco.mj_mulJacTVec(self.model, data, self._generalised,
+                             np.where(contact, data.efc_force, 0.0))
+        np.take(self._generalised, self.index.dof_adr[:self.index.arm_dof], out=out)
 
     def set_arm_target(self, q: np.ndarray, qd: np.ndarray | None = None) -> None:
         """Arm targets: position ``q`` (7,) rad and desired velocity ``qd`` (7,) rad/s.
@@ -595,6 +645,7 @@ class Physics:
         smooth = self._smooth if self._smooth.dofs.size else None
         out = self._plan_out
         gripper = self.index.arm_dof
+        reflexes = self._reflexes
         for _ in range(n):
             if self._plan is not None:
                 finished = self._plan.sample(data.time, out[0], out[1])
@@ -610,6 +661,16 @@ class Physics:
             if smooth is not None:
                 smooth.apply(data)
             mujoco.mj_step(model, data)
+            if reflexes is not None and self.stop is None:
+                self._check_reflexes(reflexes)
+
+    def _check_reflexes(self, reflexes: Reflexes) -> None:
+        """Latch the stop the measured arm state trips, if any (the true state, no bias)."""
+        measured, data, arm = self._measured, self.data, self.index.arm_dof
+        np.take(data.qpos, self.index.qpos_adr[:arm], out=measured[0])
+        np.take(data.qvel, self.index.dof_adr[:arm], out=measured[1])
+        self.contact_torque(measured[2])
+        self._latch(reflexes.measure(measured[0], measured[1], measured[2], self.time))
 
     def diverged(self) -> str | None:
         """Why the state is unusable, or None when it is fine.
@@ -686,6 +747,7 @@ class Physics:
 
     def _settle(self) -> None:
         self._plan = None
+        self.stop = None
         self._gripper_goal = None
         self._set_gripper_force(self._gripper_force)
         self._reported_resets = self._resets()

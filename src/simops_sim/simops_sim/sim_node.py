@@ -10,10 +10,10 @@ Parameters: ``config/parameters/sim.yaml`` (table in docs/interfaces.md).
   1 / ``joint_state_rate`` s of sim time; effort is the actuator torque including the
   gravity-holding torque, like Franka's measured ``tau_J`` (see :mod:`simops_sim.physics`).
 - ``ee_pose`` (flange), ``object_pose`` (100 Hz of sim time, base frame) and ``/clock``.
-- The arm controller's FollowJointTrajectory action and franka_gripper's node (a second node
-  in this process, absent for ``end_effector: none``): :mod:`simops_sim.follow_action`,
-  :mod:`simops_sim.gripper_action`.
-- A bad command is rejected with a warning throttled per kind; the arm holds its target.
+- Companion nodes: the arm's FollowJointTrajectory action, ``/action_server/error_recovery``
+  and franka_gripper's node, none without a hand (``follow_action``, ``recovery_action``,
+  ``gripper_action``). A bad command is rejected with a warning throttled per kind; the arm
+  holds. A protective stop (:mod:`simops_sim.reflexes`) is an ERROR on ``/diagnostics``.
 - ``randomize``: physics is sampled from ``config/randomization.yaml`` around the (fitted)
   params at start and on every reset (:mod:`simops_sim.randomization`, the envs' model).
 """
@@ -51,6 +51,7 @@ from simops_sim.gripper_action import GripperNode, spin_together
 from simops_sim.joint_commands import CommandError, check_command, parse_joint_command
 from simops_sim.physics import ModelError, Physics, load_model, parse_joint_map
 from simops_sim.randomization import default_randomization
+from simops_sim.recovery_action import RecoveryNode
 from simops_sim.stepper import Frame, Stepper, Timing, open_viewer
 from simops_sim.trajectory_plan import check_goal, goal_from_message
 from simops_sim.wire import ClockEncoder, JointStateEncoder, PoseStampedEncoder
@@ -82,7 +83,7 @@ class SimNode(Node):
             params = load_sim_params(s.sim_params_file) if s.sim_params_file else SimParams()
             try:
                 physics = Physics(load_model(s.model), self.spec, parse_joint_map(s.joint_map),
-                                  params)
+                                  params, reflexes=True)
             except SimParamsError as exc:
                 raise SimParamsError(f'{s.sim_params_file}: {exc}') from None
             physics.reset_keyframe(s.initial_keyframe)
@@ -140,11 +141,11 @@ class SimNode(Node):
         self.create_timer(1.0, self._publish_diagnostics)
         FollowJointTrajectoryServer(self, self.stepper, self.spec, self.topics['joint_trajectory'])
         hand = self.stepper.physics.params.end_effector != 'none'   # franka_gripper's node:
-        self.companions = [GripperNode(self.stepper, self.spec)] if hand else []
+        self.companions = [RecoveryNode(self.stepper)] + (
+            [GripperNode(self.stepper, self.spec)] if hand else [])
         self._wire_lock = threading.Lock()   # the encoders: physics thread and ~/reset
         self._state_wire = JointStateEncoder(self.spec.joint_names, self.spec.base_frame)
-        self._clock_wire = ClockEncoder()
-        self._pose_wire = PoseStampedEncoder(self.spec.base_frame)
+        self._clock_wire, self._pose_wire = ClockEncoder(), PoseStampedEncoder(self.spec.base_frame)
 
     # --- ROS callbacks (executor thread) -------------------------------------------------
 

@@ -3,7 +3,7 @@
 :class:`Stepper` owns a :class:`~simops_sim.physics.Physics` and everything around a step:
 
 - the command inbox: streamed :class:`~simops_sim.joint_commands.ArmCommand` targets, each
-  reached linearly over one ``control_period`` (slower at the velocity limits) as
+  reached linearly over one ``control_period`` (a protective stop if that is too fast) as
   JointTrajectoryController reaches a one-point trajectory, and
   :class:`~simops_sim.trajectory_plan.TrajectoryGoal` trajectories; the physics samples the
   plan. Each command is applied at the first step due after it arrived, also while the
@@ -16,7 +16,10 @@
   fixed whenever the schedule is (re)anchored, so a step's stamp is the system time it was
   scheduled for, as a real arm's driver stamps;
 - the command timeout (a streamed target older than ``command_timeout`` s of sim time is
-  replaced by a hold), divergence recovery, and the diagnostics values.
+  replaced by a hold), divergence recovery, and the diagnostics values;
+- protective stops (:mod:`simops_sim.reflexes`): a command beyond the velocity limits, or a
+  measured state beyond the arm's limits, stops the arm; it holds, commands are refused and
+  diagnostics report an error until :meth:`Stepper.recover` (franka_msgs' ErrorRecovery).
 
 After each step the physics thread copies what is due into a :class:`Frame` under the lock
 and hands it to the :data:`Publish` hook after releasing it, so publishing never blocks the
@@ -38,11 +41,12 @@ import numpy as np
 from simops_core.sim_params import SimParams
 from simops_sim.joint_commands import ArmCommand
 from simops_sim.physics import Physics
+from simops_sim.reflexes import ProtectiveStop
 from simops_sim.trajectory_plan import (
     TrajectoryError,
     TrajectoryGoal,
     TrajectoryPlan,
-    stream_goal,
+    point_goal,
 )
 
 POSE_RATE = 100.0          # Hz of sim time, flange and object poses
@@ -66,15 +70,17 @@ class FollowState:
     """The arm at one instant, for an action server.
 
     Sim ``time`` (s) and its ``stamp_ns``; ``applied``, the sequence number of the command
-    the arm follows, and ``rejected``, the last rejected one with the reason; ``desired_q``
-    (7,) rad and ``desired_qd`` (7,) rad/s, the controller's targets; ``actual_q``,
-    ``actual_qd`` the measured joints (bias and noise included, as published).
+    the arm follows, and ``rejected``, the last rejected one with the reason; ``stop``, the
+    protective stop in force; ``desired_q`` (7,) rad and ``desired_qd`` (7,) rad/s, the
+    controller's targets; ``actual_q``, ``actual_qd`` the measured joints (bias and noise
+    included, as published).
     """
 
     time: float
     stamp_ns: int
     applied: int
     rejected: tuple[int, str]
+    stop: ProtectiveStop | None
     desired_q: np.ndarray
     desired_qd: np.ndarray
     actual_q: np.ndarray
@@ -145,6 +151,7 @@ class Counters:
     overruns: int = 0
     divergences_total: int = 0
     last_divergence: str = ''
+    protective_stops: int = 0        # cumulative
     window_wall: float = field(default_factory=time.monotonic)
     window_sim: float = 0.0
 
@@ -232,8 +239,22 @@ class Stepper:
             desired_q, desired_qd = physics.arm_desired()
             state = physics.state()
             return FollowState(physics.time, round(physics.time * 1e9) + self._stamp_offset,
-                               self._applied, self._rejected, desired_q, desired_qd,
-                               state.position[:arm].copy(), state.velocity[:arm].copy())
+                               self._applied, self._rejected, physics.stop, desired_q,
+                               desired_qd, state.position[:arm].copy(),
+                               state.velocity[:arm].copy())
+
+    def stopped(self) -> ProtectiveStop | None:
+        """The protective stop in force, or None."""
+        with self.lock:
+            return self.physics.stop
+
+    def recover(self) -> ProtectiveStop | None:
+        """End the protective stop (ErrorRecovery); the arm holds where it stopped.
+
+        Returns the stop that ended, or None when none was in force.
+        """
+        with self.lock:
+            return self.physics.clear_stop()
 
     def move_gripper(self, width: float, speed: float, force: float) -> None:
         """Drive the fingers to ``width`` (m) at ``speed`` (m/s) with at most ``force`` N."""
@@ -416,29 +437,38 @@ class Stepper:
                 publish(frame)
 
     def _apply(self, number: int, command: ArmCommand | TrajectoryGoal) -> None:
-        now, current, spec = self.physics.time, self.physics.arm_target, self.physics.spec
+        physics = self.physics
+        now, current, before = physics.time, physics.arm_target, physics.stop
         if isinstance(command, ArmCommand):
-            plan = TrajectoryPlan(stream_goal(command.arm, current, self.timing.control_period,
-                                              spec.velocity), now, current)
+            plan = TrajectoryPlan(point_goal(command.arm, self.timing.control_period), now,
+                                  current)
         else:
             start = now if command.start is None else command.start
             plan = TrajectoryPlan(command, start, current, now)
-        joint = plan.too_fast(spec.velocity)
-        if joint is not None:
+        stop = physics.follow(plan)
+        if stop is not None:
             self.counters.dropped_commands += 1
-            reason = (f'it moves {spec.arm_joints[joint]} at {plan.peak_speed()[joint]:.3g} '
-                      f'rad/s from the current target, above its {spec.velocity[joint]:g} '
-                      'rad/s limit')
-            self._rejected = (number, reason)
-            self._warn('too_fast', f'rejected a command: {reason}; holding the last valid '
-                                   f'target ({self.counters.dropped_commands} rejected so far)')
+            self._rejected = (number, stop.message())
+            self._streaming = False
+            if stop is not before:
+                self._stopped(stop)
+            else:
+                self._warn('stopped', f'ignored a command: the arm is in a {stop.message()}; '
+                                      'call ErrorRecovery first '
+                                      f'({self.counters.dropped_commands} refused so far)')
             return
         self._applied = number
         self._last_command = now
         self._streaming = isinstance(command, ArmCommand)
-        self.physics.follow(plan)
         if isinstance(command, ArmCommand) and command.gripper_width is not None:
-            self.physics.set_gripper_width(command.gripper_width)
+            physics.set_gripper_width(command.gripper_width)
+
+    def _stopped(self, stop: ProtectiveStop) -> None:
+        """Count and report a stop that just latched."""
+        self.counters.protective_stops += 1
+        self._streaming = False
+        self._warn('protective_stop', f'{stop.message()}; the arm holds and ignores commands '
+                                      'until ErrorRecovery')
 
     def _timed_step(self) -> Frame:
         started = time.perf_counter()
@@ -461,8 +491,10 @@ class Stepper:
             physics.hold()
             self._streaming = False
             self.counters.command_timeouts += 1
-        before = physics.time
+        before, stop = physics.time, physics.stop
         physics.step()
+        if physics.stop is not stop and physics.stop is not None:
+            self._stopped(physics.stop)
         problem = physics.diverged()
         if problem is not None:  # never publish a diverged state: back to the keyframe
             physics.recover(self.keyframe, before + physics.timestep)
@@ -517,7 +549,9 @@ class Stepper:
                                      command_timeouts=c.command_timeouts, overruns=c.overruns,
                                      divergences_total=c.divergences_total,
                                      last_divergence=c.last_divergence,
+                                     protective_stops=c.protective_stops,
                                      window_wall=now, window_sim=sim)
+            stop = self.physics.stop
         values: dict[str, float | int | str | bool] = {
             'realtime_factor': rtf,
             'target_realtime_factor': timing.realtime_factor,
@@ -532,10 +566,14 @@ class Stepper:
             'divergences': c.divergences_total,
             'last_divergence': c.last_divergence,
             'paused': paused,
+            'protective_stops': c.protective_stops,
+            'protective_stop': '' if stop is None else stop.error,
         }
         if c.divergences:
             return Report('error', f'physics diverged ({c.last_divergence}); reset to '
                                    f'keyframe {self.keyframe!r}', values)
+        if stop is not None:
+            return Report('error', f'{stop.message()}; call ErrorRecovery', values)
         if (timing.sync_mode == 'realtime' and timing.realtime_factor > 0 and not paused
                 and rtf < 0.95 * timing.realtime_factor):
             return Report('warn', 'behind real time', values)

@@ -20,7 +20,6 @@ from simops_core.robot_spec import RobotSpec
 from simops_sim.joint_commands import CommandError, limit_violation
 
 KNOT_TOLERANCE = 1e-6   # s; clocks that differ by rounding pick the same side of a knot
-SPEED_TOLERANCE = 0.01  # fraction a plan may exceed the velocity limits by (rounding)
 
 
 class TrajectoryError(CommandError):
@@ -96,11 +95,12 @@ def point_goal(target: np.ndarray, horizon: float,
 
 def stream_goal(target: np.ndarray, current: np.ndarray, period: float, speed: np.ndarray,
                 joints: np.ndarray | None = None) -> TrajectoryGoal:
-    """A streamed target (7,) rad as the simulator runs it, from the arm target ``current``.
+    """A streamed target (7,) rad as sysid replays it, from the arm target ``current``.
 
     The :func:`point_goal` reached over one control ``period`` (s), or slower where that
-    would move a joint faster than its ``speed`` limit (7,) rad/s: a stream of targets the
-    arm cannot follow is slowed to the limits, never turned into a reflex-tripping jump.
+    would move a joint faster than its ``speed`` limit (7,) rad/s. (The simulator stops on
+    such a target instead, as the arm does: :mod:`simops_sim.reflexes`; a replay keeps
+    the recorded motion going.)
     """
     named = np.arange(len(target)) if joints is None else joints
     needed = np.abs(np.asarray(target)[named] - current[named]) / speed[named]
@@ -181,15 +181,6 @@ class TrajectoryPlan:
         if self.velocities is not None:
             peak = np.maximum(peak, np.abs(self.velocities).max(axis=0))
         return peak
-
-    def too_fast(self, speed: np.ndarray) -> int | None:
-        """The first joint the plan moves faster than its ``speed`` limit (7,) rad/s, or None.
-
-        The simulator rejects such a plan: on the real arm the controller would drive the
-        joint into a velocity reflex.
-        """
-        excess = self.peak_speed() > speed * (1.0 + SPEED_TOLERANCE)
-        return int(np.argmax(excess)) if excess.any() else None
 
     def sample(self, now: float, out: np.ndarray, velocity: np.ndarray | None = None) -> bool:
         """Write the target (7,) rad at sim time ``now`` into ``out``; True once finished.

@@ -34,8 +34,8 @@ class CommandLog:
     (streamed position targets, NaN for joints a command left out) and ``goals`` (M
     trajectory goals, arm-joint order) is set; a streamed target is reached over ``period``
     (s, the simulator's ``control_period``), or slower at the arm's ``speed`` limits (7,)
-    rad/s (:func:`simops_sim.trajectory_plan.stream_goal`; None: no limit). Commands the
-    simulator rejected as too fast are replayed: whether it did depends on a target the
+    rad/s (:func:`simops_sim.trajectory_plan.stream_goal`; None: no limit). Commands that
+    made the simulator stop are replayed: whether they did depends on a target the
     recording may not show (its first commands can be missed).
     """
 

@@ -1,0 +1,106 @@
+"""The arm's protective stops, apart from ROS: when a real Franka arm stops itself (no rclpy).
+
+A Franka arm that is commanded or pushed beyond a limit stops its motion, holds, and reports
+the error (libfranka's ``franka::Exception``; franka_ros2 reports it, and the arm stays in
+reflex mode until franka_msgs' ``ErrorRecovery`` action is called). The simulator stops the
+same way, on the same limits (the robot spec's, one source):
+
+- ``joint_velocity_violation``: a command that would move a joint faster than its velocity
+  limit (checked when the command is applied: the controller would drive the arm there), or
+  a measured joint velocity beyond the limit (checked at every physics step);
+- ``joint_position_limits_violation``: a measured joint position beyond the spec's limits;
+- ``joint_reflex``: the torque contacts put on a joint beyond its collision threshold
+  (``arm.collision_torque``, franka_ros2's default collision behaviour).
+
+Errors are named as franka_msgs' ``Errors`` fields. Arrays are (7,) in the spec's arm order;
+rad, rad/s, N*m. A NaN counts as beyond every limit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from simops_core.robot_spec import RobotSpec
+
+SPEED_TOLERANCE = 0.01    # fraction a command may exceed the velocity limit by (rounding)
+POSITION_TOLERANCE = 1e-3  # rad a measured position may lie beyond a limit (joint-limit softness)
+
+
+@dataclass(frozen=True)
+class ProtectiveStop:
+    """A latched stop: the franka_msgs ``Errors`` field ``error``, the joint, sim ``time`` (s).
+
+    ``text`` says what was beyond which limit, e.g. ``fr3_joint4 at 3.1 rad/s beyond its
+    2.62 rad/s limit``.
+    """
+
+    error: str
+    joint: str
+    time: float
+    text: str
+
+    def message(self) -> str:
+        """One line for a log, a diagnostics status or an action result."""
+        return f'protective stop ({self.error}): {self.text} at t={self.time:.3f} s'
+
+
+class Reflexes:
+    """The checks of one arm; see the module docstring."""
+
+    def __init__(self, spec: RobotSpec) -> None:
+        self.spec = spec
+        self._lower = spec.position_lower - POSITION_TOLERANCE
+        self._upper = spec.position_upper + POSITION_TOLERANCE
+        self._speed = spec.velocity
+        self._contact = spec.collision_torque
+
+    def command(self, peak_speed: np.ndarray, now: float) -> ProtectiveStop | None:
+        """The stop a command moving each joint at up to ``peak_speed`` (7,) rad/s trips."""
+        over = _beyond(peak_speed, self.spec.velocity * (1.0 + SPEED_TOLERANCE))
+        if over is None:
+            return None
+        joint = over
+        return self._stop('joint_velocity_violation', joint, now,
+                          f'a command moves {self.spec.arm_joints[joint]} at '
+                          f'{peak_speed[joint]:.3g} rad/s, beyond its '
+                          f'{self.spec.velocity[joint]:g} rad/s limit')
+
+    def measure(self, position: np.ndarray, velocity: np.ndarray, contact: np.ndarray,
+                now: float) -> ProtectiveStop | None:
+        """The stop the measured arm state trips, or None.
+
+        ``position`` (7,) rad, ``velocity`` (7,) rad/s, ``contact`` (7,) N*m: the joint
+        torques the contacts apply.
+        """
+        joint = _beyond(np.maximum(self._lower - position, position - self._upper), 0.0)
+        if joint is not None:
+            return self._stop('joint_position_limits_violation', joint, now,
+                              f'{self.spec.arm_joints[joint]} is at {position[joint]:.4g} rad, '
+                              f'outside [{self.spec.position_lower[joint]:g}, '
+                              f'{self.spec.position_upper[joint]:g}] rad')
+        joint = _beyond(np.abs(velocity), self._speed)
+        if joint is not None:
+            return self._stop('joint_velocity_violation', joint, now,
+                              f'{self.spec.arm_joints[joint]} moves at '
+                              f'{velocity[joint]:.3g} rad/s, beyond its '
+                              f'{self.spec.velocity[joint]:g} rad/s limit')
+        joint = _beyond(np.abs(contact), self._contact)
+        if joint is not None:
+            return self._stop('joint_reflex', joint, now,
+                              f'a contact puts {contact[joint]:.3g} N*m on '
+                              f'{self.spec.arm_joints[joint]}, beyond its '
+                              f'{self._contact[joint]:g} N*m collision threshold')
+        return None
+
+    def _stop(self, error: str, joint: int, now: float, text: str) -> ProtectiveStop:
+        return ProtectiveStop(error, self.spec.arm_joints[joint], now, text)
+
+
+def _beyond(values: np.ndarray, limit: np.ndarray | float) -> int | None:
+    """The joint furthest beyond ``limit`` (a NaN counts as beyond it), or None."""
+    excess = values - limit
+    if not np.any(~(excess <= 0.0)):
+        return None
+    return int(np.argmax(np.where(np.isnan(excess), np.inf, excess)))

@@ -1,0 +1,118 @@
+"""Protective stops over DDS: the arm stops itself like a real FR3 and waits for recovery.
+
+A real ``sim`` process. A step command beyond the velocity limit stops the arm: it holds,
+``/diagnostics`` reports the error, commands on the topics and FollowJointTrajectory goals
+are refused until ``/action_server/error_recovery``; then the arm moves again. A goal that
+drives the hand onto the table ends in the collision reflex and is aborted.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import numpy as np
+from action_msgs.msg import GoalStatus
+from control_msgs.action import FollowJointTrajectory
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
+from ros_helpers import RosProbe, wait_until
+from sim_helpers import (
+    Recovery,
+    command_publisher,
+    measured,
+    qos,
+    smooth_goal,
+    start_sim,
+    subscribe_states,
+    topic,
+)
+from std_msgs.msg import Float64MultiArray
+from test_follow_action import Goal, client_for
+
+from simops_core.robot_spec import load_robot_spec
+
+SPEC = load_robot_spec('fr3')
+
+
+def status(probe: RosProbe) -> DiagnosticStatus:
+    return probe.wait_for_messages(topic('diagnostics').name)[-1].status[0]
+
+
+def values(report: DiagnosticStatus) -> dict[str, str]:
+    return {kv.key: kv.value for kv in report.values}
+
+
+def settled(probe: RosProbe, seconds: float = 0.5) -> np.ndarray:
+    """The arm's position after ``seconds``, checked to be still (within 1 mrad)."""
+    _, before = measured(probe)
+    time.sleep(seconds)
+    _, after = measured(probe)
+    assert np.abs(after - before).max() < 1e-3, after - before
+    return after
+
+
+def test_a_step_beyond_the_velocity_limit_stops_the_arm_until_error_recovery(
+        ros_probe: RosProbe, tmp_path: Path) -> None:
+    subscribe_states(ros_probe)
+    ros_probe.subscribe(topic('diagnostics').name, DiagnosticArray, qos('diagnostics'))
+    with start_sim(tmp_path) as node:
+        commands = command_publisher(ros_probe)
+        arm = client_for(ros_probe)
+        recovery = Recovery(ros_probe)
+        home = settled(ros_probe)
+        step = home.copy()
+        step[4] += 0.5            # 10 rad/s over one 50 ms period; the limit is 5.26 rad/s
+        commands.publish(Float64MultiArray(data=step.tolist()))
+        assert wait_until(lambda: status(ros_probe).level == DiagnosticStatus.ERROR, 5)
+        report = status(ros_probe)
+        assert 'joint_velocity_violation' in report.message and 'fr3_joint5' in report.message
+        assert values(report)['protective_stop'] == 'joint_velocity_violation'
+        assert values(report)['protective_stops'] == '1'
+        assert np.abs(settled(ros_probe) - home).max() < 1e-3     # it never moved
+
+        slow = home.copy()
+        slow[0] += 0.05           # 1 rad/s: valid, but the arm is stopped
+        for _ in range(10):
+            commands.publish(Float64MultiArray(data=slow.tolist()))
+            time.sleep(0.05)
+        assert np.abs(settled(ros_probe) - home).max() < 1e-3     # ignored
+        assert not Goal(arm, smooth_goal(home, np.full(7, 0.1), 1.0)).handle.accepted
+        assert status(ros_probe).level == DiagnosticStatus.ERROR
+
+        recovery()
+        assert wait_until(lambda: status(ros_probe).level == DiagnosticStatus.OK, 5)
+        for _ in range(10):
+            commands.publish(Float64MultiArray(data=slow.tolist()))
+            time.sleep(0.05)
+        assert np.abs(settled(ros_probe) - slow).max() < 3e-3     # moves again
+        recovery()                                                 # nothing to clear: fine
+        log = node.output
+        assert node.stop() == 0, log
+    assert 'protective stop (joint_velocity_violation)' in log
+    assert 'ignored a command: the arm is in a protective stop' in log
+    assert 'call /action_server/error_recovery first' in log
+    assert 'error recovery: cleared the protective stop' in log
+
+
+def test_a_goal_into_the_table_ends_in_the_collision_reflex(ros_probe: RosProbe,
+                                                            tmp_path: Path) -> None:
+    subscribe_states(ros_probe)
+    with start_sim(tmp_path) as node:
+        arm = client_for(ros_probe)
+        _, home = measured(ros_probe)
+        down = np.zeros(7)
+        down[1], down[3] = 1.2 - home[1], -1.2 - home[3]   # the hand far below the table top
+        goal = Goal(arm, smooth_goal(home, down, 3.0))
+        assert goal.handle.accepted
+        state, result = goal.result()
+        assert state == GoalStatus.STATUS_ABORTED
+        assert result.error_code == FollowJointTrajectory.Result.INVALID_GOAL
+        assert 'protective stop (joint_reflex)' in result.error_string
+        assert 'collision threshold' in result.error_string
+        time.sleep(1.0)                                          # the contact settles
+        held = settled(ros_probe)
+        assert np.abs(held - home).max() > 0.2                   # it got there first
+        Recovery(ros_probe)()
+        back = Goal(arm, smooth_goal(held, home - held, 3.0))
+        assert back.result()[0] == GoalStatus.STATUS_SUCCEEDED
+        assert node.stop() == 0, node.output

@@ -1,0 +1,175 @@
+"""Protective stops: the checks against adversarial inputs, and the arm's behaviour in physics.
+
+A command beyond the velocity limit, a measured velocity or position beyond the limits and a
+contact torque beyond the collision threshold stop the arm; it holds, refuses commands until
+the stop is cleared, and a reset clears it too.
+"""
+
+from __future__ import annotations
+
+import math
+
+import mujoco
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from sim_helpers import SCENE_XML
+
+from simops_core.robot_spec import load_robot_spec
+from simops_sim.physics import Physics
+from simops_sim.reflexes import SPEED_TOLERANCE, Reflexes
+from simops_sim.trajectory_plan import TrajectoryPlan, point_goal
+
+SPEC = load_robot_spec('fr3')
+REFLEXES = Reflexes(SPEC)
+FRACTION = st.floats(0.0, 3.0, allow_nan=False)
+
+
+def vector(draw: st.DrawFn, low: np.ndarray, high: np.ndarray) -> np.ndarray:
+    return np.array([draw(st.floats(lo, hi)) for lo, hi in zip(low, high, strict=True)])
+
+
+@given(st.lists(FRACTION, min_size=7, max_size=7))
+def test_a_command_stops_the_arm_exactly_when_a_joint_would_exceed_its_limit(
+        fractions: list[float]) -> None:
+    peak = np.array(fractions) * SPEC.velocity
+    stop = REFLEXES.command(peak, 1.5)
+    over = np.array(fractions) > 1.0 + SPEED_TOLERANCE
+    assert (stop is not None) == bool(over.any())
+    if stop is not None:
+        excess = peak - SPEC.velocity * (1.0 + SPEED_TOLERANCE)
+        assert stop.error == 'joint_velocity_violation' and stop.time == 1.5
+        assert stop.joint == SPEC.arm_joints[int(np.argmax(excess))]
+        assert stop.joint in stop.message() and 'rad/s' in stop.message()
+
+
+@st.composite
+def inside(draw: st.DrawFn) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A measured state within every limit."""
+    return (vector(draw, SPEC.position_lower, SPEC.position_upper),
+            vector(draw, -SPEC.velocity, SPEC.velocity),
+            vector(draw, -SPEC.collision_torque, SPEC.collision_torque))
+
+
+@given(inside())
+def test_a_state_within_the_limits_never_stops_the_arm(
+        state: tuple[np.ndarray, np.ndarray, np.ndarray]) -> None:
+    assert REFLEXES.measure(*state, 0.0) is None
+
+
+@given(inside(), st.integers(0, 6), st.sampled_from(['velocity', 'position', 'contact']),
+       st.floats(1e-6, 1e9), st.sampled_from([-1.0, 1.0]))
+def test_any_state_beyond_a_limit_stops_the_arm_and_names_the_joint(
+        state: tuple[np.ndarray, np.ndarray, np.ndarray], joint: int, what: str,
+        beyond: float, sign: float) -> None:
+    position, velocity, contact = (x.copy() for x in state)
+    if what == 'velocity':
+        velocity[joint] = sign * SPEC.velocity[joint] * (1.0 + beyond)
+        error = 'joint_velocity_violation'
+    elif what == 'position':
+        edge = SPEC.position_upper if sign > 0 else SPEC.position_lower
+        position[joint] = edge[joint] + sign * (2e-3 + beyond)
+        error = 'joint_position_limits_violation'
+    else:
+        contact[joint] = sign * SPEC.collision_torque[joint] * (1.0 + beyond)
+        error = 'joint_reflex'
+    stop = REFLEXES.measure(position, velocity, contact, 2.0)
+    assert stop is not None and stop.error == error
+    assert stop.joint == SPEC.arm_joints[joint]
+
+
+def test_a_position_within_the_joint_limit_softness_does_not_stop_the_arm() -> None:
+    position = SPEC.home.copy()
+    position[3] = SPEC.position_upper[3] + 0.5e-3
+    assert REFLEXES.measure(position, np.zeros(7), np.zeros(7), 0.0) is None
+
+
+def physics() -> Physics:
+    arm = Physics(mujoco.MjModel.from_xml_path(str(SCENE_XML)), SPEC, reflexes=True)
+    arm.reset_keyframe('home')
+    return arm
+
+
+def arm_position(arm: Physics) -> np.ndarray:
+    return arm.state().position[:7]
+
+
+def move(arm: Physics, target: np.ndarray, duration: float) -> object:
+    return arm.follow(TrajectoryPlan(point_goal(target, duration), arm.time, arm.arm_target))
+
+
+def test_a_step_beyond_the_velocity_limit_stops_and_holds_until_recovery() -> None:
+    arm = physics()
+    step = SPEC.home.copy()
+    step[4] += 0.5                   # 10 rad/s over 50 ms; the limit is 5.26 rad/s
+    stop = move(arm, step, 0.05)
+    assert stop is not None and stop.error == 'joint_velocity_violation'
+    assert stop.joint == 'fr3_joint5' and arm.stop is stop
+    arm.step(500)
+    assert np.abs(arm_position(arm) - SPEC.home).max() < 1e-3      # held
+    slow = SPEC.home + 0.05
+    assert move(arm, slow, 1.0) is stop                             # refused while stopped
+    arm.step(1500)
+    assert np.abs(arm_position(arm) - SPEC.home).max() < 1e-3
+    assert arm.clear_stop() is stop and arm.stop is None
+    assert move(arm, slow, 1.0) is None                             # moves after recovery
+    arm.step(1500)
+    assert np.abs(arm_position(arm) - slow).max() < 5e-3
+
+
+def test_pushing_the_hand_into_the_table_trips_the_collision_reflex() -> None:
+    """The hand pressed onto the table: the contact torque on joint 2 passes 35 N*m."""
+    arm = physics()
+    down = SPEC.home.copy()
+    down[1], down[3] = 1.2, -1.2     # reaches far below the table top, within the limits
+    assert move(arm, down, 3.0) is None
+    for _ in range(4000):
+        arm.step()
+        if arm.stop is not None:
+            break
+    assert arm.stop is not None and arm.stop.error == 'joint_reflex', arm.stop
+    flange = arm.body_pose(arm.index.flange_body)[0]
+    assert flange[2] < 0.15          # the fingers (0.1 m below the flange) touch the table
+    held = arm_position(arm)
+    arm.step(500)
+    assert np.abs(arm_position(arm) - held).max() < 0.02
+
+
+def test_measured_velocity_and_position_beyond_the_limits_stop_the_arm() -> None:
+    arm = physics()
+    position = np.append(SPEC.home, [0.04, 0.04])
+    velocity = np.zeros(9)
+    velocity[0] = 1.2 * SPEC.velocity[0]
+    arm.reset_joints(position, velocity)
+    arm.step()
+    assert arm.stop is not None and arm.stop.error == 'joint_velocity_violation'
+    assert arm.stop.joint == 'fr3_joint1' and 'moves at' in arm.stop.text
+    position[3] = SPEC.position_upper[3] + 0.05
+    arm.reset_joints(position)                 # a reset clears the stop
+    assert arm.stop is None
+    arm.step()
+    assert arm.stop is not None and arm.stop.error == 'joint_position_limits_violation'
+
+
+def test_without_reflexes_nothing_stops() -> None:
+    """sysid's replays run the recorded motion whatever it was."""
+    arm = Physics(mujoco.MjModel.from_xml_path(str(SCENE_XML)), SPEC)
+    arm.reset_keyframe('home')
+    step = SPEC.home.copy()
+    step[4] += 0.5
+    assert move(arm, step, 0.05) is None
+    arm.step(300)
+    assert arm.stop is None and abs(arm_position(arm)[4] - step[4]) < 0.05
+
+
+@pytest.mark.parametrize('value', [math.nan, math.inf, -math.inf])
+def test_a_non_finite_value_stops_the_arm(value: float) -> None:
+    peak = np.zeros(7)
+    peak[2] = abs(value)
+    assert REFLEXES.command(peak, 0.0).joint == 'fr3_joint3'
+    for slot in range(3):
+        state = [SPEC.home.copy(), np.zeros(7), np.zeros(7)]
+        state[slot][5] = value
+        stop = REFLEXES.measure(*state, 0.0)
+        assert stop is not None and stop.joint == 'fr3_joint6', (slot, stop)
