@@ -25,10 +25,12 @@ from simops_sim.randomization import Conditions, load_randomization
 VALIDATE = str(REPO / '.venv/bin/simops-validate')
 
 
-def report(successes: list[float]) -> Report:
+def report(successes: list[float], stops: int = 0) -> Report:
+    """10 episodes per configuration; the last configuration's first ``stops`` stopped."""
     grid = {'mass': [0.5, 1.0, 2.0][:len(successes)]}
     configs = grid_conditions(grid)
-    results = [[(i < round(10 * s), 0.01, 50) for i in range(10)] for s in successes]
+    results = [[(i < round(10 * s), 0.01, 50, int(k == len(successes) - 1 and i < stops))
+                for i in range(10)] for k, s in enumerate(successes)]
     return Report.build(Path('p.pt'), '0' * 64, None, grid, configs, results, 10, 0, 1.0)
 
 
@@ -48,6 +50,31 @@ def test_parse_grid() -> None:
     ([0.8, 0.6, 0.6], 'fail')])
 def test_verdicts(successes: list[float], verdict: str) -> None:
     assert report(successes).judge(Thresholds()).verdict == verdict
+
+
+def test_one_protective_stop_fails_the_gate() -> None:
+    """A policy that would trip the real arm fails whatever its success rate."""
+    judged = report([1.0, 1.0, 1.0], stops=1).judge(Thresholds())
+    assert judged.verdict == 'fail' and judged.stops == 1
+    assert [c.stops for c in judged.configs] == [0, 0, 1]
+    assert '1 protective stops' in judged.summary()
+    assert judged.to_dict()['configs'][2]['protective_stops'] == 1
+
+
+def test_a_policy_that_trips_the_arm_fails_the_gate_with_its_stops_counted(
+        tmp_path: Path) -> None:
+    """Real rollouts: a policy that keeps tilting joint 2 forward presses the hand onto the
+    table until the collision reflex stops the arm, in every episode."""
+    model, _ = write_policy(tmp_path, [0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0])
+    run = subprocess.run([VALIDATE, '--policy', str(model), '--grid', 'mass=1,2',
+                          '--episodes', '2', '--workers', '2', '--out', str(tmp_path / 'r')],
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 4, run.stderr
+    assert '4 protective stops' in run.stdout
+    result = json.loads((tmp_path / 'r' / 'validation.json').read_text())
+    assert result['protective_stops'] == 4
+    assert [c['protective_stops'] for c in result['configs']] == [2, 2]
+    assert '| stops |' in (tmp_path / 'r' / 'validation.md').read_text()
 
 
 def test_thresholds_are_configurable() -> None:
@@ -95,13 +122,15 @@ def test_usage_errors_exit_2(args: list[str]) -> None:
 def test_shipped_policy_passes_its_committed_validation() -> None:
     result = json.loads((POLICY.parent / 'validation.json').read_text())
     assert result['sha256'] == file_sha256(POLICY)
-    assert result['grid'] == {'friction': [0.3, 0.8, 1.5], 'mass': [0.5, 1.0, 2.0],
+    assert result['grid'] == {'friction': [0.3, 0.8, 1.5], 'mass': [0.5, 1.0, 1.5],
                               'delay': [0.0, 1.0, 2.0, 3.0]}
     assert result['verdict'] == 'pass' and result['mean_success'] >= 0.85
     assert result['min_success'] >= 0.60
+    assert result['protective_stops'] == 0     # it never trips the arm
     assert (POLICY.parent / 'validation.md').read_text().count('| ') > 36
     nominal = json.loads((POLICY.parent / 'nominal' / 'validation.json').read_text())
     assert nominal['sha256'] == file_sha256(POLICY) and nominal['mean_success'] >= 0.95
+    assert nominal['protective_stops'] == 0
 
 
 def test_shipped_policy_reaches_nominal_goals() -> None:

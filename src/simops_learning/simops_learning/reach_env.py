@@ -16,8 +16,10 @@ of the simulator node (``sync_mode:=lockstep``, ``control_period`` = 1 / card ra
 Frames and units: base frame, m, rad. Observation: (card.observation_size,) float32;
 action: (card.action.size,) float32 in ±card.action.clip. Reward: minus the flange-goal
 distance (m) per step, +10 on success. An episode terminates on success (distance below
-``success_radius``) or when the node would fault (an arm joint faster than its velocity
-limit), and is truncated after ``max_episode_steps``.
+``success_radius``), when the node would fault (an arm joint faster than its velocity
+limit), or on a protective stop: the arm stopping itself as the real arm would
+(:mod:`simops_sim.reflexes`, the simulator node's check; ``info['protective_stop']`` says
+why, and the episode is no success). It is truncated after ``max_episode_steps``.
 
 ``reset(options=...)`` accepts ``goal`` (3,) m, ``conditions`` (:class:`Conditions`),
 ``ramp_time`` (s) and ``level`` (this episode's curriculum level in [0, 1]); otherwise the
@@ -48,7 +50,10 @@ from simops_sim.trajectory_plan import TrajectoryPlan, point_goal
 ENV_ID = 'SimOps/FR3Reach-v0'
 MAX_EPISODE_STEPS = 200
 SUCCESS_RADIUS = 0.02                                  # m
-WORKSPACE_LOW = np.array([0.3, -0.3, 0.05])            # m, base frame
+# Goals for the flange. The lowest keeps the Franka Hand (fingertips 0.1034 m below the
+# flange) about 2.5 cm above the table at the goal: a goal lower than that can only be
+# reached by pressing the hand onto the table, which trips the arm's collision reflex.
+WORKSPACE_LOW = np.array([0.3, -0.3, 0.13])            # m, base frame
 WORKSPACE_HIGH = np.array([0.7, 0.3, 0.45])
 SUCCESS_BONUS = 10.0
 DEFAULT_MODEL = 'models/{robot}/scene.xml'   # the robot's shipped scene
@@ -88,7 +93,7 @@ class FR3ReachEnv(gym.Env):
         self.ramp_time = self.safety.ramp_time   # this episode's (randomised) ramp, s
         model = model or DEFAULT_MODEL.format(robot=robot)
         mj_model = mujoco.MjModel.from_xml_path(str(resolve_resource(model)))
-        self.physics = Physics(mj_model, spec)
+        self.physics = Physics(mj_model, spec, reflexes=True)
         fitted = load_sim_params(sim_params_file) if sim_params_file else SimParams()
         self.base_params = merge_sim_params(self.physics.nominal, fitted)
         self.randomization = randomization
@@ -166,7 +171,9 @@ class FR3ReachEnv(gym.Env):
         success = info['is_success']
         reward = -info['distance'] + (SUCCESS_BONUS if success else 0.0)
         truncated = self._steps >= self.max_episode_steps
-        return obs.copy(), float(reward), bool(success or too_fast), truncated, info
+        stopped = info['protective_stop'] != ''
+        return (obs.copy(), float(reward), bool(success or too_fast or stopped), truncated,
+                info)
 
     # --- measurement -----------------------------------------------------------------------
 
@@ -202,6 +209,9 @@ class FR3ReachEnv(gym.Env):
         distance = float(np.linalg.norm(self.flange_position() - self.goal))
         state = self.policy_step.state
         command = np.append(state.target, state.gripper) if state is not None else None
-        return {'distance': distance, 'is_success': distance < self.success_radius,
+        stop = self.physics.stop
+        return {'distance': distance,
+                'is_success': stop is None and distance < self.success_radius,
                 'command': command, 'fault': fault, 'goal': self.goal.copy(),
-                'conditions': self.conditions_now}
+                'conditions': self.conditions_now,
+                'protective_stop': '' if stop is None else stop.message()}

@@ -19,11 +19,15 @@ Policy = Callable[[np.ndarray], np.ndarray]
 
 @dataclass(frozen=True)
 class EpisodeResult:
-    """One episode: success, final flange-goal distance (m), control steps taken."""
+    """One episode: success, final flange-goal distance (m), control steps taken, stops.
+
+    ``stops`` is 1 when the arm stopped itself (a protective stop ends the episode), else 0.
+    """
 
     success: bool
     distance: float
     steps: int
+    stops: int
 
 
 def episode_goal(seed: int, episode: int) -> np.ndarray:
@@ -46,5 +50,6 @@ def run_episodes(env: FR3ReachEnv, policy: Policy, episodes: range, seed: int,
             steps += 1
             if terminated or truncated:
                 break
-        results.append(EpisodeResult(bool(info['is_success']), info['distance'], steps))
+        results.append(EpisodeResult(bool(info['is_success']), info['distance'], steps,
+                                     int(info['protective_stop'] != '')))
     return results

@@ -1,8 +1,10 @@
 """Validation results, the verdict, and the reports: JSON, Markdown, heatmap, DR suggestion.
 
-Verdict: ``pass`` when the mean success over the grid is at least ``pass_mean`` and every
-configuration reaches ``pass_min``; ``marginal`` when the mean is at least
-``marginal_mean``; ``fail`` otherwise. Success rates are fractions in [0, 1].
+Verdict: ``fail`` when any episode ended in a protective stop (the arm stopping itself, as
+the real arm would: a policy that trips it must not reach it); else ``pass`` when the mean
+success over the grid is at least ``pass_mean`` and every configuration reaches
+``pass_min``; ``marginal`` when the mean is at least ``marginal_mean``; ``fail`` otherwise.
+Success rates are fractions in [0, 1].
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ class ConfigResult:
     mean_distance: float           # m, final flange-goal distance
     mean_steps: float              # control steps per episode
     episodes: int
+    stops: int                     # episodes that ended in a protective stop
 
 
 @dataclass(frozen=True)
@@ -58,17 +61,17 @@ class Report:
     @classmethod
     def build(cls, policy: Path, sha256: str, sim_params: Path | None,
               grid: dict[str, list[float]], conditions: list[Conditions],
-              results: list[list[tuple[bool, float, int]]], episodes: int, seed: int,
+              results: list[list[tuple[bool, float, int, int]]], episodes: int, seed: int,
               wall_time: float) -> Report:
-        """Aggregate per-episode (success, distance, steps) tuples per configuration."""
+        """Aggregate per-episode (success, distance, steps, stops) tuples per configuration."""
         configs = []
         for cond, outcome in zip(conditions, results, strict=True):
             if len(outcome) != episodes:
                 raise RuntimeError(f'{cond}: {len(outcome)} of {episodes} episodes returned')
-            success, distance, steps = (np.array(column, dtype=float)
-                                        for column in zip(*outcome, strict=True))
+            success, distance, steps, stops = (np.array(column, dtype=float)
+                                               for column in zip(*outcome, strict=True))
             configs.append(ConfigResult(cond, float(success.mean()), float(distance.mean()),
-                                        float(steps.mean()), episodes))
+                                        float(steps.mean()), episodes, int(stops.sum())))
         return cls(str(policy), sha256, str(sim_params) if sim_params else None, grid,
                    tuple(configs), seed, round(wall_time, 1))
 
@@ -78,6 +81,11 @@ class Report:
         return float(np.mean([c.success for c in self.configs]))
 
     @property
+    def stops(self) -> int:
+        """Episodes that ended in a protective stop, over the grid."""
+        return sum(c.stops for c in self.configs)
+
+    @property
     def min(self) -> float:
         """Lowest success of any configuration."""
         return float(min(c.success for c in self.configs))
@@ -85,7 +93,8 @@ class Report:
     def judge(self, thresholds: Thresholds) -> Report:
         """A copy with the verdict under ``thresholds``."""
         t = thresholds
-        verdict = ('pass' if self.mean >= t.pass_mean and self.min >= t.pass_min
+        verdict = ('fail' if self.stops
+                   else 'pass' if self.mean >= t.pass_mean and self.min >= t.pass_min
                    else 'marginal' if self.mean >= t.marginal_mean else 'fail')
         return replace(self, thresholds=thresholds, verdict=verdict)
 
@@ -97,7 +106,7 @@ class Report:
         """One line: verdict, mean and min success."""
         return (f'verdict: {self.verdict.upper()} (mean success {self.mean:.1%}, min '
                 f'{self.min:.1%} over {len(self.configs)} configurations x '
-                f'{self.configs[0].episodes} episodes)')
+                f'{self.configs[0].episodes} episodes, {self.stops} protective stops)')
 
     def axes_label(self, config: ConfigResult) -> str:
         """``friction=0.3 mass=2 delay=1`` for the grid's axes."""
@@ -143,9 +152,11 @@ class Report:
             'grid': self.grid, 'seed': self.seed, 'wall_time_s': self.wall_time_s,
             'thresholds': asdict(self.thresholds), 'verdict': self.verdict,
             'mean_success': self.mean, 'min_success': self.min,
+            'protective_stops': self.stops,
             'configs': [{**c.conditions.as_dict(), 'success': c.success,
                          'mean_distance_m': c.mean_distance, 'mean_steps': c.mean_steps,
-                         'episodes': c.episodes} for c in self.configs],
+                         'episodes': c.episodes, 'protective_stops': c.stops}
+                        for c in self.configs],
         }
 
 
@@ -184,15 +195,16 @@ def markdown(report: Report, heatmap: str, suggestion: Path | None) -> str:
         f'- thresholds: pass when mean ≥ {t.pass_mean:.0%} and min ≥ {t.pass_min:.0%}; '
         f'marginal when mean ≥ {t.marginal_mean:.0%}',
         '', f'**Verdict: {report.verdict.upper()}** — mean success {report.mean:.1%}, '
-        f'min {report.min:.1%}', '', f'![success heatmap]({heatmap})', '',
-        '| ' + ' | '.join(report.grid) + ' | success | final distance (mm) | steps |',
-        '|' + '---|' * (len(report.grid) + 3),
+        f'min {report.min:.1%}, {report.stops} protective stops (any stop fails)', '',
+        f'![success heatmap]({heatmap})', '',
+        '| ' + ' | '.join(report.grid) + ' | success | final distance (mm) | steps | stops |',
+        '|' + '---|' * (len(report.grid) + 4),
     ]
     for c in report.configs:
         values = c.conditions.as_dict()
         lines.append('| ' + ' | '.join(f'{values[k]:g}' for k in report.grid)
                      + f' | {c.success:.0%} | {1000 * c.mean_distance:.1f} | '
-                     f'{c.mean_steps:.0f} |')
+                     f'{c.mean_steps:.0f} | {c.stops} |')
     lines += ['', '## Worst configurations', '']
     lines += [f'- {report.axes_label(c)}: {c.success:.0%}' for c in report.worst()]
     if suggestion is not None:
