@@ -69,7 +69,7 @@ def run(factor: float, seconds: float, log_dir: Path, subscribe: bool) -> dict[s
             node.stop()
     finally:
         probe.close()
-    text = ('paused', 'last_divergence')   # the diagnostics values that are not numbers
+    text = ('paused', 'last_divergence', 'protective_stop')   # values that are not numbers
     values = [{kv.key: float(kv.value) for kv in d.status[0].values if kv.key not in text}
               for d in diags]
     figures = {

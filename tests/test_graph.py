@@ -33,10 +33,12 @@ def test_sim_defaults_start_simulator_and_policy_with_sim_time_wired() -> None:
     sim, policy = nodes
     assert params(sim) == {
         'model': 'models/fr3/scene.xml', 'robot': 'config/robot/fr3.yaml',
-        'sync_mode': 'realtime', 'viewer': False, 'publish_clock': True, 'use_sim_time': False}
+        'sync_mode': 'realtime', 'viewer': False, 'gripper': True, 'publish_clock': True,
+        'use_sim_time': False}
     assert params(policy) == {
         'model_path': 'models/policy/fr3_reach.pt', 'robot': 'config/robot/fr3.yaml',
-        'command_interface': 'float64_array', 'start_enabled': True, 'use_sim_time': True}
+        'gripper': True, 'command_interface': 'float64_array', 'start_enabled': True,
+        'use_sim_time': True}
     for node in nodes:
         assert node.namespace == ''
         assert node.remappings == ()
@@ -74,6 +76,16 @@ def test_sim_arguments_reach_their_parameters() -> None:
     assert params(nodes['policy'])['model_path'] == 'p.pt2'
     assert params(nodes['policy'])['start_enabled'] is False
     assert params(nodes['policy'])['command_interface'] == 'joint_trajectory'
+
+
+@pytest.mark.parametrize('profile', ['sim', 'real_robot'])
+def test_gripper_false_takes_the_hand_off_the_simulators_and_the_policy(profile: str) -> None:
+    """franka_bringup's load_gripper:=false: no Franka Hand to simulate or command."""
+    values = {'gripper': 'false'} | ({'standin': 'true'} if profile == 'real_robot' else {})
+    nodes = by_name(build_graph(profile, values))
+    simulator = nodes['sim' if profile == 'sim' else 'standin']
+    assert params(simulator)['gripper'] is False and params(nodes['policy'])['gripper'] is False
+    assert params(by_name(build_graph(profile))['policy'])['gripper'] is True
 
 
 def test_panda_runs_its_own_model_and_policy() -> None:
@@ -136,7 +148,8 @@ def test_real_robot_defaults_policy_disabled_and_recorder_on_franka_topics() -> 
     policy, recorder = nodes
     assert params(policy) == {
         'model_path': 'models/policy/fr3_reach.pt', 'robot': 'config/robot/fr3.yaml',
-        'command_interface': 'joint_trajectory', 'start_enabled': False, 'use_sim_time': False}
+        'gripper': True, 'command_interface': 'joint_trajectory', 'start_enabled': False,
+        'use_sim_time': False}
     assert params(recorder) == {'root': 'episodes', 'robot': 'fr3', 'robot_mode': 'real',
                                 'use_sim_time': False}
     for node in nodes:
@@ -165,7 +178,8 @@ def test_real_robot_excite_and_standin() -> None:
     assert standin.param_files == (str(resolve_resource('config/standin_robot.yaml')),)
     assert params(standin) == {'robot': 'config/robot/fr3.yaml', 'model': 'models/fr3/scene.xml',
                                'sim_params_file': 'config/sim_params/standin_hidden.yaml',
-                               'joint_state_rate': 1000.0, 'publish_clock': False,
+                               'gripper': True, 'joint_state_rate': 1000.0,
+                               'publish_clock': False,
                                'use_sim_time': False}
     assert dict(standin.remappings)[TOPICS['joint_states'].name] == FRANKA_JOINT_STATES
     assert standin.required

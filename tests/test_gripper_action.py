@@ -13,6 +13,7 @@ from typing import Any
 
 import mujoco
 import numpy as np
+import pytest
 from action_msgs.msg import GoalStatus
 from control_msgs.action import FollowJointTrajectory, GripperCommand
 from franka_msgs.action import Grasp, Homing, Move
@@ -145,13 +146,19 @@ def test_grasp_the_cube_fail_on_nothing_move_and_stop(ros_probe: RosProbe,
         assert sim.proc.poll() is None
 
 
-def test_an_arm_without_a_hand_has_no_gripper_node(ros_probe: RosProbe, tmp_path: Path) -> None:
+@pytest.mark.parametrize('how', ['sim_params', 'parameter'])
+def test_an_arm_without_a_hand_has_no_gripper_node(ros_probe: RosProbe, tmp_path: Path,
+                                                   how: str) -> None:
+    """``end_effector: none`` in the SimParams, or the node's ``gripper:=false``."""
     params = tmp_path / 'no_hand.yaml'
     params.write_text('version: 1\nend_effector: none\n')
     subscribe_states(ros_probe)
-    with start_sim(tmp_path, f'sim_params_file:={params}') as sim:
+    with start_sim(tmp_path, f'sim_params_file:={params}' if how == 'sim_params'
+                   else 'gripper:=false') as sim:
         ros_probe.wait_for_messages(topic('joint_states').name, timeout=30)
-        assert wait_until(lambda: 'sim' in ros_probe.node.get_node_names(), 20)
+        assert wait_until(lambda: {'sim', 'action_server', 'franka_robot_state_broadcaster'}
+                          <= set(ros_probe.node.get_node_names()), 20)
         time.sleep(1.0)   # the gripper node is made before physics starts publishing
         assert 'fr3_gripper' not in ros_probe.node.get_node_names()
         assert sim.proc.poll() is None
+        assert sim.stop() == 0, sim.output

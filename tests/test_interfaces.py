@@ -16,7 +16,7 @@ from builtin_interfaces.msg import Duration
 from control_msgs.action import FollowJointTrajectory, GripperCommand
 from control_msgs.msg import JointComponentTolerance, JointTolerance
 from franka_msgs.action import ErrorRecovery, Grasp, Homing, Move
-from franka_msgs.msg import GraspEpsilon
+from franka_msgs.msg import Errors, FrankaRobotState, GraspEpsilon
 from rclpy.action import ActionClient
 from ros_helpers import NodeProcess, RosProbe, wait_until
 from trajectory_msgs.msg import JointTrajectoryPoint
@@ -54,6 +54,22 @@ def test_fields_match_the_published_definitions() -> None:
         assert fields(action.Result) == {'success': 'boolean', 'error': 'string'}
         assert fields(action.Feedback) == {'current_width': 'double'}
     assert fields(Homing.Goal) == fields(ErrorRecovery.Result) == {}
+    assert list(fields(FrankaRobotState)) == [
+        'header', 'collision_indicators', 'measured_joint_state', 'desired_joint_state',
+        'measured_joint_motor_state', 'ddq_d', 'dtau_j', 'tau_ext_hat_filtered', 'elbow',
+        'k_f_ext_hat_k', 'o_f_ext_hat_k', 'inertia_ee', 'inertia_load', 'inertia_total',
+        'o_t_ee', 'o_t_ee_d', 'o_t_ee_c', 'f_t_ee', 'ee_t_k', 'o_dp_ee_d', 'o_dp_ee_c',
+        'o_ddp_ee_c', 'time', 'control_command_success_rate', 'robot_mode', 'current_errors',
+        'last_motion_errors']
+    assert fields(FrankaRobotState)['ddq_d'] == 'double[7]'
+    assert FrankaRobotState.ROBOT_MODE_REFLEX == 4
+    assert FrankaRobotState.ROBOT_MODE_AUTOMATIC_ERROR_RECOVERY == 6
+    errors = list(fields(Errors))
+    assert len(errors) == 36 and set(fields(Errors).values()) == {'boolean'}
+    assert errors[:4] == ['joint_position_limits_violation',
+                          'cartesian_position_limits_violation',
+                          'self_collision_avoidance_violation', 'joint_velocity_violation']
+    assert errors[6] == 'joint_reflex' and errors[-1] == 'instability_detected'
 
 
 def send(probe: RosProbe, action: type, name: str, goal: Any) -> tuple[Any, list[Any]]:

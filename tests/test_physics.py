@@ -453,7 +453,7 @@ def test_a_stalled_stepper_applies_each_command_at_its_own_step(spec: RobotSpec)
     from simops_sim.stepper import Stepper, Timing
 
     physics = Physics(mujoco.MjModel.from_xml_path(str(SCENE_XML)), spec)
-    timing = Timing('realtime', 1.0, 0.05, 0.5, 5.0, 1000.0, 0.0, 0.0)
+    timing = Timing('realtime', 1.0, 0.05, 0.5, 5.0, 1000.0, 0.0, 0.0, 100.0)
     stepper = Stepper(physics, timing, 'home', None, 0, None, lambda key, text: None)
     taken: list[float] = []
     follow = physics.follow

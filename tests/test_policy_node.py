@@ -103,6 +103,19 @@ def test_mean_command_rate_within_2_percent(ros_probe: RosProbe, tmp_path: Path)
     assert mean_period == pytest.approx(1 / RATE, rel=0.02), (mean_period, len(window))
 
 
+def test_without_a_hand_the_gripper_output_is_dropped(ros_probe: RosProbe,
+                                                       tmp_path: Path) -> None:
+    """``gripper:=false`` (franka_bringup's load_gripper:=false): 7 arm targets only."""
+    model, _ = write_policy(tmp_path, [0.0] * 7 + [-1.0])
+    watch(ros_probe)
+    with running(tmp_path, model, 'gripper:=false') as node:
+        wait_state(ros_probe, node, 'RUNNING')
+        time.sleep(0.5)
+        commands = targets(ros_probe)
+    assert commands.shape[1] == 7, commands.shape
+    assert list(ros_probe.messages(TOPICS['policy_action'].name)[-1].data) == [0.0] * 7 + [-1.0]
+
+
 def test_estop_latches_hold_until_enable(ros_probe: RosProbe, tmp_path: Path) -> None:
     model, _ = write_policy(tmp_path, [0.3] * 7 + [0.0])
     watch(ros_probe)

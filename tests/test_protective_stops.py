@@ -1,9 +1,10 @@
 """Protective stops over DDS: the arm stops itself like a real FR3 and waits for recovery.
 
 A real ``sim`` process. A step command beyond the velocity limit stops the arm: it holds,
-``/diagnostics`` reports the error, commands on the topics and FollowJointTrajectory goals
-are refused until ``/action_server/error_recovery``; then the arm moves again. A goal that
-drives the hand onto the table ends in the collision reflex and is aborted.
+``/diagnostics`` and franka_robot_state_broadcaster's ``robot_state`` report the error,
+commands on the topics and FollowJointTrajectory goals are refused until
+``/action_server/error_recovery``; then the arm moves again. A goal that drives the hand
+onto the table ends in the collision reflex and is aborted.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ import numpy as np
 from action_msgs.msg import GoalStatus
 from control_msgs.action import FollowJointTrajectory
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
+from franka_msgs.msg import FrankaRobotState
+from rclpy.qos import qos_profile_system_default
 from ros_helpers import RosProbe, wait_until
 from sim_helpers import (
     Recovery,
@@ -32,10 +35,15 @@ from test_follow_action import Goal, client_for
 from simops_core.robot_spec import load_robot_spec
 
 SPEC = load_robot_spec('fr3')
+ROBOT_STATE = '/franka_robot_state_broadcaster/robot_state'
 
 
 def status(probe: RosProbe) -> DiagnosticStatus:
     return probe.wait_for_messages(topic('diagnostics').name)[-1].status[0]
+
+
+def robot_state(probe: RosProbe) -> FrankaRobotState:
+    return probe.wait_for_messages(ROBOT_STATE)[-1]
 
 
 def values(report: DiagnosticStatus) -> dict[str, str]:
@@ -55,11 +63,18 @@ def test_a_step_beyond_the_velocity_limit_stops_the_arm_until_error_recovery(
         ros_probe: RosProbe, tmp_path: Path) -> None:
     subscribe_states(ros_probe)
     ros_probe.subscribe(topic('diagnostics').name, DiagnosticArray, qos('diagnostics'))
+    ros_probe.subscribe(ROBOT_STATE, FrankaRobotState, qos_profile_system_default)
     with start_sim(tmp_path) as node:
         commands = command_publisher(ros_probe)
         arm = client_for(ros_probe)
         recovery = Recovery(ros_probe)
         home = settled(ros_probe)
+        state = robot_state(ros_probe)
+        assert state.robot_mode == FrankaRobotState.ROBOT_MODE_MOVE
+        assert list(state.measured_joint_state.name) == list(SPEC.arm_joints)
+        np.testing.assert_allclose(state.measured_joint_state.position, home, atol=1e-3)
+        np.testing.assert_allclose(state.desired_joint_state.position, home, atol=1e-3)
+        assert not state.current_errors.joint_velocity_violation
         step = home.copy()
         step[4] += 0.5            # 10 rad/s over one 50 ms period; the limit is 5.26 rad/s
         commands.publish(Float64MultiArray(data=step.tolist()))
@@ -69,6 +84,10 @@ def test_a_step_beyond_the_velocity_limit_stops_the_arm_until_error_recovery(
         assert values(report)['protective_stop'] == 'joint_velocity_violation'
         assert values(report)['protective_stops'] == '1'
         assert np.abs(settled(ros_probe) - home).max() < 1e-3     # it never moved
+        state = robot_state(ros_probe)
+        assert state.robot_mode == FrankaRobotState.ROBOT_MODE_REFLEX
+        assert state.current_errors.joint_velocity_violation
+        assert not state.current_errors.joint_reflex
 
         slow = home.copy()
         slow[0] += 0.05           # 1 rad/s: valid, but the arm is stopped
@@ -81,6 +100,10 @@ def test_a_step_beyond_the_velocity_limit_stops_the_arm_until_error_recovery(
 
         recovery()
         assert wait_until(lambda: status(ros_probe).level == DiagnosticStatus.OK, 5)
+        state = robot_state(ros_probe)
+        assert state.robot_mode == FrankaRobotState.ROBOT_MODE_MOVE
+        assert not state.current_errors.joint_velocity_violation
+        assert state.last_motion_errors.joint_velocity_violation   # kept, as libfranka does
         for _ in range(10):
             commands.publish(Float64MultiArray(data=slow.tolist()))
             time.sleep(0.05)

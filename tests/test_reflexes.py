@@ -79,6 +79,17 @@ def test_any_state_beyond_a_limit_stops_the_arm_and_names_the_joint(
     assert stop.joint == SPEC.arm_joints[joint]
 
 
+@given(inside(), st.integers(0, 20),
+       st.sampled_from([0.5, 0.999, 1.0, 1.0005, 1.001, 2.0, -1.001, math.nan, math.inf]))
+def test_the_fast_check_agrees_with_the_full_one(
+        state: tuple[np.ndarray, np.ndarray, np.ndarray], slot: int, scale: float) -> None:
+    """``within`` (the per-step fast path) passes exactly the states ``measure`` passes."""
+    measured = np.stack(state)
+    bound = np.stack((SPEC.position_upper, SPEC.velocity, SPEC.collision_torque))
+    measured.flat[slot] = bound.flat[slot] * scale   # near a bound, inside or out, or NaN
+    assert REFLEXES.within(measured) == (REFLEXES.measure(*measured, 0.0) is None)
+
+
 def test_a_position_within_the_joint_limit_softness_does_not_stop_the_arm() -> None:
     position = SPEC.home.copy()
     position[3] = SPEC.position_upper[3] + 0.5e-3
@@ -129,6 +140,11 @@ def test_pushing_the_hand_into_the_table_trips_the_collision_reflex() -> None:
         if arm.stop is not None:
             break
     assert arm.stop is not None and arm.stop.error == 'joint_reflex', arm.stop
+    data = arm.data   # contact rows come last, as contact_torque relies on
+    first = data.ne + data.nf + data.nl
+    assert data.nefc > first and np.all(data.efc_type[first:data.nefc] >= int(
+        mujoco.mjtConstraint.mjCNSTR_CONTACT_FRICTIONLESS))
+    assert np.all(data.efc_type[:first] < int(mujoco.mjtConstraint.mjCNSTR_CONTACT_FRICTIONLESS))
     flange = arm.body_pose(arm.index.flange_body)[0]
     assert flange[2] < 0.15          # the fingers (0.1 m below the flange) touch the table
     held = arm_position(arm)

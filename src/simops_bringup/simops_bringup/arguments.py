@@ -48,7 +48,10 @@ def declare_arguments(profile: str, command_interface: str) -> tuple[Argument, .
     """
     check_profile(profile)
     real = profile == 'real_robot'
-    args = [Argument('robot', 'fr3', 'robot spec, config/robot/<robot>.yaml', robot_names())]
+    args = [Argument('robot', 'fr3', "robot spec, config/robot/<robot>.yaml (franka_ros2's "
+                     'arm_id)', robot_names()),
+            Argument('gripper', 'true', 'the arm carries its Franka Hand: franka_gripper runs '
+                     'and the policy commands it (franka_bringup\'s load_gripper)', BOOL)]
     if not real:
         args.append(Argument('model', DEFAULT_MODEL, 'MJCF scene the simulator loads ({robot} '
                              'is replaced by the robot argument)'))

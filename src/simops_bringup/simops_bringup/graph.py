@@ -123,7 +123,7 @@ class _Nodes:
 
     def policy(self, args: dict[str, str], flags: dict[str, bool]) -> NodeSpec:
         return self('simops_policy', 'policy', 'policy', {
-            'model_path': args['policy'], 'robot': _spec(args),
+            'model_path': args['policy'], 'robot': _spec(args), 'gripper': flags['gripper'],
             'command_interface': args['command_interface'],
             'start_enabled': flags['start_enabled'], 'use_sim_time': flags['use_sim_time']})
 
@@ -144,7 +144,7 @@ def _sim_graph(nodes: _Nodes, args: dict[str, str],
     sim = nodes('simops_sim', 'sim', 'sim', {
         'model': args['model'], 'robot': _spec(args), **_joint_map(args['robot'], args['model']),
         **({'sim_params_file': args['sim_params']} if args['sim_params'] else {}),
-        'sync_mode': args['sync_mode'], 'viewer': flags['viewer'],
+        'sync_mode': args['sync_mode'], 'viewer': flags['viewer'], 'gripper': flags['gripper'],
         'publish_clock': sim_time, 'use_sim_time': False})
     recorder = [nodes.recorder(args, flags, 'sim')] if flags['record'] else []
     return (sim, nodes.policy(args, flags), *recorder)
@@ -163,7 +163,7 @@ def _real_robot_graph(nodes: _Nodes, args: dict[str, str], flags: dict[str, bool
         graph.append(nodes('simops_sim', 'sim', 'standin', {
             'robot': _spec(args), 'model': (model := robot_model(args['robot'])),
             **_joint_map(args['robot'], model),
-            'sim_params_file': standin_truth(args['robot']),
+            'sim_params_file': standin_truth(args['robot']), 'gripper': flags['gripper'],
             'joint_state_rate': arm.joint_state_rate,
             'publish_clock': flags['use_sim_time'], 'use_sim_time': False},
             files=[_resource(STANDIN_PARAMS)]))

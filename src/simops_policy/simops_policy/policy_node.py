@@ -56,8 +56,7 @@ class PolicyNode(Node):
         self._lock = threading.Lock()      # goal, supervisor and statistics
         self._goal: np.ndarray | None = None   # base frame (3,) m, from the executor thread
         self._have_object = False
-        self._stats = LoopStats(self.period)
-        self._scheduling = 'default'
+        self._stats, self._scheduling = LoopStats(self.period), 'default'
         self._create_interfaces()
         self._running = threading.Event()
         self._running.set()
@@ -71,6 +70,7 @@ class PolicyNode(Node):
         self.rate, self.period = s.control_rate, 1.0 / s.control_rate
         loaded = load_deployment(s)
         self.spec, self.topics, self.card = loaded.spec, loaded.topics, loaded.card
+        self.hand = self.card.action.gripper and s.gripper   # the gripper is commanded
         self.model, self.step, self.summary = loaded.model, loaded.step, loaded.summary()
         self.supervisor = MotionSupervisor(s.start_enabled, s.ramp_time)
         self.inputs = PolicyInputs(self.step)
@@ -82,9 +82,9 @@ class PolicyNode(Node):
     def _create_interfaces(self) -> None:
         def qos(key: str) -> QoSProfile:
             return qos_profile(self.topics[key])
-        hand = gripper_action(self.spec.name) if self.card.action.gripper else None
         self._command = ArmCommandPublisher(self, self.topics, self.settings.command_interface,
-                                            self.spec.arm_joints, self.period, False, hand)
+                                            self.spec.arm_joints, self.period, False,
+                                            gripper_action(self.spec.name) if self.hand else None)
         self.command_topic = self._command.topic
         self._action_pub = self.create_publisher(
             Float64MultiArray, self.topics['policy_action'].name, qos('policy_action'))
@@ -218,7 +218,7 @@ class PolicyNode(Node):
 
     def _publish_command(self, state: safety.SafetyState, stamp: Time | None = None) -> None:
         """Publish ``state``'s target stamped ``stamp`` (None: now); measure the period here."""
-        self._command(state.target, state.gripper if self.card.action.gripper else None, stamp)
+        self._command(state.target, state.gripper if self.hand else None, stamp)
         now = time.monotonic()
         with self._lock:
             self._stats.command_sent(now)

@@ -19,7 +19,6 @@ from typing import Any
 from control_msgs.action import GripperCommand
 from franka_msgs.action import Grasp, Homing, Move
 from rclpy.action import ActionServer, CancelResponse
-from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.qos import qos_profile_sensor_data
 from rclpy.task import Future
@@ -168,10 +167,3 @@ class GripperNode(Node):
         action = {Homing.Goal: Homing, Move.Goal: Move, Grasp.Goal: Grasp}[type(handle.request)]
         return action.Feedback(current_width=opening)
 
-
-def spin_together(*nodes: Node) -> None:
-    """Spin ``nodes`` in one executor until shutdown (the simulator and its gripper)."""
-    executor = SingleThreadedExecutor()
-    for node in nodes:
-        executor.add_node(node)
-    executor.spin()

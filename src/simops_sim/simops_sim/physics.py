@@ -54,8 +54,6 @@ MAX_SPEED = 100.0   # rad/s or m/s; any faster dof means the integration diverge
 # positive mass under a joint); each finger slide keeps its own inertia as armature, so the
 # finger dofs integrate as before while the arm carries nothing.
 REMOVED_MASS = 1e-6
-# efc_type of the first contact constraint type; every contact type's value is at least it
-CONTACT_ROWS = int(mujoco.mjtConstraint.mjCNSTR_CONTACT_FRICTIONLESS)
 
 
 class ModelError(ValueError):
@@ -468,6 +466,7 @@ class Physics:
         arm = self.index.arm_dof
         self._measured = np.zeros((3, arm))   # position, velocity, contact torque of the arm
         self._generalised = np.zeros(model.nv)
+        self._arm_qpos, self._arm_dofs = self.index.qpos_adr[:arm], self.index.dof_adr[:arm]
         self.nominal = nominal_sim_params(model, self.index)
         self.data = mujoco.MjData(model)
         self.params = SimParams()
@@ -576,16 +575,18 @@ class Physics:
 
         The generalised force of the contact rows of the constraint solution, ``J^T f``:
         what the arm's external-torque estimate sees of a collision (joint limits and the
-        other constraints excluded).
+        other constraints excluded). MuJoCo orders the rows equality, friction, limit,
+        contact, so the contact rows are the last ``nefc - (ne + nf + nl)``.
         """
         data = self.data
-        if data.ncon == 0:
+        first = data.ne + data.nf + data.nl
+        if data.nefc == first:
             out[:] = 0.0
             return
-        contact = data.efc_type >= CONTACT_ROWS
-        mujoco.mj_mulJacTVec(self.model, data, self._generalised,
-                             np.where(contact, data.efc_force, 0.0))
-        np.take(self._generalised, self.index.dof_adr[:self.index.arm_dof], out=out)
+        force = np.zeros(data.nefc)
+        force[first:] = data.efc_force[first:]
+        mujoco.mj_mulJacTVec(self.model, data, self._generalised, force)
+        self._generalised.take(self._arm_dofs, out=out)
 
     def set_arm_target(self, q: np.ndarray, qd: np.ndarray | None = None) -> None:
         """Arm targets: position ``q`` (7,) rad and desired velocity ``qd`` (7,) rad/s.
@@ -666,11 +667,12 @@ class Physics:
 
     def _check_reflexes(self, reflexes: Reflexes) -> None:
         """Latch the stop the measured arm state trips, if any (the true state, no bias)."""
-        measured, data, arm = self._measured, self.data, self.index.arm_dof
-        np.take(data.qpos, self.index.qpos_adr[:arm], out=measured[0])
-        np.take(data.qvel, self.index.dof_adr[:arm], out=measured[1])
+        measured, data = self._measured, self.data
+        data.qpos.take(self._arm_qpos, out=measured[0])
+        data.qvel.take(self._arm_dofs, out=measured[1])
         self.contact_torque(measured[2])
-        self._latch(reflexes.measure(measured[0], measured[1], measured[2], self.time))
+        if not reflexes.within(measured):
+            self._latch(reflexes.measure(measured[0], measured[1], measured[2], self.time))
 
     def diverged(self) -> str | None:
         """Why the state is unusable, or None when it is fine.

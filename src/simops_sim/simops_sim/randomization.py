@@ -10,6 +10,7 @@ one source is ``config/randomization.yaml`` (:func:`default_randomization`).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, fields, replace
 from functools import cache
 from pathlib import Path
@@ -17,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from simops_core.sim_params import ObjectParams, SimParams
+from simops_core.sim_params import ObjectParams, SimParams, merge_sim_params
 from simops_core.yaml_fields import Fields, is_number, read_yaml
 
 RANDOMIZATION_FILE = 'config/randomization.yaml'
@@ -111,6 +112,23 @@ class DomainRandomization:
             obs_noise=float(rng.uniform(0.0, self.obs_noise * level)))
         ramp = float(self.ramp_times[int(rng.integers(len(self.ramp_times)))])
         return conditions, ramp
+
+    def sampler(self, nominal: SimParams, arm_joints: tuple[str, ...],
+                mass_bodies: tuple[str, ...], period: float) -> Sampler:
+        """Full-range draws around a base SimParams, as the simulator node's ``randomize``.
+
+        ``nominal``: the model's physics, which fills what the base leaves out; the other
+        arguments as :meth:`Conditions.sim_params` takes them.
+        """
+        def sample(base: SimParams, rng: np.random.Generator) -> SimParams:
+            conditions, _ = self.sample(rng, 1.0)
+            return conditions.sim_params(merge_sim_params(nominal, base), arm_joints,
+                                         mass_bodies, period)
+        return sample
+
+
+Sampler = Callable[[SimParams, np.random.Generator], SimParams]
+"""Draws physics around a base SimParams: (base, rng) -> SimParams."""
 
 
 @cache

@@ -55,6 +55,12 @@ class Reflexes:
         self._upper = spec.position_upper + POSITION_TOLERANCE
         self._speed = spec.velocity
         self._contact = spec.collision_torque
+        # The box every measured (position, velocity, contact) (3, 7) must lie in, as its
+        # centre and half-widths, for a one-pass check at every physics step.
+        low = np.stack((self._lower, -self._speed, -self._contact))
+        high = np.stack((self._upper, self._speed, self._contact))
+        self._centre, self._half = (high + low) / 2.0, (high - low) / 2.0
+        self._scratch = np.empty_like(low)
 
     def command(self, peak_speed: np.ndarray, now: float) -> ProtectiveStop | None:
         """The stop a command moving each joint at up to ``peak_speed`` (7,) rad/s trips."""
@@ -66,6 +72,16 @@ class Reflexes:
                           f'a command moves {self.spec.arm_joints[joint]} at '
                           f'{peak_speed[joint]:.3g} rad/s, beyond its '
                           f'{self.spec.velocity[joint]:g} rad/s limit')
+
+    def within(self, measured: np.ndarray) -> bool:
+        """Whether ``measured`` (3, 7): position, velocity, contact, trips no stop (fast).
+
+        False for a NaN; then :meth:`measure` names the stop.
+        """
+        scratch = self._scratch
+        np.subtract(measured, self._centre, out=scratch)
+        np.abs(scratch, out=scratch)
+        return bool((scratch <= self._half).all())
 
     def measure(self, position: np.ndarray, velocity: np.ndarray, contact: np.ndarray,
                 now: float) -> ProtectiveStop | None:

@@ -9,19 +9,19 @@ Parameters: ``config/parameters/sim.yaml`` (table in docs/interfaces.md).
 - ``joint_states``: names, position, velocity, effort for the arm and fingers every
   1 / ``joint_state_rate`` s of sim time; effort is the actuator torque including the
   gravity-holding torque, like Franka's measured ``tau_J`` (see :mod:`simops_sim.physics`).
-- ``ee_pose`` (flange), ``object_pose`` (100 Hz of sim time, base frame) and ``/clock``.
-- Companion nodes: the arm's FollowJointTrajectory action, ``/action_server/error_recovery``
-  and franka_gripper's node, none without a hand (``follow_action``, ``recovery_action``,
-  ``gripper_action``). A bad command is rejected with a warning throttled per kind; the arm
-  holds. A protective stop (:mod:`simops_sim.reflexes`) is an ERROR on ``/diagnostics``.
-- ``randomize``: physics is sampled from ``config/randomization.yaml`` around the (fitted)
-  params at start and on every reset (:mod:`simops_sim.randomization`, the envs' model).
+- ``ee_pose`` (flange), ``object_pose`` (100 Hz of sim time, base frame), ``/clock`` and
+  franka's robot state (:mod:`simops_sim.robot_state`); the FollowJointTrajectory action
+  (:mod:`simops_sim.follow_action`) and the :mod:`simops_sim.companions` nodes.
+- A bad command is rejected with a warning throttled per kind; the arm holds. A protective
+  stop (:mod:`simops_sim.reflexes`) is an ERROR on ``/diagnostics``. ``randomize`` samples
+  ``config/randomization.yaml`` around the params at start and on every reset.
 """
 
 from __future__ import annotations
 
 import sys
 import threading
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -39,19 +39,19 @@ from trajectory_msgs.msg import JointTrajectory
 
 from simops_core.command_line import ConfigError
 from simops_core.robot_spec import SpecError, load_robot_spec
-from simops_core.sim_params import SimParams, SimParamsError, load_sim_params, merge_sim_params
+from simops_core.sim_params import SimParams, SimParamsError, load_sim_params
 from simops_core.topics import TopicConfigError, load_topics
 from simops_ros.declarations import declare_schema
 from simops_ros.diagnostics import diagnostic_array
 from simops_ros.qos import qos_profile
 from simops_ros.scaffold import run_node
 from simops_ros.throttled import KindWarnings
+from simops_sim.companions import companion_nodes, spin_together
 from simops_sim.follow_action import FollowJointTrajectoryServer
-from simops_sim.gripper_action import GripperNode, spin_together
 from simops_sim.joint_commands import CommandError, check_command, parse_joint_command
 from simops_sim.physics import ModelError, Physics, load_model, parse_joint_map
 from simops_sim.randomization import default_randomization
-from simops_sim.recovery_action import RecoveryNode
+from simops_sim.robot_state import RobotStateNode
 from simops_sim.stepper import Frame, Stepper, Timing, open_viewer
 from simops_sim.trajectory_plan import check_goal, goal_from_message
 from simops_sim.wire import ClockEncoder, JointStateEncoder, PoseStampedEncoder
@@ -78,9 +78,9 @@ class SimNode(Node):
     def _build_stepper(self) -> Stepper:
         s = self.settings
         try:
-            self.spec = load_robot_spec(s.robot)
-            self.topics = load_topics()
+            self.spec, self.topics = load_robot_spec(s.robot), load_topics()
             params = load_sim_params(s.sim_params_file) if s.sim_params_file else SimParams()
+            params = params if s.gripper else replace(params, end_effector='none')
             try:
                 physics = Physics(load_model(s.model), self.spec, parse_joint_map(s.joint_map),
                                   params, reflexes=True)
@@ -98,17 +98,11 @@ class SimNode(Node):
         if s.joint_state_rate * physics.timestep > 1.0 + 1e-9:
             raise ConfigError(f'joint_state_rate {s.joint_state_rate:g} Hz exceeds the physics '
                               f'rate {1 / physics.timestep:g} Hz; lower it')
-        ranges = default_randomization()
-
-        def sample(base: SimParams, rng: np.random.Generator) -> SimParams:
-            conditions, _ = ranges.sample(rng, 1.0)
-            return conditions.sim_params(merge_sim_params(physics.nominal, base),
-                                         self.spec.arm_joints, physics.index.mass_bodies,
-                                         s.control_period)
-
+        sample = default_randomization().sampler(physics.nominal, self.spec.arm_joints,
+                                                 physics.index.mass_bodies, s.control_period)
         timing = Timing(s.sync_mode, s.realtime_factor, s.control_period, s.lockstep_timeout,
                         s.command_timeout, s.joint_state_rate, s.joint_state_noise,
-                        s.joint_effort_noise)
+                        s.joint_effort_noise, s.robot_state_rate)
         system_ns = None if s.publish_clock else (lambda: self.get_clock().now().nanoseconds)
         viewer = open_viewer(physics) if s.viewer else None
         if s.viewer and viewer is None:
@@ -140,9 +134,8 @@ class SimNode(Node):
         self.create_service(SetBool, '~/pause', self._on_pause)
         self.create_timer(1.0, self._publish_diagnostics)
         FollowJointTrajectoryServer(self, self.stepper, self.spec, self.topics['joint_trajectory'])
-        hand = self.stepper.physics.params.end_effector != 'none'   # franka_gripper's node:
-        self.companions = [RecoveryNode(self.stepper)] + (
-            [GripperNode(self.stepper, self.spec)] if hand else [])
+        self._robot_state = RobotStateNode(self.spec)
+        self.companions = [self._robot_state, *companion_nodes(self.stepper, self.spec)]
         self._wire_lock = threading.Lock()   # the encoders: physics thread and ~/reset
         self._state_wire = JointStateEncoder(self.spec.joint_names, self.spec.base_frame)
         self._clock_wire, self._pose_wire = ClockEncoder(), PoseStampedEncoder(self.spec.base_frame)
@@ -218,6 +211,8 @@ class SimNode(Node):
                 self._ee_pub.publish(self._pose_wire.encode(stamp, *frame.flange))
             if frame.object is not None:
                 self._object_pub.publish(self._pose_wire.encode(stamp, *frame.object))
+            if frame.robot is not None:
+                self._robot_state.publish_state(frame.robot)
 
     def _run(self) -> None:
         try:

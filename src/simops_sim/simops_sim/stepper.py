@@ -71,9 +71,11 @@ class FollowState:
 
     Sim ``time`` (s) and its ``stamp_ns``; ``applied``, the sequence number of the command
     the arm follows, and ``rejected``, the last rejected one with the reason; ``stop``, the
-    protective stop in force; ``desired_q`` (7,) rad and ``desired_qd`` (7,) rad/s, the
-    controller's targets; ``actual_q``, ``actual_qd`` the measured joints (bias and noise
-    included, as published).
+    protective stop in force, ``last_stop`` the latest one (kept after a recovery);
+    ``desired_q`` (7,) rad and ``desired_qd`` (7,) rad/s, the controller's targets;
+    ``actual_q``, ``actual_qd``, ``actual_effort`` (N*m) the measured joints (sensor bias
+    included, as published, without noise); ``contact`` (7,) N*m, the joint torques the
+    contacts apply (what the collision reflex checks).
     """
 
     time: float
@@ -81,10 +83,13 @@ class FollowState:
     applied: int
     rejected: tuple[int, str]
     stop: ProtectiveStop | None
+    last_stop: ProtectiveStop | None
     desired_q: np.ndarray
     desired_qd: np.ndarray
     actual_q: np.ndarray
     actual_qd: np.ndarray
+    actual_effort: np.ndarray
+    contact: np.ndarray
 
 
 @dataclass
@@ -92,13 +97,15 @@ class Frame:
     """What one step publishes: the stamp (ns) and copies of what is due, else None.
 
     ``joints`` (3, n): position, velocity, effort in ``spec.joint_names`` order (sensor bias
-    and noise included); poses: (position (3,) m, quaternion (4,) w-x-y-z) in the base frame.
+    and noise included); poses: (position (3,) m, quaternion (4,) w-x-y-z) in the base frame;
+    ``robot``: the arm's state for franka's robot-state topic.
     """
 
     stamp_ns: int
     joints: np.ndarray | None = None
     flange: tuple[np.ndarray, np.ndarray] | None = None
     object: tuple[np.ndarray, np.ndarray] | None = None
+    robot: FollowState | None = None
 
 
 Publish = Callable[[Frame], None]
@@ -122,8 +129,9 @@ class Viewer(Protocol):
 class Timing:
     """How the stepper runs; the live fields may change while it runs (:meth:`Stepper.set`).
 
-    Times in s; ``realtime_factor`` in sim s per wall s; ``joint_state_noise`` in rad (m for
-    the fingers); ``joint_effort_noise`` in N*m (N for the fingers).
+    Times in s; ``realtime_factor`` in sim s per wall s; rates in Hz of sim time;
+    ``joint_state_noise`` in rad (m for the fingers); ``joint_effort_noise`` in N*m (N for
+    the fingers).
     """
 
     sync_mode: str
@@ -134,6 +142,7 @@ class Timing:
     joint_state_rate: float
     joint_state_noise: float
     joint_effort_noise: float
+    robot_state_rate: float
 
 
 @dataclass
@@ -192,6 +201,7 @@ class Stepper:
         dt = physics.timestep
         self._state_every = max(1, round(1.0 / (timing.joint_state_rate * dt)))
         self._pose_every = max(1, round(1.0 / (POSE_RATE * dt)))
+        self._robot_every = max(1, round(1.0 / (timing.robot_state_rate * dt)))
         self._period_steps = max(1, round(timing.control_period / dt))
         # (time.monotonic() at arrival, sequence number, command): applied at the first step
         # due after it arrived. Numbers count submissions; ``_applied`` is the number of the
@@ -201,6 +211,7 @@ class Stepper:
         self._submitted = 0
         self._applied = 0
         self._rejected: tuple[int, str] = (0, '')
+        self._last_stop: ProtectiveStop | None = None
         self._streaming = False
         self._last_command = 0.0
         self._step_index = 0
@@ -235,13 +246,18 @@ class Stepper:
     def follow_state(self) -> FollowState:
         """What an action server needs to judge its goal, read at one instant."""
         with self.lock:
-            physics, arm = self.physics, self.physics.index.arm_dof
-            desired_q, desired_qd = physics.arm_desired()
-            state = physics.state()
-            return FollowState(physics.time, round(physics.time * 1e9) + self._stamp_offset,
-                               self._applied, self._rejected, physics.stop, desired_q,
-                               desired_qd, state.position[:arm].copy(),
-                               state.velocity[:arm].copy())
+            return self._follow_state()
+
+    def _follow_state(self) -> FollowState:
+        physics, arm = self.physics, self.physics.index.arm_dof
+        desired_q, desired_qd = physics.arm_desired()
+        joints = np.empty((3, len(physics.spec.joint_names)))
+        physics.read_joints(joints)
+        contact = np.empty(arm)
+        physics.contact_torque(contact)
+        return FollowState(physics.time, round(physics.time * 1e9) + self._stamp_offset,
+                           self._applied, self._rejected, physics.stop, self._last_stop,
+                           desired_q, desired_qd, *joints[:, :arm].copy(), contact)
 
     def stopped(self) -> ProtectiveStop | None:
         """The protective stop in force, or None."""
@@ -465,6 +481,7 @@ class Stepper:
 
     def _stopped(self, stop: ProtectiveStop) -> None:
         """Count and report a stop that just latched."""
+        self._last_stop = stop
         self.counters.protective_stops += 1
         self._streaming = False
         self._warn('protective_stop', f'{stop.message()}; the arm holds and ignores commands '
@@ -523,6 +540,8 @@ class Stepper:
                                                    joints.shape[1])
             frame.joints = joints
             self.counters.joint_states += 1
+        if force or index % self._robot_every == 0:
+            frame.robot = self._follow_state()
         if force or index % self._pose_every == 0:
             bodies = self.physics.index
             frame.flange = self.physics.body_pose(bodies.flange_body)

@@ -1,4 +1,4 @@
-"""Pre-serialized joint state, clock and pose messages for the physics thread's publishing.
+"""Pre-serialized joint state, clock, pose and robot state messages for the simulator.
 
 rclpy converts a Python message field by field on every ``publish``; at 1 kHz that costs as
 much CPU as the physics. These encoders serialize a template once (CDR, through
@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
+from franka_msgs.msg import Errors, FrankaRobotState
 from geometry_msgs.msg import PoseStamped
 from rclpy.serialization import serialize_message
 from rosgraph_msgs.msg import Clock
@@ -104,4 +105,72 @@ class PoseStampedEncoder(_Template):
         self._pose[:3] = pos
         self._pose[3:6] = quat_wxyz[1:]
         self._pose[6] = quat_wxyz[0]
+        return bytes(self.buffer)
+
+
+class RobotStateEncoder(_Template):
+    """Serialized ``franka_msgs/FrankaRobotState`` with the fields the simulator fills.
+
+    Fixed joint ``names`` and ``frame_id``; per message: the header stamp, ``rows`` (6, 7)
+    (measured q, dq, tau_J; desired q, dq; ``tau_ext_hat_filtered`` effort), ``time`` (s),
+    ``robot_mode`` and the two error flag sets (by franka_msgs' ``Errors`` field names).
+    Every other field stays zero; the nested headers are not stamped.
+    """
+
+    def __init__(self, names: Sequence[str], frame_id: str) -> None:
+        self._flags = {name: k for k, name in enumerate(Errors.get_fields_and_field_types())}
+        count = len(names)
+        sentinels = np.pi * (1.0 + np.arange(6 * count).reshape(6, count))
+        when = np.array([np.e * 1e3])
+
+        # Flag sentinels: two 0/1 patterns no other field can repeat; the robot mode
+        # (uint8) and the two Errors structs (bools) are the message's last fields, without
+        # CDR padding between them.
+        pattern = np.random.default_rng(0).integers(0, 2, (2, len(self._flags)), np.uint8)
+        msg = FrankaRobotState()
+        msg.header.frame_id = frame_id
+        msg.header.stamp.sec, msg.header.stamp.nanosec = _STAMP_SEC, _STAMP_NANOSEC
+        rows = sentinels.tolist()
+        for state, fields in ((msg.measured_joint_state, rows[:3]),
+                              (msg.desired_joint_state, rows[3:5])):
+            state.name = list(names)
+            state.position, state.velocity = fields[0], fields[1]
+            state.effort = fields[2] if len(fields) > 2 else []
+        msg.tau_ext_hat_filtered.name = list(names)
+        msg.tau_ext_hat_filtered.effort = rows[5]
+        msg.time = float(when[0])
+        msg.robot_mode = FrankaRobotState.ROBOT_MODE_AUTOMATIC_ERROR_RECOVERY
+        for flags, bits in ((msg.current_errors, pattern[0]), (msg.last_motion_errors,
+                                                               pattern[1])):
+            for name, bit in zip(self._flags, bits, strict=True):
+                setattr(flags, name, bool(bit))
+        serialized = serialize_message(msg)
+        super().__init__(serialized)
+        self.rows = tuple(np.ndarray(count, dtype='<f8', buffer=self.buffer,
+                                     offset=_locate(serialized, row)) for row in sentinels)
+        """Writable (n,) views: measured q, dq, tau_J; desired q, dq; contact torque."""
+        self._time = np.ndarray(1, dtype='<f8', buffer=self.buffer,
+                                offset=_locate(serialized, when))
+        flags = len(self._flags)
+        start = serialized.find(pattern.tobytes())
+        if start < 1 or serialized[start - 1] != msg.robot_mode:
+            raise RuntimeError('cannot locate a field in the serialized template message')
+        self._mode = start - 1
+        self._current = slice(start, start + flags)
+        self._last = slice(start + flags, start + 2 * flags)
+
+    def encode(self, nanoseconds: int, time: float, mode: int, current: str | None,
+               last: str | None) -> bytes:
+        """Serialized state at ``nanoseconds`` with the current ``rows``.
+
+        ``time`` sim s; ``mode`` a ``ROBOT_MODE_*`` value; ``current`` and ``last`` the
+        ``Errors`` field set in each flag set, or None for none.
+        """
+        self.set_stamp(nanoseconds)
+        self._time[0] = time
+        self.buffer[self._mode] = mode
+        for where, error in ((self._current, current), (self._last, last)):
+            self.buffer[where] = bytes(where.stop - where.start)
+            if error is not None:
+                self.buffer[where.start + self._flags[error]] = 1
         return bytes(self.buffer)

@@ -1,0 +1,36 @@
+"""The nodes beside the simulator node in its process, as franka_ros2 runs them beside the arm.
+
+- ``action_server`` (:mod:`simops_sim.recovery_action`): ``~/error_recovery``;
+- ``<robot>_gripper`` (:mod:`simops_sim.gripper_action`): franka_gripper, only when the arm
+  carries its hand (``end_effector: franka_hand``).
+
+All of them serve the one :class:`~simops_sim.stepper.Stepper` and spin in the simulator's
+executor (:func:`spin_together`), as does ``franka_robot_state_broadcaster``
+(:mod:`simops_sim.robot_state`), which the simulator node feeds itself.
+"""
+
+from __future__ import annotations
+
+from rclpy.executors import SingleThreadedExecutor
+from rclpy.node import Node
+
+from simops_core.robot_spec import RobotSpec
+from simops_sim.gripper_action import GripperNode
+from simops_sim.recovery_action import RecoveryNode
+from simops_sim.stepper import Stepper
+
+
+def companion_nodes(stepper: Stepper, spec: RobotSpec) -> list[Node]:
+    """The companions of a simulator that serve ``stepper`` (the arm ``spec``)."""
+    nodes: list[Node] = [RecoveryNode(stepper)]
+    if stepper.physics.params.end_effector != 'none':
+        nodes.append(GripperNode(stepper, spec))
+    return nodes
+
+
+def spin_together(*nodes: Node) -> None:
+    """Spin ``nodes`` in one executor until shutdown (the simulator and its companions)."""
+    executor = SingleThreadedExecutor()
+    for node in nodes:
+        executor.add_node(node)
+    executor.spin()
