@@ -484,3 +484,49 @@ def test_a_stalled_stepper_applies_each_command_at_its_own_step(spec: RobotSpec)
     assert len(taken) == 3, taken
     gaps = np.diff(taken)
     assert np.all(np.abs(gaps - 0.05) < 0.02), gaps
+
+
+def test_a_stream_with_dropped_targets_keeps_its_pace(spec: RobotSpec) -> None:
+    """Streamed targets 0.05 rad apart at 20 Hz (1 rad/s), then three the node never got
+    (dropped while it stalled): the next target, 0.2 rad on, is reached over the 0.2 s since
+    the last one arrived, at the stream's pace, with no stop. The same 0.2 rad as the first
+    command of a stream (from rest) is a step of 4 rad/s: a protective stop."""
+    import threading
+    import time
+
+    from simops_sim.joint_commands import ArmCommand
+    from simops_sim.stepper import Stepper, Timing
+
+    physics = Physics(mujoco.MjModel.from_xml_path(str(SCENE_XML)), spec, reflexes=True)
+    timing = Timing('realtime', 1.0, 0.05, 0.5, 0.3, 1000.0, 0.0, 0.0, 100.0)
+    stepper = Stepper(physics, timing, 'home', None, 0, None, lambda key, text: None)
+    running = threading.Event()
+    running.set()
+    thread = threading.Thread(target=stepper.run, args=(running, lambda frame: None))
+    thread.start()
+    target = spec.home.copy()
+    try:
+        time.sleep(0.2)
+        for _ in range(3):
+            target[0] += 0.05
+            stepper.submit(ArmCommand(target.copy(), None))
+            time.sleep(0.05)
+        time.sleep(0.15)   # three targets the node never got
+        target[0] += 0.2
+        stepper.submit(ArmCommand(target.copy(), None))
+        time.sleep(0.6)
+        paced = stepper.stopped()
+        reached = stepper.follow_state().actual_q
+        time.sleep(0.5)   # past the command timeout: the stream has ended
+        target[0] += 0.2
+        stepper.submit(ArmCommand(target.copy(), None))
+        time.sleep(0.2)
+        step = stepper.stopped()
+    finally:
+        running.clear()
+        stepper.wake()
+        thread.join(timeout=5)
+    assert paced is None, paced
+    assert abs(reached[0] - (spec.home[0] + 0.35)) < 0.01, reached
+    assert step is not None and step.error == 'joint_velocity_violation'
+    assert step.joint == spec.arm_joints[0] and 'a command moves' in step.text

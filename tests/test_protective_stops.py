@@ -17,8 +17,9 @@ from action_msgs.msg import GoalStatus
 from control_msgs.action import FollowJointTrajectory
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
 from franka_msgs.msg import FrankaRobotState
+from policy_helpers import call_enable, states, wait_state, watch, write_policy
 from rclpy.qos import qos_profile_system_default
-from ros_helpers import RosProbe, wait_until
+from ros_helpers import NodeProcess, RosProbe, wait_until
 from sim_helpers import (
     Recovery,
     command_publisher,
@@ -139,3 +140,32 @@ def test_a_goal_into_the_table_ends_in_the_collision_reflex(ros_probe: RosProbe,
         back = Goal(arm, smooth_goal(held, home - held, 3.0))
         assert back.result()[0] == GoalStatus.STATUS_SUCCEEDED
         assert node.stop() == 0, node.output
+
+
+def test_the_policy_faults_when_the_arm_stops_itself_and_resumes_only_after_recovery(
+        ros_probe: RosProbe, tmp_path: Path) -> None:
+    """A constant policy tilting joint 2 forward presses the hand onto the table: the arm's
+    collision reflex stops it, the policy reads the reflex from ``robot_state`` and latches
+    FAULT; ``~/enable`` while the arm is still stopped faults again; after
+    ``/action_server/error_recovery`` it does run again."""
+    model, _ = write_policy(tmp_path, [0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0])
+    subscribe_states(ros_probe)
+    watch(ros_probe)
+    with start_sim(tmp_path) as sim, NodeProcess.ros2_run(
+            'simops_policy', 'policy', '--ros-args', '-p', f'model_path:={model}',
+            '-p', 'ramp_time:=0.5', '-p', 'start_enabled:=true',
+            log_path=tmp_path / 'policy.log') as policy:
+        wait_state(ros_probe, policy, 'RUNNING', timeout=30)
+        wait_state(ros_probe, policy, 'FAULT', timeout=20)
+        assert 'the arm stopped itself (protective stop: joint_reflex)' in policy.output
+        time.sleep(1.0)                                     # the contact settles
+        held = settled(ros_probe)
+        assert call_enable(ros_probe, True).success
+        time.sleep(0.5)
+        assert states(ros_probe)[-1] == 'FAULT'             # still stopped: faults again
+        assert np.abs(settled(ros_probe) - held).max() < 1e-3
+        Recovery(ros_probe)()
+        assert call_enable(ros_probe, True).success
+        assert wait_until(lambda: 'RUNNING' in states(ros_probe)[-3:], 10), states(ros_probe)
+        assert policy.stop() == 0, policy.output
+        assert sim.stop() == 0, sim.output

@@ -24,11 +24,14 @@ PANDA_MAP = ('[panda_joint1=fr3_joint1, panda_joint2=fr3_joint2, panda_joint3=fr
              'panda_joint4=fr3_joint4, panda_joint5=fr3_joint5, panda_joint6=fr3_joint6, '
              'panda_joint7=fr3_joint7, panda_finger_joint1=fr3_finger_joint1, '
              'panda_finger_joint2=fr3_finger_joint2]')
+ROBOT_STATE_REMAP = ('/franka_robot_state_broadcaster/robot_state:='
+                     'franka_robot_state_broadcaster/robot_state')
 NS_REMAPS = ['-r', '/joint_states:=joint_states', '-r', '/joint_commands:=joint_commands',
              '-r', '/fr3_arm_controller/joint_trajectory:=fr3_arm_controller/joint_trajectory',
              '-r', '/object_pose:=object_pose', '-r', '/ee_pose:=ee_pose',
              '-r', '/goal_pose:=goal_pose', '-r', '/policy/action:=policy/action',
-             '-r', '/policy/state:=policy/state', '-r', '/simops/estop:=simops/estop']
+             '-r', '/policy/state:=policy/state', '-r', '/simops/estop:=simops/estop',
+             '-r', ROBOT_STATE_REMAP]
 
 
 def fake_resolve(package: str, executable: str) -> Path:
@@ -43,22 +46,25 @@ CASES = {
     'sim-defaults': ('sim', {}, [
         [exe('simops_sim', 'sim'), '--ros-args', '-r', '__node:=sim',
          '-p', 'model:=models/fr3/scene.xml', '-p', 'robot:=config/robot/fr3.yaml',
-         '-p', 'sync_mode:=realtime', '-p', 'viewer:=false', '-p', 'publish_clock:=true',
+         '-p', 'sync_mode:=realtime', '-p', 'viewer:=false', '-p', 'gripper:=true',
+         '-p', 'publish_clock:=true',
          '-p', 'use_sim_time:=false'],
         [exe('simops_policy', 'policy'), '--ros-args', '-r', '__node:=policy',
          '-p', 'model_path:=models/policy/fr3_reach.pt', '-p', 'robot:=config/robot/fr3.yaml',
-         '-p', 'command_interface:=float64_array', '-p', 'start_enabled:=true',
+         '-p', 'gripper:=true', '-p', 'command_interface:=float64_array',
+         '-p', 'start_enabled:=true',
          '-p', 'use_sim_time:=true'],
     ]),
     'sim-panda-on-the-fr3-model': ('sim', {'robot': 'panda', 'model': 'models/fr3/scene.xml'}, [
         [exe('simops_sim', 'sim'), '--ros-args', '-r', '__node:=sim',
          '-p', 'model:=models/fr3/scene.xml', '-p', 'robot:=config/robot/panda.yaml',
          '-p', f'joint_map:={PANDA_MAP}',
-         '-p', 'sync_mode:=realtime', '-p', 'viewer:=false', '-p', 'publish_clock:=true',
+         '-p', 'sync_mode:=realtime', '-p', 'viewer:=false', '-p', 'gripper:=true',
+         '-p', 'publish_clock:=true',
          '-p', 'use_sim_time:=false'],
         [exe('simops_policy', 'policy'), '--ros-args', '-r', '__node:=policy',
          '-p', 'model_path:=models/policy/panda_reach.pt',
-         '-p', 'robot:=config/robot/panda.yaml',
+         '-p', 'robot:=config/robot/panda.yaml', '-p', 'gripper:=true',
          '-p', 'command_interface:=float64_array', '-p', 'start_enabled:=true',
          '-p', 'use_sim_time:=true'],
     ]),
@@ -68,11 +74,13 @@ CASES = {
         [exe('simops_sim', 'sim'), '--ros-args', '-r', '__node:=sim', '-r', '__ns:=/lab',
          '-p', 'model:=models/panda/scene.xml', '-p', 'robot:=config/robot/panda.yaml',
          '-p', 'sim_params_file:=fit.yaml',
-         '-p', 'sync_mode:=lockstep', '-p', 'viewer:=true', '-p', 'publish_clock:=true',
+         '-p', 'sync_mode:=lockstep', '-p', 'viewer:=true', '-p', 'gripper:=true',
+         '-p', 'publish_clock:=true',
          '-p', 'use_sim_time:=false', *NS_REMAPS],
         [exe('simops_policy', 'policy'), '--ros-args', '-r', '__node:=policy',
          '-r', '__ns:=/lab', '-p', 'model_path:=models/policy/panda_reach.pt',
-         '-p', 'robot:=config/robot/panda.yaml', '-p', 'command_interface:=float64_array',
+         '-p', 'robot:=config/robot/panda.yaml', '-p', 'gripper:=true',
+         '-p', 'command_interface:=float64_array',
          '-p', 'start_enabled:=true', '-p', 'use_sim_time:=true', *NS_REMAPS],
         [exe('simops_recorder', 'record'), '--ros-args', '-r', '__node:=recorder',
          '-r', '__ns:=/lab', '-p', "root:='2024'", '-p', 'robot:=panda',
@@ -82,7 +90,8 @@ CASES = {
     'real-robot-defaults': ('real_robot', {}, [
         [exe('simops_policy', 'policy'), '--ros-args', '-r', '__node:=policy',
          '-p', 'model_path:=models/policy/fr3_reach.pt', '-p', 'robot:=config/robot/fr3.yaml',
-         '-p', 'command_interface:=joint_trajectory', '-p', 'start_enabled:=false',
+         '-p', 'gripper:=true', '-p', 'command_interface:=joint_trajectory',
+         '-p', 'start_enabled:=false',
          '-p', 'use_sim_time:=false', '-r', '/joint_states:=/franka/joint_states'],
         [exe('simops_recorder', 'record'), '--ros-args', '-r', '__node:=recorder',
          '-p', 'root:=episodes', '-p', 'robot:=fr3', '-p', 'robot_mode:=real',
@@ -93,12 +102,13 @@ CASES = {
         [exe('simops_sim', 'sim'), '--ros-args', '-r', '__node:=standin',
          '--params-file', STANDIN, '-p', 'robot:=config/robot/fr3.yaml',
          '-p', 'model:=models/fr3/scene.xml',
-         '-p', 'sim_params_file:=config/sim_params/standin_hidden.yaml',
+         '-p', 'sim_params_file:=config/sim_params/standin_hidden.yaml', '-p', 'gripper:=true',
          '-p', 'joint_state_rate:=1000.0', '-p', 'publish_clock:=false',
          '-p', 'use_sim_time:=false', '-r', '/joint_states:=/franka/joint_states'],
         [exe('simops_policy', 'policy'), '--ros-args', '-r', '__node:=policy',
          '-p', 'model_path:=my policy.pt', '-p', 'robot:=config/robot/fr3.yaml',
-         '-p', 'command_interface:=joint_trajectory', '-p', 'start_enabled:=false',
+         '-p', 'gripper:=true', '-p', 'command_interface:=joint_trajectory',
+         '-p', 'start_enabled:=false',
          '-p', 'use_sim_time:=false', '-r', '/joint_states:=/franka/joint_states'],
         [exe('simops_sysid', 'excite'), '--ros-args', '-r', '__node:=excite',
          '-p', 'robot:=config/robot/fr3.yaml', '-p', 'command_interface:=joint_trajectory',
@@ -107,14 +117,16 @@ CASES = {
     'real-robot-namespace': ('real_robot', {'namespace': '/NS1', 'record': 'false'}, [
         [exe('simops_policy', 'policy'), '--ros-args', '-r', '__node:=policy',
          '-r', '__ns:=/NS1', '-p', 'model_path:=models/policy/fr3_reach.pt',
-         '-p', 'robot:=config/robot/fr3.yaml', '-p', 'command_interface:=joint_trajectory',
+         '-p', 'robot:=config/robot/fr3.yaml', '-p', 'gripper:=true',
+         '-p', 'command_interface:=joint_trajectory',
          '-p', 'start_enabled:=false', '-p', 'use_sim_time:=false',
          '-r', '/joint_states:=franka/joint_states',
          '-r', '/joint_commands:=joint_commands',
          '-r', '/fr3_arm_controller/joint_trajectory:=fr3_arm_controller/joint_trajectory',
          '-r', '/object_pose:=object_pose', '-r', '/ee_pose:=ee_pose',
          '-r', '/goal_pose:=goal_pose', '-r', '/policy/action:=policy/action',
-         '-r', '/policy/state:=policy/state', '-r', '/simops/estop:=simops/estop'],
+         '-r', '/policy/state:=policy/state', '-r', '/simops/estop:=simops/estop',
+         '-r', ROBOT_STATE_REMAP],
     ]),
 }
 

@@ -28,6 +28,7 @@ from simops_core.motion_supervisor import Decision, Mode, MotionSupervisor, stan
 from simops_policy.inputs import PolicyInputs
 from simops_policy.loading import load_deployment
 from simops_policy.loop_stats import LoopStats
+from simops_ros.arm_stop import ArmStop
 from simops_ros.arming import ModeReport, attach_motion_controls
 from simops_ros.control_thread import raise_thread_priority, run_periodic
 from simops_ros.declarations import declare_schema
@@ -100,6 +101,7 @@ class PolicyNode(Node):
         self.create_subscription(PoseStamped, self.topics['goal_pose'].name, self._on_goal_pose,
                                  qos('goal_pose'))
         attach_motion_controls(self, self.supervisor, self._lock, self.topics['estop'])
+        self._arm_stop = ArmStop(self, self.topics['robot_state'], self.supervisor)
 
     def _bad_message(self, key: str, problem: str, then: str = '') -> None:
         topic = self.topics[key].name
@@ -141,6 +143,7 @@ class PolicyNode(Node):
             self._read_object_pose()
         with self._lock:
             self._stats.ticks += 1
+            self._arm_stop.check()   # a protective stop latches FAULT
             if self._goal is not None:
                 self.step.raw.goal_position[:] = self._goal
             ready, not_ready = self._readiness()

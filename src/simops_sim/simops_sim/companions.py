@@ -5,8 +5,7 @@
   carries its hand (``end_effector: franka_hand``).
 
 All of them serve the one :class:`~simops_sim.stepper.Stepper` and spin in the simulator's
-executor (:func:`spin_together`), as does ``franka_robot_state_broadcaster``
-(:mod:`simops_sim.robot_state`), which the simulator node feeds itself.
+executor (:func:`spin_together`).
 """
 
 from __future__ import annotations

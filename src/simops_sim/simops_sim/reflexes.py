@@ -90,24 +90,22 @@ class Reflexes:
         ``position`` (7,) rad, ``velocity`` (7,) rad/s, ``contact`` (7,) N*m: the joint
         torques the contacts apply.
         """
-        joint = _beyond(np.maximum(self._lower - position, position - self._upper), 0.0)
-        if joint is not None:
-            return self._stop('joint_position_limits_violation', joint, now,
-                              f'{self.spec.arm_joints[joint]} is at {position[joint]:.4g} rad, '
-                              f'outside [{self.spec.position_lower[joint]:g}, '
-                              f'{self.spec.position_upper[joint]:g}] rad')
-        joint = _beyond(np.abs(velocity), self._speed)
-        if joint is not None:
-            return self._stop('joint_velocity_violation', joint, now,
-                              f'{self.spec.arm_joints[joint]} moves at '
-                              f'{velocity[joint]:.3g} rad/s, beyond its '
-                              f'{self.spec.velocity[joint]:g} rad/s limit')
-        joint = _beyond(np.abs(contact), self._contact)
-        if joint is not None:
-            return self._stop('joint_reflex', joint, now,
-                              f'a contact puts {contact[joint]:.3g} N*m on '
-                              f'{self.spec.arm_joints[joint]}, beyond its '
-                              f'{self._contact[joint]:g} N*m collision threshold')
+        names, spec = self.spec.arm_joints, self.spec
+        checks = (
+            ('joint_position_limits_violation',
+             np.maximum(self._lower - position, position - self._upper), 0.0,
+             lambda j: f'{names[j]} is at {position[j]:.4g} rad, outside '
+                       f'[{spec.position_lower[j]:g}, {spec.position_upper[j]:g}] rad'),
+            ('joint_velocity_violation', np.abs(velocity), self._speed,
+             lambda j: f'{names[j]} moves at {velocity[j]:.3g} rad/s, beyond its '
+                       f'{spec.velocity[j]:g} rad/s limit'),
+            ('joint_reflex', np.abs(contact), self._contact,
+             lambda j: f'a contact puts {contact[j]:.3g} N*m on {names[j]}, beyond its '
+                       f'{self._contact[j]:g} N*m collision threshold'))
+        for error, values, limit, text in checks:
+            joint = _beyond(values, limit)
+            if joint is not None:
+                return self._stop(error, joint, now, text(joint))
         return None
 
     def _stop(self, error: str, joint: int, now: float, text: str) -> ProtectiveStop:

@@ -1,9 +1,10 @@
 """franka_robot_state_broadcaster's topic on the simulator (ROS wiring only).
 
-Node ``franka_robot_state_broadcaster`` publishes ``~/robot_state``
-(``franka_msgs/msg/FrankaRobotState``, system-default QoS, as franka_ros2's broadcaster)
-every 1 / ``robot_state_rate`` s of sim time (the real broadcaster: 1 kHz); the simulator's
-physics thread hands it the states (:attr:`simops_sim.stepper.Frame.robot`), pre-serialized
+The simulator node publishes ``robot_state`` of ``config/topics.yaml``
+(``/franka_robot_state_broadcaster/robot_state``, ``franka_msgs/msg/FrankaRobotState``, as
+franka_ros2's broadcaster) every 1 / ``robot_state_rate`` s of sim time (the real
+broadcaster: 1 kHz); its physics thread hands over the states
+(:attr:`simops_sim.stepper.Frame.robot`), pre-serialized
 (:class:`~simops_sim.wire.RobotStateEncoder`). SimOps fills what the simulator knows, the
 rest stays zero:
 
@@ -14,31 +15,27 @@ rest stays zero:
 - ``robot_mode``: MOVE, or REFLEX during a protective stop;
 - ``current_errors``: the protective stop in force; ``last_motion_errors``: the latest
   stop, kept after error recovery as libfranka keeps it.
-
-The node ignores the process's global ROS arguments, like the gripper's node.
 """
 
 from __future__ import annotations
 
 from franka_msgs.msg import FrankaRobotState
 from rclpy.node import Node
-from rclpy.qos import qos_profile_system_default
 
 from simops_core.robot_spec import RobotSpec
+from simops_core.topics import TopicSpec
+from simops_ros.qos import qos_profile
 from simops_sim.stepper import FollowState
 from simops_sim.wire import RobotStateEncoder
 
-NODE_NAME = 'franka_robot_state_broadcaster'
 
+class RobotStatePublisher:
+    """Publishes the simulated arm's FrankaRobotState on ``topic`` of ``node``."""
 
-class RobotStateNode(Node):
-    """Publishes the simulated arm's FrankaRobotState (see :meth:`publish_state`)."""
-
-    def __init__(self, spec: RobotSpec) -> None:
-        super().__init__(NODE_NAME, use_global_arguments=False)
+    def __init__(self, node: Node, topic: TopicSpec, spec: RobotSpec) -> None:
         self._wire = RobotStateEncoder(spec.arm_joints, spec.base_frame)
-        self._publisher = self.create_publisher(FrankaRobotState, '~/robot_state',
-                                                qos_profile_system_default)
+        self._publisher = node.create_publisher(FrankaRobotState, topic.name,
+                                                qos_profile(topic))
 
     def publish_state(self, state: FollowState) -> None:
         """Publish ``state`` (one caller at a time: the encoder is reused)."""

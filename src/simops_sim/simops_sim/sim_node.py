@@ -51,7 +51,7 @@ from simops_sim.follow_action import FollowJointTrajectoryServer
 from simops_sim.joint_commands import CommandError, check_command, parse_joint_command
 from simops_sim.physics import ModelError, Physics, load_model, parse_joint_map
 from simops_sim.randomization import default_randomization
-from simops_sim.robot_state import RobotStateNode
+from simops_sim.robot_state import RobotStatePublisher
 from simops_sim.stepper import Frame, Stepper, Timing, open_viewer
 from simops_sim.trajectory_plan import check_goal, goal_from_message
 from simops_sim.wire import ClockEncoder, JointStateEncoder, PoseStampedEncoder
@@ -134,8 +134,8 @@ class SimNode(Node):
         self.create_service(SetBool, '~/pause', self._on_pause)
         self.create_timer(1.0, self._publish_diagnostics)
         FollowJointTrajectoryServer(self, self.stepper, self.spec, self.topics['joint_trajectory'])
-        self._robot_state = RobotStateNode(self.spec)
-        self.companions = [self._robot_state, *companion_nodes(self.stepper, self.spec)]
+        self._robot_state = RobotStatePublisher(self, self.topics['robot_state'], self.spec)
+        self.companions = companion_nodes(self.stepper, self.spec)
         self._wire_lock = threading.Lock()   # the encoders: physics thread and ~/reset
         self._state_wire = JointStateEncoder(self.spec.joint_names, self.spec.base_frame)
         self._clock_wire, self._pose_wire = ClockEncoder(), PoseStampedEncoder(self.spec.base_frame)

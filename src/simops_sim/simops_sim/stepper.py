@@ -3,7 +3,8 @@
 :class:`Stepper` owns a :class:`~simops_sim.physics.Physics` and everything around a step:
 
 - the command inbox: streamed :class:`~simops_sim.joint_commands.ArmCommand` targets, each
-  reached linearly over one ``control_period`` (a protective stop if that is too fast) as
+  reached linearly over one ``control_period`` (within a realtime stream: over the time
+  since the previous one arrived, if longer; a protective stop if that is too fast) as
   JointTrajectoryController reaches a one-point trajectory, and
   :class:`~simops_sim.trajectory_plan.TrajectoryGoal` trajectories; the physics samples the
   plan. Each command is applied at the first step due after it arrived, also while the
@@ -213,6 +214,7 @@ class Stepper:
         self._rejected: tuple[int, str] = (0, '')
         self._last_stop: ProtectiveStop | None = None
         self._streaming = False
+        self._arrived = 0.0   # time.monotonic() at the arrival of the last applied command
         self._last_command = 0.0
         self._step_index = 0
         self._anchor: tuple[float, int] | None = None   # (wall time, step index)
@@ -405,7 +407,7 @@ class Stepper:
                 # Catching up, a step applies only what had arrived when it was due, so a
                 # hiccup does not squeeze several streamed targets into one step.
                 while self._inbox and (late > MAX_CATCH_UP or self._inbox[0][0] <= due):
-                    self._apply(*self._inbox.popleft()[1:])
+                    self._apply(*self._inbox.popleft())
                 frame = self._timed_step()
             publish(frame)
             if self.viewer is not None and time.monotonic() >= next_viewer:
@@ -444,7 +446,7 @@ class Stepper:
                 if self.paused or not running.is_set():
                     continue
                 if self._inbox:
-                    self._apply(*self._inbox.popleft()[1:])
+                    self._apply(*self._inbox.popleft())
                 for _ in range(self._period_steps):
                     frames.append(self._timed_step())
                 if self.viewer is not None:
@@ -452,15 +454,22 @@ class Stepper:
             for frame in frames:
                 publish(frame)
 
-    def _apply(self, number: int, command: ArmCommand | TrajectoryGoal) -> None:
+    def _apply(self, arrival: float, number: int, command: ArmCommand | TrajectoryGoal) -> None:
         physics = self.physics
         now, current, before = physics.time, physics.arm_target, physics.stop
-        if isinstance(command, ArmCommand):
-            plan = TrajectoryPlan(point_goal(command.arm, self.timing.control_period), now,
-                                  current)
+        streamed = isinstance(command, ArmCommand)
+        if streamed:
+            # Within a realtime stream, a target is reached over the time since the previous
+            # one arrived (at least a period): the stream's own pace, so a command this node
+            # dropped while it stalled (depth-1 command QoS) does not make the next one a jump.
+            span = self.timing.control_period
+            if self._streaming and self.timing.sync_mode == 'realtime':
+                span = max(span, arrival - self._arrived)
+            goal = point_goal(command.arm, span)
         else:
-            start = now if command.start is None else command.start
-            plan = TrajectoryPlan(command, start, current, now)
+            goal = command
+        start = now if goal.start is None else goal.start
+        plan = TrajectoryPlan(goal, start, current, now)
         stop = physics.follow(plan)
         if stop is not None:
             self.counters.dropped_commands += 1
@@ -475,7 +484,8 @@ class Stepper:
             return
         self._applied = number
         self._last_command = now
-        self._streaming = isinstance(command, ArmCommand)
+        self._streaming = streamed
+        self._arrived = arrival
         if isinstance(command, ArmCommand) and command.gripper_width is not None:
             physics.set_gripper_width(command.gripper_width)
 

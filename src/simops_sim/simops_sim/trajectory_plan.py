@@ -139,6 +139,20 @@ def check_goal(goal: TrajectoryGoal, spec: RobotSpec) -> None:
             raise TrajectoryError(f'{problem} (the spec\'s limits)', 'velocity_limits')
 
 
+def _sent_speed(times: np.ndarray, positions: np.ndarray, velocities: np.ndarray | None,
+                current: np.ndarray) -> np.ndarray:
+    """Peak speed (7,) rad/s of points ``positions`` (K, 7) at ``times`` (K,) from ``current``."""
+    peak = np.zeros(len(current))
+    if times[0] > KNOT_TOLERANCE:
+        peak = np.abs(positions[0] - current) / times[0]
+    if len(times) > 1:
+        between = np.abs(np.diff(positions, axis=0)) / np.diff(times)[:, None]
+        peak = np.maximum(peak, between.max(axis=0))
+    if velocities is not None:
+        peak = np.maximum(peak, np.abs(velocities).max(axis=0))
+    return peak
+
+
 class TrajectoryPlan:
     """A goal anchored at sim time ``start``, taken over at sim time ``now`` (s).
 
@@ -156,6 +170,7 @@ class TrajectoryPlan:
         times, pos, vel = goal.times, goal.positions.copy(), goal.velocities
         keep = np.setdiff1d(np.arange(len(current)), goal.joints)
         pos[:, keep] = current[keep]
+        self._sent = _sent_speed(times, pos, vel, current)
         taken = 0.0 if now is None else now - start
         if times[0] > taken + KNOT_TOLERANCE:  # a first segment from the current target, at rest
             times = np.concatenate(([taken], times))
@@ -171,16 +186,15 @@ class TrajectoryPlan:
         self._slopes = self._steps / np.diff(times)[:, None]
 
     def peak_speed(self) -> np.ndarray:
-        """Per joint, the fastest the plan moves (7,) rad/s: between points, and at them.
+        """Per joint, the fastest the trajectory moves as sent (7,) rad/s.
 
-        Between points it is the mean speed of the segment (the linear interpolation's
-        speed; a cubic segment's own peak can be higher).
+        Between points, and at them; the first point is reached from the current target
+        over its whole ``time_from_start``, whenever the trajectory arrived (a late arrival
+        shortens that segment in the plan, as JTC runs it, but the sender did not ask for the
+        speed). Between points it is the mean speed of the segment (the linear
+        interpolation's speed; a cubic segment's own peak can be higher).
         """
-        steps = np.abs(self._slopes)
-        peak = steps.max(axis=0) if steps.size else np.zeros(self.positions.shape[1])
-        if self.velocities is not None:
-            peak = np.maximum(peak, np.abs(self.velocities).max(axis=0))
-        return peak
+        return self._sent
 
     def sample(self, now: float, out: np.ndarray, velocity: np.ndarray | None = None) -> bool:
         """Write the target (7,) rad at sim time ``now`` into ``out``; True once finished.

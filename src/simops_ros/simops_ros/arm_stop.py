@@ -1,0 +1,56 @@
+"""Whether the arm has stopped itself, read from franka_robot_state_broadcaster's robot state.
+
+A Franka arm in reflex mode (a protective stop) ignores commands until error recovery, so a
+node that kept commanding it would resume, after the recovery, far from where the arm
+stopped. :class:`ArmStop` polls the newest ``franka_msgs/FrankaRobotState`` once per control
+tick (no per-message callback at the broadcaster's 1 kHz) and, while the arm is stopped,
+latches the node's FAULT, so it holds until ``~/enable`` after the recovery (an enable
+while the arm is still stopped faults again at the next tick). Without the topic (no
+franka_ros2 broadcaster) nothing is ever reported.
+"""
+
+from __future__ import annotations
+
+from franka_msgs.msg import Errors, FrankaRobotState
+from rclpy.node import Node
+
+from simops_core.motion_supervisor import MotionSupervisor
+from simops_core.topics import TopicSpec
+from simops_ros.polled import Polled, PolledGroup, never_called
+from simops_ros.qos import qos_profile
+
+ERROR_FLAGS = tuple(Errors.get_fields_and_field_types())
+
+
+def stop_reason(state: FrankaRobotState) -> str:
+    """Why the arm in ``state`` is stopped, naming its current errors; '' when it is not."""
+    if state.robot_mode != FrankaRobotState.ROBOT_MODE_REFLEX:
+        return ''
+    errors = [name for name in ERROR_FLAGS if getattr(state.current_errors, name)]
+    return (f'the arm stopped itself (protective stop: {", ".join(errors) or "reflex"}); '
+            'recover it (/action_server/error_recovery), then call ~/enable')
+
+
+class ArmStop:
+    """Polls ``topic`` (FrankaRobotState) on ``node`` for ``supervisor``; see the module."""
+
+    def __init__(self, node: Node, topic: TopicSpec, supervisor: MotionSupervisor) -> None:
+        self._polled = Polled(node.create_subscription(
+            FrankaRobotState, topic.name, never_called, qos_profile(topic), raw=True,
+            callback_group=PolledGroup()))
+        self._supervisor = supervisor
+        self.reason = ''
+
+    def check(self) -> str:
+        """Take the newest state; while the arm is stopped, latch the supervisor's FAULT.
+
+        Call it under the supervisor's lock, once per tick. Returns why the arm is stopped
+        ('' when it is not); an undecodable message leaves the last answer standing.
+        """
+        if self._polled.take_newest():
+            verdict = self._polled.read(lambda state: (stop_reason(state),))
+            if isinstance(verdict, tuple):
+                self.reason = verdict[0]
+        if self.reason:
+            self._supervisor.fault(self.reason)
+        return self.reason
