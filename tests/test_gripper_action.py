@@ -16,11 +16,11 @@ import numpy as np
 import pytest
 from action_msgs.msg import GoalStatus
 from control_msgs.action import FollowJointTrajectory, GripperCommand
-from franka_msgs.action import Grasp, Homing, Move
+from franka_msgs.action import ErrorRecovery, Grasp, Homing, Move
 from franka_msgs.msg import GraspEpsilon
 from rclpy.action import ActionClient
 from rclpy.qos import qos_profile_sensor_data
-from ros_helpers import RosProbe, wait_until
+from ros_helpers import NodeProcess, RosProbe, wait_until
 from sensor_msgs.msg import JointState
 from sim_helpers import ACTION, SCENE_XML, measured, smooth_goal, start_sim, subscribe_states, topic
 from std_srvs.srv import Trigger
@@ -161,4 +161,19 @@ def test_an_arm_without_a_hand_has_no_gripper_node(ros_probe: RosProbe, tmp_path
         time.sleep(1.0)   # the gripper node is made before physics starts publishing
         assert 'fr3_gripper' not in ros_probe.node.get_node_names()
         assert sim.proc.poll() is None
+        assert sim.stop() == 0, sim.output
+
+
+def test_the_companions_follow_the_simulators_namespace(ros_probe: RosProbe,
+                                                        tmp_path: Path) -> None:
+    """``__ns:=/lab`` (namespace:=lab in the launch files): the gripper and the error
+    recovery serve under /lab, as franka_ros2 puts them in the arm's namespace."""
+    with NodeProcess.ros2_run('simops_sim', 'sim', '--ros-args', '-r', '__ns:=/lab',
+                              log_path=tmp_path / 'sim.log') as sim:
+        expected = {('fr3_gripper', '/lab'), ('action_server', '/lab'), ('sim', '/lab')}
+        assert wait_until(lambda: expected <= set(
+            ros_probe.node.get_node_names_and_namespaces()), 20), \
+            ros_probe.node.get_node_names_and_namespaces()
+        client = ActionClient(ros_probe.node, ErrorRecovery, '/lab/action_server/error_recovery')
+        assert client.wait_for_server(timeout_sec=20.0)
         assert sim.stop() == 0, sim.output

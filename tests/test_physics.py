@@ -489,8 +489,9 @@ def test_a_stalled_stepper_applies_each_command_at_its_own_step(spec: RobotSpec)
 def test_a_stream_with_dropped_targets_keeps_its_pace(spec: RobotSpec) -> None:
     """Streamed targets 0.05 rad apart at 20 Hz (1 rad/s), then three the node never got
     (dropped while it stalled): the next target, 0.2 rad on, is reached over the 0.2 s since
-    the last one arrived, at the stream's pace, with no stop. The same 0.2 rad as the first
-    command of a stream (from rest) is a step of 4 rad/s: a protective stop."""
+    the last one arrived, at the stream's pace, with no stop; so is one 0.6 s later, after
+    the command timeout held the arm. The same 0.2 rad more than 1 s after the stream (a
+    step from rest) moves at 4 rad/s: a protective stop."""
     import threading
     import time
 
@@ -515,9 +516,12 @@ def test_a_stream_with_dropped_targets_keeps_its_pace(spec: RobotSpec) -> None:
         target[0] += 0.2
         stepper.submit(ArmCommand(target.copy(), None))
         time.sleep(0.6)
+        target[0] += 0.2   # 0.6 s after the last one: the 0.3 s command timeout held
+        stepper.submit(ArmCommand(target.copy(), None))
+        time.sleep(0.6)
         paced = stepper.stopped()
         reached = stepper.follow_state().actual_q
-        time.sleep(0.5)   # past the command timeout: the stream has ended
+        time.sleep(1.2)   # the stream has ended
         target[0] += 0.2
         stepper.submit(ArmCommand(target.copy(), None))
         time.sleep(0.2)
@@ -527,6 +531,6 @@ def test_a_stream_with_dropped_targets_keeps_its_pace(spec: RobotSpec) -> None:
         stepper.wake()
         thread.join(timeout=5)
     assert paced is None, paced
-    assert abs(reached[0] - (spec.home[0] + 0.35)) < 0.01, reached
+    assert abs(reached[0] - (spec.home[0] + 0.55)) < 0.01, reached
     assert step is not None and step.error == 'joint_velocity_violation'
     assert step.joint == spec.arm_joints[0] and 'a command moves' in step.text

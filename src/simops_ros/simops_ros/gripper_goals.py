@@ -31,8 +31,8 @@ def gripper_node(robot: str) -> str:
 
 
 def gripper_action(robot: str) -> str:
-    """franka_gripper's GripperCommand action of ``robot``."""
-    return f'/{gripper_node(robot)}/gripper_action'
+    """franka_gripper's GripperCommand action of ``robot``, relative to the node's namespace."""
+    return f'{gripper_node(robot)}/gripper_action'
 
 
 class GripperGoals:

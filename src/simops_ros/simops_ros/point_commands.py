@@ -107,7 +107,8 @@ class ArmCommandPublisher:
         self.gripper = None
         if self.trajectory and gripper_action:
             self.gripper = GripperGoals(node, gripper_action)
-            node.get_logger().info(f'gripper widths go as goals to {gripper_action}')
+            node.get_logger().info('gripper widths go as goals to '
+                                   f'{node.resolve_topic_name(gripper_action)}')
 
     def __call__(self, target: np.ndarray, gripper: float | None = None,
                  stamp: Time | None = None) -> None:

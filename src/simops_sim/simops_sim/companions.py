@@ -19,11 +19,14 @@ from simops_sim.recovery_action import RecoveryNode
 from simops_sim.stepper import Stepper
 
 
-def companion_nodes(stepper: Stepper, spec: RobotSpec) -> list[Node]:
-    """The companions of a simulator that serve ``stepper`` (the arm ``spec``)."""
-    nodes: list[Node] = [RecoveryNode(stepper)]
+def companion_nodes(stepper: Stepper, spec: RobotSpec, namespace: str) -> list[Node]:
+    """The companions of a simulator that serve ``stepper`` (the arm ``spec``).
+
+    They live in the simulator node's ``namespace``, as franka_ros2's do in the arm's.
+    """
+    nodes: list[Node] = [RecoveryNode(stepper, namespace)]
     if stepper.physics.params.end_effector != 'none':
-        nodes.append(GripperNode(stepper, spec))
+        nodes.append(GripperNode(stepper, spec, namespace))
     return nodes
 
 

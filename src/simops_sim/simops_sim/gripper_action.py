@@ -8,7 +8,8 @@ driven through :class:`~simops_sim.stepper.Stepper`. One motion runs at a time: 
 aborts the running one, a cancel or ``~/stop`` holds the fingers where they are.
 
 The node ignores the process's global ROS arguments (a ``__node`` remap of the simulator
-must not rename it too); its stamps are the simulator's.
+must not rename it too) but takes the simulator's namespace, as franka_ros2 puts the
+gripper in the arm's; its stamps are the simulator's.
 """
 
 from __future__ import annotations
@@ -50,8 +51,9 @@ class _Running:
 class GripperNode(Node):
     """The simulated Franka Hand's node, beside the simulator node in its process."""
 
-    def __init__(self, stepper: Stepper, spec: RobotSpec) -> None:
-        super().__init__(gripper_node(spec.name), use_global_arguments=False)
+    def __init__(self, stepper: Stepper, spec: RobotSpec, namespace: str) -> None:
+        super().__init__(gripper_node(spec.name), namespace=namespace,
+                         use_global_arguments=False)
         self._stepper, self._spec = stepper, spec
         self._running: _Running | None = None
         for action, name in ((Homing, 'homing'), (Move, 'move'), (Grasp, 'grasp'),

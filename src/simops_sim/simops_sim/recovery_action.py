@@ -6,7 +6,8 @@ stop (:mod:`simops_sim.reflexes`) and succeeds, also when no stop was in force (
 ``automaticErrorRecovery`` does the same). The arm keeps holding where it stopped: the next
 command moves it.
 
-The node ignores the process's global ROS arguments, like the gripper's node.
+The node ignores the process's global ROS arguments but takes the simulator's namespace,
+like the gripper's node.
 """
 
 from __future__ import annotations
@@ -25,8 +26,8 @@ NODE_NAME = 'action_server'   # franka_hardware's ActionServer node
 class RecoveryNode(Node):
     """Serves ``~/error_recovery`` for the simulator's arm."""
 
-    def __init__(self, stepper: Stepper) -> None:
-        super().__init__(NODE_NAME, use_global_arguments=False)
+    def __init__(self, stepper: Stepper, namespace: str) -> None:
+        super().__init__(NODE_NAME, namespace=namespace, use_global_arguments=False)
         self._stepper = stepper
         ActionServer(self, ErrorRecovery, '~/error_recovery', self._execute)
 

@@ -135,7 +135,7 @@ class SimNode(Node):
         self.create_timer(1.0, self._publish_diagnostics)
         FollowJointTrajectoryServer(self, self.stepper, self.spec, self.topics['joint_trajectory'])
         self._robot_state = RobotStatePublisher(self, self.topics['robot_state'], self.spec)
-        self.companions = companion_nodes(self.stepper, self.spec)
+        self.companions = companion_nodes(self.stepper, self.spec, self.get_namespace())
         self._wire_lock = threading.Lock()   # the encoders: physics thread and ~/reset
         self._state_wire = JointStateEncoder(self.spec.joint_names, self.spec.base_frame)
         self._clock_wire, self._pose_wire = ClockEncoder(), PoseStampedEncoder(self.spec.base_frame)

@@ -214,7 +214,9 @@ class Stepper:
         self._rejected: tuple[int, str] = (0, '')
         self._last_stop: ProtectiveStop | None = None
         self._streaming = False
-        self._arrived = 0.0   # time.monotonic() at the arrival of the last applied command
+        # time.monotonic() at the arrival of the last applied streamed target, None after a
+        # trajectory, a cancel, a reset or a stop (see _apply)
+        self._streamed_at: float | None = None
         self._last_command = 0.0
         self._step_index = 0
         self._anchor: tuple[float, int] | None = None   # (wall time, step index)
@@ -294,7 +296,7 @@ class Stepper:
         with self.lock:
             self.physics.hold()
             self._inbox.clear()
-            self._streaming = False
+            self._streaming, self._streamed_at = False, None
             self._pass_queued()
 
     def _pass_queued(self) -> None:
@@ -343,7 +345,7 @@ class Stepper:
             if self._sample is not None:
                 self.physics.apply_params(self._sample(self._base, self.rng))
             self.physics.reset_keyframe(self.keyframe)
-            self._streaming = False
+            self._streaming, self._streamed_at = False, None
             self._inbox.clear()
             self._pass_queued()
             self._step_index = 0
@@ -460,11 +462,15 @@ class Stepper:
         streamed = isinstance(command, ArmCommand)
         if streamed:
             # Within a realtime stream, a target is reached over the time since the previous
-            # one arrived (at least a period): the stream's own pace, so a command this node
-            # dropped while it stalled (depth-1 command QoS) does not make the next one a jump.
+            # one arrived (at least a period, at most the command timeout; a gap longer than
+            # MAX_CATCH_UP ends the stream): the stream's own pace, so
+            # targets this node dropped or held through while it stalled (depth-1 command
+            # QoS, command timeout) do not make the next one a jump.
             span = self.timing.control_period
-            if self._streaming and self.timing.sync_mode == 'realtime':
-                span = max(span, arrival - self._arrived)
+            if self._streamed_at is not None and self.timing.sync_mode == 'realtime':
+                gap = arrival - self._streamed_at   # also across a command-timeout hold
+                if gap <= MAX_CATCH_UP:   # reached before the command timeout holds it
+                    span = min(max(span, gap), max(span, self.timing.command_timeout))
             goal = point_goal(command.arm, span)
         else:
             goal = command
@@ -474,6 +480,7 @@ class Stepper:
         if stop is not None:
             self.counters.dropped_commands += 1
             self._rejected = (number, stop.message())
+            self._streamed_at = None
             self._streaming = False
             if stop is not before:
                 self._stopped(stop)
@@ -485,7 +492,7 @@ class Stepper:
         self._applied = number
         self._last_command = now
         self._streaming = streamed
-        self._arrived = arrival
+        self._streamed_at = arrival if streamed else None
         if isinstance(command, ArmCommand) and command.gripper_width is not None:
             physics.set_gripper_width(command.gripper_width)
 
