@@ -457,7 +457,8 @@ def test_a_stalled_stepper_applies_each_command_at_its_own_step(spec: RobotSpec)
     stepper = Stepper(physics, timing, 'home', None, 0, None, lambda key, text: None)
     taken: list[float] = []
     follow = physics.follow
-    physics.follow = lambda plan: (taken.append(physics.time), follow(plan))[1]  # type: ignore
+    physics.follow = lambda plan, speed=None: (  # type: ignore
+        taken.append(physics.time), follow(plan, speed))[1]
     stall = threading.Event()
 
     def publish(frame: object) -> None:

@@ -540,7 +540,8 @@ class Physics:
         arm = self.index.arm_dof
         return self._target[:arm].copy(), self._velocity[:arm].copy()
 
-    def follow(self, plan: TrajectoryPlan) -> ProtectiveStop | None:
+    def follow(self, plan: TrajectoryPlan,
+               speed: np.ndarray | None = None) -> ProtectiveStop | None:
         """Drive the arm targets from ``plan``, sampled at every physics step until it ends.
 
         Each step's targets are the plan's position and velocity at that step's sim time, as
@@ -548,10 +549,13 @@ class Physics:
         any plan being followed; :meth:`set_arm_target`, :meth:`hold` and the resets end it.
         With reflexes, returns the stop that refused the plan: the one in force, or the one
         a plan faster than the velocity limits trips (the arm then holds); else None.
+        ``speed`` (7,) rad/s: the commanded speed to judge instead of the plan's
+        :meth:`~TrajectoryPlan.peak_speed` (a stream's step as sent).
         """
         if self._reflexes is not None:
             if self.stop is None:
-                self._latch(self._reflexes.command(plan.peak_speed(), self.time))
+                commanded = plan.peak_speed() if speed is None else speed
+                self._latch(self._reflexes.command(commanded, self.time))
             if self.stop is not None:
                 return self.stop
         self._plan = plan

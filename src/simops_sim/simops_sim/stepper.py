@@ -217,6 +217,7 @@ class Stepper:
         # time.monotonic() at the arrival of the last applied streamed target, None after a
         # trajectory, a cancel, a reset or a stop (see _apply)
         self._streamed_at: float | None = None
+        self._streamed = np.zeros(0)   # (7,) rad, the last applied streamed target
         self._last_command = 0.0
         self._step_index = 0
         self._anchor: tuple[float, int] | None = None   # (wall time, step index)
@@ -466,17 +467,21 @@ class Stepper:
             # MAX_CATCH_UP ends the stream): the stream's own pace, so
             # targets this node dropped or held through while it stalled (depth-1 command
             # QoS, command timeout) do not make the next one a jump.
-            span = self.timing.control_period
+            span, reference = self.timing.control_period, current
             if self._streamed_at is not None and self.timing.sync_mode == 'realtime':
                 gap = arrival - self._streamed_at   # also across a command-timeout hold
                 if gap <= MAX_CATCH_UP:   # reached before the command timeout holds it
                     span = min(max(span, gap), max(span, self.timing.command_timeout))
+                    reference = self._streamed   # judged by the step as sent (see below)
             goal = point_goal(command.arm, span)
+            # The speed the stream asks for: its step from the previous target over the span,
+            # whatever arrived in between (targets bunched by a stall of this node).
+            speed = np.abs(command.arm - reference) / span
         else:
-            goal = command
+            goal, speed = command, None
         start = now if goal.start is None else goal.start
         plan = TrajectoryPlan(goal, start, current, now)
-        stop = physics.follow(plan)
+        stop = physics.follow(plan, speed)
         if stop is not None:
             self.counters.dropped_commands += 1
             self._rejected = (number, stop.message())
@@ -493,6 +498,7 @@ class Stepper:
         self._last_command = now
         self._streaming = streamed
         self._streamed_at = arrival if streamed else None
+        self._streamed = plan.positions[-1].copy()
         if isinstance(command, ArmCommand) and command.gripper_width is not None:
             physics.set_gripper_width(command.gripper_width)
 
