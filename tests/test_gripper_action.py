@@ -176,4 +176,6 @@ def test_the_companions_follow_the_simulators_namespace(ros_probe: RosProbe,
             ros_probe.node.get_node_names_and_namespaces()
         client = ActionClient(ros_probe.node, ErrorRecovery, '/lab/action_server/error_recovery')
         assert client.wait_for_server(timeout_sec=20.0)
+        # the node logs its summary once every interface exists: stop it after that
+        assert wait_until(lambda: 'Hz physics' in sim.output, 20), sim.output
         assert sim.stop() == 0, sim.output

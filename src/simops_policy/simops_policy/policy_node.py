@@ -1,10 +1,8 @@
 """``ros2 run simops_policy policy``: a trained policy at a fixed rate behind the safety layer.
 
-ROS wiring over :class:`simops_core.policy_step.PolicyStep` (the envs' tick too), the
-modes of :mod:`simops_core.motion_supervisor`, :mod:`simops_policy.inputs` and
-:mod:`simops_policy.loop_stats`. A control thread wakes on absolute deadlines, polls the
-newest /joint_states and /object_pose, ticks, publishes, and sends diagnostics in its slack.
-Parameters: ``config/parameters/policy.yaml`` (table in docs/interfaces.md).
+Wiring over :class:`simops_core.policy_step.PolicyStep` (the envs' tick too), the supervisor's
+modes, ``inputs`` and ``loop_stats``: a control thread on absolute deadlines polls the joint
+states, object pose and robot state, ticks, publishes, and sends diagnostics in its slack.
 """
 
 from __future__ import annotations
@@ -28,7 +26,6 @@ from simops_core.motion_supervisor import Decision, Mode, MotionSupervisor, stan
 from simops_policy.inputs import PolicyInputs
 from simops_policy.loading import load_deployment
 from simops_policy.loop_stats import LoopStats
-from simops_ros.arm_stop import ArmStop
 from simops_ros.arming import ModeReport, attach_motion_controls
 from simops_ros.control_thread import raise_thread_priority, run_periodic
 from simops_ros.declarations import declare_schema
@@ -71,7 +68,8 @@ class PolicyNode(Node):
         self.rate, self.period = s.control_rate, 1.0 / s.control_rate
         loaded = load_deployment(s)
         self.spec, self.topics, self.card = loaded.spec, loaded.topics, loaded.card
-        self.hand = self.card.action.gripper and s.gripper   # the gripper is commanded
+        self.hand = (gripper_action(self.spec.name) if self.card.action.gripper and s.gripper
+                     else None)   # franka_gripper's action, when the hand is commanded
         self.model, self.step, self.summary = loaded.model, loaded.step, loaded.summary()
         self.supervisor = MotionSupervisor(s.start_enabled, s.ramp_time)
         self.inputs = PolicyInputs(self.step)
@@ -84,8 +82,7 @@ class PolicyNode(Node):
         def qos(key: str) -> QoSProfile:
             return qos_profile(self.topics[key])
         self._command = ArmCommandPublisher(self, self.topics, self.settings.command_interface,
-                                            self.spec.arm_joints, self.period, False,
-                                            gripper_action(self.spec.name) if self.hand else None)
+                                            self.spec.arm_joints, self.period, False, self.hand)
         self.command_topic = self._command.topic
         self._action_pub = self.create_publisher(
             Float64MultiArray, self.topics['policy_action'].name, qos('policy_action'))
@@ -100,8 +97,7 @@ class PolicyNode(Node):
                                                       (PoseStamped, 'object_pose')))
         self.create_subscription(PoseStamped, self.topics['goal_pose'].name, self._on_goal_pose,
                                  qos('goal_pose'))
-        attach_motion_controls(self, self.supervisor, self._lock, self.topics['estop'])
-        self._arm_stop = ArmStop(self, self.topics['robot_state'], self.supervisor)
+        self._arm_stop = attach_motion_controls(self, self.supervisor, self._lock, self.topics)
 
     def _bad_message(self, key: str, problem: str, then: str = '') -> None:
         topic = self.topics[key].name

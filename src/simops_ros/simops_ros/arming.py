@@ -1,12 +1,14 @@
-"""The ROS side of :mod:`simops_core.motion_supervisor`: enable, e-stop and mode report.
+"""The ROS side of :mod:`simops_core.motion_supervisor`: enable, e-stops, mode report.
 
 The policy node and ``excite`` attach the same interfaces to their supervisor, so an
-operator enables, disables, stops and watches either of them the same way.
+operator enables, disables, stops and watches either of them the same way; the arm's own
+stops reach the supervisor through :class:`~simops_ros.arm_stop.ArmStop`.
 """
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Mapping
 
 from rclpy.node import Node
 from rclpy.qos import QoSProfile
@@ -15,16 +17,20 @@ from std_srvs.srv import SetBool
 
 from simops_core.motion_supervisor import Mode, MotionSupervisor
 from simops_core.topics import TopicSpec
+from simops_ros.arm_stop import ArmStop
 from simops_ros.qos import qos_profile
 
 
 def attach_motion_controls(node: Node, supervisor: MotionSupervisor, lock: threading.Lock,
-                           estop: TopicSpec) -> None:
+                           topics: Mapping[str, TopicSpec]) -> ArmStop:
     """Serve ``~/enable`` (std_srvs/SetBool) and follow ``estop`` (std_msgs/Bool) on ``node``.
 
-    Both change ``supervisor`` under ``lock`` and log what they did.
+    Both change ``supervisor`` under ``lock`` and log what they did. Returns the
+    :class:`~simops_ros.arm_stop.ArmStop` on ``robot_state``, which the node checks once
+    per tick under ``lock``.
     """
     logger = node.get_logger()
+    estop = topics['estop']
 
     def on_estop(msg: Bool) -> None:
         with lock:
@@ -38,9 +44,9 @@ def attach_motion_controls(node: Node, supervisor: MotionSupervisor, lock: threa
         logger.info(f'~/enable {request.data}: {response.message}')
         return response
 
-    node.create_subscription(Bool, estop.name, on_estop,
-                             qos_profile(estop))
+    node.create_subscription(Bool, estop.name, on_estop, qos_profile(estop))
     node.create_service(SetBool, '~/enable', on_enable)
+    return ArmStop(node, topics['robot_state'], supervisor)
 
 
 class ModeReport:

@@ -36,18 +36,25 @@ def run_node(executable: str, description: str, make: Callable[[], NodeT],
     """
     argv = parse_node_args(executable, description, args, codes)
     node: NodeT | None = None
-    with rclpy.init(args=argv, signal_handler_options=signals):
-        try:
-            node = make()
-            spin(node)
-        except ConfigError as exc:
-            return fail(executable, EXIT_CONFIG, str(exc))
-        except (KeyboardInterrupt, ExternalShutdownException):
-            pass
-        finally:
-            if node is not None:
-                stop = getattr(node, 'stop', None)
-                if callable(stop):
-                    stop()
-                node.destroy_node()
+    try:
+        with rclpy.init(args=argv, signal_handler_options=signals):
+            try:
+                node = make()
+                spin(node)
+            except ConfigError as exc:
+                return fail(executable, EXIT_CONFIG, str(exc))
+            except (KeyboardInterrupt, ExternalShutdownException):
+                pass
+            except Exception:
+                if rclpy.ok():
+                    raise
+                # a Ctrl-C shut the context down mid start-up: rcl refuses the rest
+            finally:
+                if node is not None:
+                    stop = getattr(node, 'stop', None)
+                    if callable(stop):
+                        stop()
+                    node.destroy_node()
+    except KeyboardInterrupt:   # the signal re-raised as the context closes
+        pass
     return 0 if node is None or exit_code is None else exit_code(node)

@@ -40,7 +40,6 @@ from simops_core.command_line import ConfigError
 from simops_core.motion_supervisor import MotionSupervisor, stand_still
 from simops_core.robot_spec import SpecError, load_robot_spec
 from simops_core.topics import TopicConfigError, load_topics
-from simops_ros.arm_stop import ArmStop
 from simops_ros.arming import ModeReport, attach_motion_controls
 from simops_ros.declarations import declare_schema
 from simops_ros.point_commands import ArmCommandPublisher
@@ -93,8 +92,7 @@ class ExciteNode(Node):
         self.supervisor = MotionSupervisor(s.start_enabled, RAMP)
         self._report_mode = ModeReport(self, self.supervisor, '~/state', QoSProfile(
             **topics['policy_state'].qos.as_profile_kwargs()))
-        attach_motion_controls(self, self.supervisor, self._lock, topics['estop'])
-        self._arm_stop = ArmStop(self, topics['robot_state'], self.supervisor)
+        self._arm_stop = attach_motion_controls(self, self.supervisor, self._lock, topics)
         self._tick = 0          # samples of the excitation already commanded
         self._holds = 0
         self.finished = False
