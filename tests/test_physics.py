@@ -535,3 +535,47 @@ def test_a_stream_with_dropped_targets_keeps_its_pace(spec: RobotSpec) -> None:
     assert abs(reached[0] - (spec.home[0] + 0.55)) < 0.01, reached
     assert step is not None and step.error == 'joint_velocity_violation'
     assert step.joint == spec.arm_joints[0] and 'a command moves' in step.text
+
+
+def test_a_stall_of_the_node_costs_lag_not_a_stop(spec: RobotSpec) -> None:
+    """A stream at half of fr3_joint6's velocity limit (the policy's default scale) whose
+    targets reach the node bunched: one 120 ms late, the next 5 ms after it. Reached over
+    a period from where the late one left the arm, the second would move the joint at its
+    limit, and the tracking overshoot would stop the arm for a stall of the simulator's
+    own. It catches up at no more than CATCH_UP_SPEED of the limit: no stop, the measured
+    speed stays under the limit, and the stream ends where it was sent."""
+    import threading
+    import time
+
+    from simops_sim.joint_commands import ArmCommand
+    from simops_sim.stepper import CATCH_UP_SPEED, Stepper, Timing
+
+    physics = Physics(mujoco.MjModel.from_xml_path(str(SCENE_XML)), spec, reflexes=True)
+    timing = Timing('realtime', 1.0, 0.05, 0.5, 0.3, 1000.0, 0.0, 0.0, 100.0)
+    stepper = Stepper(physics, timing, 'home', None, 0, None, lambda key, text: None)
+    peak = np.zeros(7)
+
+    def publish(frame: object) -> None:
+        np.maximum(peak, np.abs(physics.state().velocity[:7]), out=peak)
+
+    running = threading.Event()
+    running.set()
+    thread = threading.Thread(target=stepper.run, args=(running, publish))
+    thread.start()
+    joint, step = 5, 0.5 * spec.velocity[5] * 0.05
+    target = spec.home.copy()
+    try:
+        time.sleep(0.2)
+        for k in range(10):
+            target[joint] += step
+            stepper.submit(ArmCommand(target.copy(), None))
+            time.sleep(0.12 if k == 4 else 0.005 if k == 5 else 0.05)
+        time.sleep(0.5)
+        stop, reached = stepper.stopped(), stepper.follow_state().actual_q
+    finally:
+        running.clear()
+        stepper.wake()
+        thread.join(timeout=5)
+    assert stop is None, stop.message()
+    assert peak[joint] < spec.velocity[joint], (peak[joint], CATCH_UP_SPEED)
+    assert abs(reached[joint] - target[joint]) < 0.01, (reached[joint], target[joint])

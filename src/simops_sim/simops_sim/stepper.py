@@ -4,8 +4,9 @@
 
 - the command inbox: streamed :class:`~simops_sim.joint_commands.ArmCommand` targets, each
   reached linearly over one ``control_period`` (within a realtime stream: over the time
-  since the previous one arrived, if longer; a protective stop if that is too fast) as
-  JointTrajectoryController reaches a one-point trajectory, and
+  since the previous one arrived, if longer; a protective stop if that is too fast; slower
+  where a stall of this node left the target behind) as JointTrajectoryController reaches
+  a one-point trajectory, and
   :class:`~simops_sim.trajectory_plan.TrajectoryGoal` trajectories; the physics samples the
   plan. Each command is applied at the first step due after it arrived, also while the
   schedule catches up after a hiccup;
@@ -47,12 +48,13 @@ from simops_sim.trajectory_plan import (
     TrajectoryError,
     TrajectoryGoal,
     TrajectoryPlan,
-    point_goal,
+    stream_goal,
 )
 
 POSE_RATE = 100.0          # Hz of sim time, flange and object poses
 VIEWER_RATE = 60.0         # Hz of wall time
 MAX_CATCH_UP = 1.0         # s behind schedule before the schedule is re-anchored
+CATCH_UP_SPEED = 0.8       # of the velocity limits: a stalled stream's fastest catch-up
 MAX_STAMP_OFFSET = 60.0    # s a trajectory may start ahead of, or end behind, sim time
 PAUSE_POLL = 0.05          # s between checks while paused
 
@@ -473,10 +475,14 @@ class Stepper:
                 if gap <= MAX_CATCH_UP:   # reached before the command timeout holds it
                     span = min(max(span, gap), max(span, self.timing.command_timeout))
                     reference = self._streamed   # judged by the step as sent (see below)
-            goal = point_goal(command.arm, span)
             # The speed the stream asks for: its step from the previous target over the span,
             # whatever arrived in between (targets bunched by a stall of this node).
             speed = np.abs(command.arm - reference) / span
+            # Where a stall left the arm target behind, it catches up no faster than that
+            # or CATCH_UP_SPEED of the limits: the arm pays for this node's stall with lag,
+            # never with a stop the stream did not ask for.
+            ceiling = np.maximum(speed, CATCH_UP_SPEED * physics.spec.velocity)
+            goal = stream_goal(command.arm, current, span, ceiling)
         else:
             goal, speed = command, None
         start = now if goal.start is None else goal.start

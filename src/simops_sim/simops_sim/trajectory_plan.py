@@ -95,12 +95,12 @@ def point_goal(target: np.ndarray, horizon: float,
 
 def stream_goal(target: np.ndarray, current: np.ndarray, period: float, speed: np.ndarray,
                 joints: np.ndarray | None = None) -> TrajectoryGoal:
-    """A streamed target (7,) rad as sysid replays it, from the arm target ``current``.
+    """A streamed target (7,) rad, from the arm target ``current`` (7,) rad.
 
-    The :func:`point_goal` reached over one control ``period`` (s), or slower where that
-    would move a joint faster than its ``speed`` limit (7,) rad/s. (The simulator stops on
-    such a target instead, as the arm does: :mod:`simops_sim.reflexes`; a replay keeps
-    the recorded motion going.)
+    The :func:`point_goal` reached over ``period`` (s), or slower where that would move a
+    joint faster than its ``speed`` (7,) rad/s, all positive. Sysid replays recorded targets
+    at the velocity limits (where the simulator would stop on a faster one, as the arm
+    does: :mod:`simops_sim.reflexes`); the simulator catches up after a stall with it.
     """
     named = np.arange(len(target)) if joints is None else joints
     needed = np.abs(np.asarray(target)[named] - current[named]) / speed[named]
