@@ -49,7 +49,8 @@ def renamed_scene(directory: Path) -> Path:
     Generated from the real MJCF by text substitution, so it never drifts from it.
     """
     robot = (SCENE_XML.parent / 'fr3.xml').read_text()
-    robot = re.sub(r'"fr3_joint(\d)"', lambda m: f'"arm_{int(m.group(1)) - 1}"', robot)
+    robot = re.sub(r'([":])fr3_joint(\d)"',   # joint names, and the numerics named for them
+                   lambda m: f'{m.group(1)}arm_{int(m.group(2)) - 1}"', robot)
     (directory / 'fr3.xml').write_text(robot)
     (directory / 'scene.xml').write_text(SCENE_XML.read_text())
     return directory / 'scene.xml'

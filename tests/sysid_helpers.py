@@ -38,13 +38,13 @@ REPLAY_KINDS = ('damping', 'armature', 'frictionloss', 'kp', 'kv', 'encoder_offs
 
 
 def replayable(params: SimParams) -> SimParams:
-    """``params`` with dry friction where it has smooth friction: what the replay rolls out
+    """``params`` with dry friction (transition 0) on every joint: what the replay rolls out
     exactly.
 
     The fit's rollouts approximate smooth (tanh) friction by two saturating lines; tests of
     the replay rule itself simulate with dry friction, which they represent exactly.
     """
-    joints = {name: replace(joint, friction_transition=None)
+    joints = {name: replace(joint, friction_transition=0.0)
               for name, joint in params.joints.items()}
     return replace(params, joints=joints)
 

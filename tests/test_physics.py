@@ -351,6 +351,37 @@ def test_replayed_streamed_targets_slow_to_the_velocity_limits(spec: RobotSpec) 
     assert TrajectoryPlan(jump, 0.0, current).peak_speed()[4] == pytest.approx(50.0)
 
 
+@pytest.mark.parametrize('robot', ['fr3', 'panda'])
+def test_nominal_friction_is_gaz_s_smooth_sigmoid(robot: str) -> None:
+    """The shipped models' arm friction is smooth, -c tanh(qd / v), with Gaz et al.'s
+    identified Panda sigmoid: c = phi1 / 2, v = 2 / phi2; the fingers keep MuJoCo's dry
+    friction; a SimParams transition overrides the model's, and nominal_sim_params reads it."""
+    phi1 = np.array([0.546, 0.872, 0.641, 1.279, 0.839, 0.303, 0.565])
+    phi2 = np.array([5.12, 9.07, 10.14, 5.59, 8.35, 17.13, 10.34])
+    robot_spec = load_robot_spec(robot)
+    scene = Path(SCENE_XML).parents[1] / robot / 'scene.xml'
+    physics = Physics(mujoco.MjModel.from_xml_path(str(scene)), robot_spec)
+    arm = physics.index.dof_adr[:7]
+    assert np.allclose(physics.index.nominal_transition[:7], 2 / phi2, rtol=1e-3)
+    assert np.all(physics.index.nominal_transition[7:] == 0)
+    assert np.all(physics.model.dof_frictionloss[arm] == 0)   # no dry constraint on the arm
+    data = physics.data
+    data.qvel[:] = 0.0
+    data.qvel[arm] = 0.05
+    physics._smooth.apply(data)
+    expected = -phi1 / 2 * np.tanh(0.05 * phi2 / 2)
+    assert np.allclose(data.qfrc_applied[arm], expected, rtol=5e-3)   # levels to 1e-3 N*m
+    nominal = physics.nominal.joints[robot_spec.arm_joints[5]]
+    assert nominal.friction_transition == pytest.approx(2 / phi2[5], rel=1e-3)
+    assert nominal.frictionloss == pytest.approx(phi1[5] / 2, rel=1e-2)
+    physics.apply_params(SimParams(joints={robot_spec.arm_joints[0]: JointParams(
+        friction_transition=1.0)}))
+    physics._smooth.apply(data)
+    assert data.qfrc_applied[arm[0]] == pytest.approx(-phi1[0] / 2 * np.tanh(0.05), rel=1e-2)
+    finger = physics.index.dof_adr[7]
+    assert physics.model.dof_frictionloss[finger] == physics.index.nominal_dof[2, finger]
+
+
 def test_a_payload_is_a_compensated_point_mass_at_the_flange(spec: RobotSpec) -> None:
     """SimParams.payload: mass and centre of mass at the flange; none (the default) is none."""
     from simops_core.sim_params import PayloadParams

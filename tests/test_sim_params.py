@@ -39,10 +39,11 @@ def test_round_trip(tmp_path: Path) -> None:
 def test_nominal_read_back_round_trips(tmp_path: Path) -> None:
     model = mujoco.MjModel.from_xml_path(str(resolve_resource('models/fr3/scene.xml')))
     nominal = Physics(model, load_robot_spec('fr3')).nominal
-    # Gaz et al.'s Coulomb level, a small viscous term, no armature, franka_ros2's gains.
+    # Gaz et al.'s Coulomb level and transition (2 / 5.12 rad/s), a small viscous term, no
+    # armature, franka_ros2's gains.
     assert nominal.joints['fr3_joint1'] == JointParams(
-        damping=0.05, armature=0.0, frictionloss=0.273, kp=600.0, kv=30.0, encoder_offset=0.0,
-        torque_offset=0.0)
+        damping=0.05, armature=0.0, frictionloss=0.273, friction_transition=0.3906, kp=600.0,
+        kv=30.0, encoder_offset=0.0, torque_offset=0.0)
     assert nominal.object == ObjectParams(mass=0.1, friction=1.0)
     save_sim_params(nominal, tmp_path / 'nominal.yaml')
     assert load_sim_params(tmp_path / 'nominal.yaml') == nominal

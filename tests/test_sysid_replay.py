@@ -48,7 +48,7 @@ def problem(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
     bag = write_bag(tmp_path_factory.mktemp('replay') / 'bag', data)
     recording = load_recording(bag, SPEC, load_topics())
     fit_model = fitting.load_fit_model(REPO / 'models/fr3/scene.xml', SPEC)
-    base = fitting.nominal(fit_model)
+    base = replayable(fitting.nominal(fit_model))   # dry friction, like TRUTH
     joints = list(range(7))
     sequences, _ = split_sequences(recording, 0.001, 5.0, 200.0, 60, joints)
     params = fit_parameters.build_parameters(base, REPLAY_KINDS, SPEC.arm_joints, [])
@@ -90,7 +90,7 @@ def test_commands_the_recorder_missed_at_the_start_are_not_replayed(tmp_path: Pa
                    stamps=data.stamps[late:])
     recording = load_recording(write_bag(tmp_path / 'late', data), SPEC, load_topics())
     fit_model = fitting.load_fit_model(REPO / 'models/fr3/scene.xml', SPEC)
-    base = fitting.nominal(fit_model)
+    base = replayable(fitting.nominal(fit_model))   # dry friction, like TRUTH
     joints = list(range(7))
     sequences, _ = split_sequences(recording, 0.001, 5.0, 200.0, 60, joints)
     assert sequences[0].t0 > recording.commands.t[1] + 0.06

@@ -170,12 +170,12 @@ def test_no_parameter_at_a_bound(fitted: Fitted) -> None:
     assert section.split() == ['none'], section
 
 
-def test_held_out_replay_error_drops_5x_to_0_3_mrad_and_is_in_provenance(fitted: Fitted
-                                                                         ) -> None:
+def test_held_out_replay_error_drops_10x_to_0_3_mrad_and_is_in_provenance(fitted: Fitted
+                                                                          ) -> None:
     provenance = load_sim_params(fitted.params).provenance
     held = provenance['residual_holdout']['position_rms_mrad']
     assert held['nominal'] <= 5.0, held   # the nominal FR3 model, before any fit
-    assert held['fitted'] * 5 <= held['nominal'] and held['fitted'] <= 0.3, held
+    assert held['fitted'] * 10 <= held['nominal'] and held['fitted'] <= 0.3, held   # #14's bar
     assert provenance['bags'][0]['path'] == str(fitted.train)
     assert len(provenance['bags'][0]['sha256']) == 64
     assert provenance['holdout'][0]['path'] == str(fitted.held)

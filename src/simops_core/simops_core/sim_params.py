@@ -72,7 +72,7 @@ RANGES: dict[str, tuple[float, float, str]] = {
     'payload.mass': (0.0, 20.0, 'kg'),
     'payload.com': (-0.5, 0.5, 'm'),
 }
-STRICTLY_POSITIVE = ('kp', 'mass', 'friction', 'friction_transition')
+STRICTLY_POSITIVE = ('kp', 'mass', 'friction')
 
 
 class SimParamsError(ValueError):
@@ -83,9 +83,11 @@ class SimParamsError(ValueError):
 class JointParams:
     """Per-joint physics and sensor bias; ``None`` keeps the model's nominal value (0 bias).
 
-    ``frictionloss`` is the Coulomb level (N*m); with ``friction_transition`` (rad/s) set, the
-    friction is smooth, ``frictionloss * tanh(qd / friction_transition)`` (a real arm's, e.g.
-    the sigmoid Gaz et al. identified on the Panda), else MuJoCo's dry friction constraint.
+    ``frictionloss`` is the Coulomb level (N*m); with a ``friction_transition`` (rad/s), here
+    or the model's nominal one, the friction is smooth,
+    ``frictionloss * tanh(qd / friction_transition)`` (a real arm's: the shipped models carry
+    the sigmoids Gaz et al. identified on the Panda); 0, or none anywhere, is MuJoCo's dry
+    friction constraint.
     ``kp``, ``kv``: the arm controller's p and d gains. ``encoder_offset`` (rad) is added to
     the measured position and ``torque_offset`` (N*m) to the measured effort: the
     calibration biases of a real arm's encoders and link-side torque sensors.

@@ -48,6 +48,7 @@ from simops_sim.trajectory_plan import TrajectoryPlan
 
 GRIPPER_TENDON = 'gripper_width'
 OBJECT_BODY = 'object'
+TRANSITION_NUMERIC = 'friction_transition'   # <numeric name="friction_transition:JOINT">
 GOAL_BODY = 'goal'
 MAX_SPEED = 100.0   # rad/s or m/s; any faster dof means the integration diverged
 # end_effector: none keeps this fraction of the hand's masses and inertias (MuJoCo needs a
@@ -109,6 +110,7 @@ class ModelIndex:
     hand_bodies: np.ndarray          # bodies below the flange: the model's end effector
     hand_geoms: np.ndarray           # geoms of hand_bodies
     nominal_dof: np.ndarray          # (3, nv) damping, armature, frictionloss
+    nominal_transition: np.ndarray   # (9,) rad/s, smooth friction's; 0: MuJoCo's dry friction
     nominal_gain: np.ndarray         # (nu, 10) actuator_gainprm
     nominal_bias: np.ndarray         # (nu, 10) actuator_biasprm
     nominal_mass: np.ndarray         # (nbody,)
@@ -179,6 +181,11 @@ def index_model(model: mujoco.MjModel, spec: RobotSpec,
     flange = body(spec.flange_frame, True)
     hand = np.array([b for b in range(model.nbody) if b != flange and _descends(model, b, flange)],
                     dtype=int)
+    transition = []
+    for jid in joint_ids:
+        numeric = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_NUMERIC,
+                                    f'{TRANSITION_NUMERIC}:{model.joint(jid).name}')
+        transition.append(model.numeric_data[model.numeric_adr[numeric]] if numeric >= 0 else 0.0)
     return ModelIndex(
         joint_names=spec.joint_names,
         arm_dof=len(spec.arm_joints),
@@ -196,6 +203,7 @@ def index_model(model: mujoco.MjModel, spec: RobotSpec,
         hand_bodies=hand,
         hand_geoms=np.flatnonzero(np.isin(model.geom_bodyid, hand)),
         nominal_dof=np.array([model.dof_damping, model.dof_armature, model.dof_frictionloss]),
+        nominal_transition=np.array(transition, float),
         nominal_gain=model.actuator_gainprm.copy(),
         nominal_bias=model.actuator_biasprm.copy(),
         nominal_mass=model.body_mass.copy(),
@@ -263,8 +271,6 @@ def apply_sim_params(model: mujoco.MjModel, params: SimParams, index: ModelIndex
         for column, value in enumerate((joint.damping, joint.armature, joint.frictionloss)):
             if value is not None:
                 (model.dof_damping, model.dof_armature, model.dof_frictionloss)[column][dof] = value
-        if joint.friction_transition:   # smooth friction: Physics.step applies it instead
-            model.dof_frictionloss[dof] = 0.0
         servo = [key for key in SERVO_FIELDS if getattr(joint, key) is not None]
         if i >= index.arm_dof and servo:
             raise SimParamsError(f'field joints.{name}.{servo[0]}: finger joints have no servo '
@@ -281,6 +287,8 @@ def apply_sim_params(model: mujoco.MjModel, params: SimParams, index: ModelIndex
                     model.actuator_biasprm[damper, 2] = -joint.kv
                 else:
                     model.actuator_biasprm[act, 2] = -joint.kv
+    # Smooth friction replaces the dry constraint; Physics.step applies it.
+    model.dof_frictionloss[index.dof_adr[friction_transitions(params, index) > 0]] = 0.0
 
     for name, scale in params.body_mass_scale.items():
         if name not in index.mass_bodies:
@@ -375,21 +383,30 @@ class SmoothFriction:
 
     @classmethod
     def of(cls, params: SimParams, index: ModelIndex) -> SmoothFriction:
-        """The smooth friction ``params`` asks for (joints with ``friction_transition``)."""
-        dofs, level, transition = [], [], []
+        """The smooth friction of ``params`` over the model's nominal values."""
+        transition = friction_transitions(params, index)
+        smooth = np.flatnonzero(transition > 0)
+        level = index.nominal_dof[2, index.dof_adr].copy()
         for i, name in enumerate(index.joint_names):
             joint = params.joints.get(name)
-            if joint is not None and joint.friction_transition:
-                dofs.append(index.dof_adr[i])
-                level.append(joint.frictionloss if joint.frictionloss is not None
-                             else index.nominal_dof[2, index.dof_adr[i]])
-                transition.append(joint.friction_transition)
-        return cls(np.array(dofs, int), np.array(level, float), np.array(transition, float))
+            if joint is not None and joint.frictionloss is not None:
+                level[i] = joint.frictionloss
+        return cls(index.dof_adr[smooth].copy(), level[smooth], transition[smooth])
 
     def apply(self, data: mujoco.MjData) -> None:
         """Write the friction at the current velocities into ``data.qfrc_applied``."""
         data.qfrc_applied[self.dofs] = -self.level * np.tanh(data.qvel[self.dofs]
                                                              / self.transition)
+
+
+def friction_transitions(params: SimParams, index: ModelIndex) -> np.ndarray:
+    """Each joint's smooth-friction transition (9,) rad/s: ``params``' or the model's; 0: dry."""
+    transition = index.nominal_transition.copy()
+    for i, name in enumerate(index.joint_names):
+        joint = params.joints.get(name)
+        if joint is not None and joint.friction_transition is not None:
+            transition[i] = joint.friction_transition
+    return transition
 
 
 def sensor_bias(params: SimParams, joints: Sequence[str]) -> np.ndarray:
@@ -405,8 +422,8 @@ def sensor_bias(params: SimParams, joints: Sequence[str]) -> np.ndarray:
 def nominal_sim_params(model: mujoco.MjModel, index: ModelIndex) -> SimParams:
     """Every SimParams field read back from ``model`` (fully set; sysid's starting point).
 
-    Body mass scales are relative to the index's nominal masses; the command delay and the
-    sensor biases are 0.
+    Body mass scales are relative to the index's nominal masses; the friction (level and
+    transition) is the model's as loaded; the command delay and the sensor biases are 0.
     """
     joints = {}
     for i, name in enumerate(index.joint_names):
@@ -419,7 +436,8 @@ def nominal_sim_params(model: mujoco.MjModel, index: ModelIndex) -> SimParams:
                                  else -model.actuator_biasprm[act, 2])}
         joints[name] = JointParams(damping=float(model.dof_damping[dof]),
                                    armature=float(model.dof_armature[dof]),
-                                   frictionloss=float(model.dof_frictionloss[dof]),
+                                   frictionloss=float(index.nominal_dof[2, dof]),
+                                   friction_transition=float(index.nominal_transition[i]),
                                    encoder_offset=0.0, torque_offset=0.0, **servo)
     scales = {}
     for name in index.mass_bodies:

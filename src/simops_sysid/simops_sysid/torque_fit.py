@@ -186,17 +186,32 @@ def rigid_body_model(model: mujoco.MjModel, index: ModelIndex) -> mujoco.MjModel
     return rigid
 
 
-def fit_friction(data: TorqueData, nominal: np.ndarray | None = None) -> list[JointFriction]:
-    """Least-squares friction per joint; ``nominal`` (7,) Coulomb levels give ``rms_before``.
+def nominal_friction(qd: np.ndarray, nominal: np.ndarray) -> np.ndarray:
+    """The model's friction torque (n, 7) N*m at joint speeds ``qd`` (n, 7) rad/s.
 
-    ``rms_before`` is the RMS of ``tau_J - tau_rb - c_nominal sign(qd)`` (the nominal dry
-    friction); without ``nominal`` it is the RMS of ``tau_J - tau_rb``.
+    ``nominal`` (2, 7): Coulomb levels c (N*m) and transitions v (rad/s) of the smooth law
+    ``c tanh(qd / v)``; a transition of 0 is dry friction, ``c sign(qd)``.
+    """
+    level, transition = nominal
+    smooth = transition > 0
+    return level * np.where(smooth, np.tanh(qd / np.where(smooth, transition, 1.0)),
+                            np.sign(qd))
+
+
+def fit_friction(data: TorqueData, nominal: np.ndarray | None = None) -> list[JointFriction]:
+    """Least-squares friction per joint; the model's friction ``nominal`` gives ``rms_before``.
+
+    ``rms_before`` is the RMS of ``tau_J - tau_rb`` less the model's friction (``nominal``
+    (2, 7), see :func:`nominal_friction`); without ``nominal`` that of ``tau_J - tau_rb``.
     """
     out = []
+    before_all = data.effort - data.rigid_body
+    if nominal is not None:
+        before_all = before_all - nominal_friction(data.qd, nominal)
     for j in range(data.effort.shape[1]):
         residual = data.effort[:, j] - data.rigid_body[:, j]
         qd = data.qd[:, j]
-        before = residual - (nominal[j] * np.sign(qd) if nominal is not None else 0.0)
+        before = before_all[:, j]
         best: tuple[float, np.ndarray, float] | None = None
         for transition in TRANSITIONS:
             basis = np.column_stack((np.tanh(qd / transition), qd, np.ones_like(qd)))

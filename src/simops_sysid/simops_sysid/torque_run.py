@@ -2,7 +2,7 @@
 
 Reads the arm's joint states (no commands needed), regresses the efforts on the model's
 rigid-body inverse dynamics (:mod:`simops_sysid.torque_fit`), prints per-joint torque RMS
-before (nominal dry friction) and after the fit, on training and held-out data (the last
+before (the model's nominal friction) and after the fit, on training and held-out data (the last
 :data:`HELD_FRACTION` of each training bag when no ``--holdout`` is given), and returns the
 SimParams to write.
 """
@@ -33,6 +33,7 @@ from simops_sysid.torque_fit import (
     fit_payload,
     friction_params,
     inverse_dynamics,
+    nominal_friction,
     rigid_body_model,
     torque_data,
 )
@@ -56,7 +57,9 @@ def run_torque(bags: Sequence[Path], holdout: Sequence[Path], robot: RobotSpec,
     apply_sim_params(model, carried, index)
     rigid = rigid_body_model(model, index)
     nominal = nominal_sim_params(model, index)
-    coulomb = np.array([nominal.joints[j].frictionloss for j in robot.arm_joints])
+    friction = np.array([[nominal.joints[j].frictionloss or 0.0,
+                          nominal.joints[j].friction_transition or 0.0]
+                         for j in robot.arm_joints]).T   # (2, 7) the model's
 
     def data(states: States, part: slice) -> TorqueData:
         return torque_data(rigid, index, states.t[part], states.q[part], states.qd[part],
@@ -75,8 +78,8 @@ def run_torque(bags: Sequence[Path], holdout: Sequence[Path], robot: RobotSpec,
               f'{states.t[-1]:.1f} s', flush=True)
     held += [data(load_states(bag, robot, topics), slice(None)) for bag in holdout]
     training, checking = _join(train), _join(held)
-    fits = fit_friction(training, coulomb)
-    before = _rms(checking, coulomb)
+    fits = fit_friction(training, friction)
+    before = _rms(checking, friction)
     if payload:
         carried, fits, checking = _fit_payload(model, index, carried, training, checking, fits)
     after = apply_friction(checking, fits)
@@ -138,9 +141,9 @@ def _join(parts: list[TorqueData]) -> TorqueData:
                         for f in fields(TorqueData)))
 
 
-def _rms(data: TorqueData, coulomb: np.ndarray) -> np.ndarray:
-    """Torque RMS (7,) N*m with the nominal dry friction ``coulomb`` (7,)."""
-    residual = data.effort - data.rigid_body - coulomb * np.sign(data.qd)
+def _rms(data: TorqueData, friction: np.ndarray) -> np.ndarray:
+    """Torque RMS (7,) N*m with the model's ``friction`` (2, 7) (see ``nominal_friction``)."""
+    residual = data.effort - data.rigid_body - nominal_friction(data.qd, friction)
     return np.sqrt(np.mean(residual ** 2, axis=0))
 
 
