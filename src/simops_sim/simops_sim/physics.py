@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import mujoco
@@ -375,6 +375,10 @@ class SmoothFriction:
     dofs: np.ndarray
     level: np.ndarray
     transition: np.ndarray
+    _scratch: np.ndarray = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, '_scratch', np.empty(self.dofs.size))
 
     @classmethod
     def none(cls) -> SmoothFriction:
@@ -394,9 +398,17 @@ class SmoothFriction:
         return cls(index.dof_adr[smooth].copy(), level[smooth], transition[smooth])
 
     def apply(self, data: mujoco.MjData) -> None:
-        """Write the friction at the current velocities into ``data.qfrc_applied``."""
-        data.qfrc_applied[self.dofs] = -self.level * np.tanh(data.qvel[self.dofs]
-                                                             / self.transition)
+        """Write the friction at the current velocities into ``data.qfrc_applied``.
+
+        Allocation-free: it runs before every physics step.
+        """
+        force = self._scratch
+        data.qvel.take(self.dofs, out=force)
+        np.divide(force, self.transition, out=force)
+        np.tanh(force, out=force)
+        np.multiply(force, self.level, out=force)
+        np.negative(force, out=force)
+        data.qfrc_applied.put(self.dofs, force)
 
 
 def friction_transitions(params: SimParams, index: ModelIndex) -> np.ndarray:
