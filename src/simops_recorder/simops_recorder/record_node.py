@@ -35,6 +35,7 @@ from simops_recorder.offers import latched, message_class, recording_qos, stored
 from simops_ros.declarations import declare_schema
 from simops_ros.qos import qos_profile
 from simops_ros.scaffold import run_node
+from simops_ros.spinning import spin_once
 
 NODE = 'recorder'
 DEFAULT_TOPIC_KEYS = ('joint_states', 'joint_commands', 'joint_trajectory', 'object_pose',
@@ -226,10 +227,9 @@ class Recorder(Node):
 
 
 def _spin(node: Recorder) -> None:
-    """Spin until SIGINT/SIGTERM, noticed at a wait (never inside a write).
+    """Spin until SIGINT/SIGTERM, noticed at a wait, never inside a write.
 
-    The episode is then finished while the context is still valid (rclpy's own handlers
-    would shut it down first, so the final log lines could not reach /rosout).
+    The episode then ends in a valid context (rclpy's handlers would shut it down first).
     """
     stop = threading.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
@@ -238,7 +238,7 @@ def _spin(node: Recorder) -> None:
     executor.add_node(node)
     try:
         while not stop.is_set() and rclpy.ok():  # spin_once: EventsExecutor.spin() hangs
-            executor.spin_once(timeout_sec=STOP_CHECK_PERIOD)
+            spin_once(executor, node.get_logger(), STOP_CHECK_PERIOD)
     finally:
         executor.shutdown()
 

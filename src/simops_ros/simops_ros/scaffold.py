@@ -18,6 +18,7 @@ from rclpy.node import Node
 from rclpy.signals import SignalHandlerOptions
 
 from simops_core.command_line import EXIT_CONFIG, ConfigError, fail
+from simops_ros import spinning
 from simops_ros.node_args import parse_node_args
 
 NodeT = TypeVar('NodeT', bound=Node)
@@ -25,7 +26,7 @@ NodeT = TypeVar('NodeT', bound=Node)
 
 def run_node(executable: str, description: str, make: Callable[[], NodeT],
              args: list[str] | None = None, codes: dict[int, str] | None = None,
-             spin: Callable[[NodeT], None] = rclpy.spin,
+             spin: Callable[[NodeT], None] = spinning.spin,
              exit_code: Callable[[NodeT], int] | None = None,
              signals: SignalHandlerOptions = SignalHandlerOptions.ALL) -> int:
     """Run the node ``make`` builds until ``spin`` returns, Ctrl-C or shutdown.

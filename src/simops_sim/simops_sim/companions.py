@@ -5,12 +5,11 @@
   carries its hand (``end_effector: franka_hand``).
 
 All of them serve the one :class:`~simops_sim.stepper.Stepper` and spin in the simulator's
-executor (:func:`spin_together`).
+executor (:func:`simops_ros.spinning.spin`).
 """
 
 from __future__ import annotations
 
-from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 
 from simops_core.robot_spec import RobotSpec
@@ -29,10 +28,3 @@ def companion_nodes(stepper: Stepper, spec: RobotSpec, namespace: str) -> list[N
         nodes.append(GripperNode(stepper, spec, namespace))
     return nodes
 
-
-def spin_together(*nodes: Node) -> None:
-    """Spin ``nodes`` in one executor until shutdown (the simulator and its companions)."""
-    executor = SingleThreadedExecutor()
-    for node in nodes:
-        executor.add_node(node)
-    executor.spin()

@@ -45,8 +45,9 @@ from simops_ros.declarations import declare_schema
 from simops_ros.diagnostics import diagnostic_array
 from simops_ros.qos import qos_profile
 from simops_ros.scaffold import run_node
+from simops_ros.spinning import spin
 from simops_ros.throttled import KindWarnings
-from simops_sim.companions import companion_nodes, spin_together
+from simops_sim.companions import companion_nodes
 from simops_sim.follow_action import FollowJointTrajectoryServer
 from simops_sim.joint_commands import CommandError, check_command, parse_joint_command
 from simops_sim.physics import ModelError, Physics, load_model, parse_joint_map
@@ -238,7 +239,7 @@ def main(args: list[str] | None = None) -> int:
     """Run the simulator node; 0 on a clean shutdown, 1 if physics failed, 2 on bad config."""
     return run_node(NODE_NAME, 'Simulate the arm in MuJoCo behind the real arm\'s topics.',
                     SimNode, args, {1: 'the physics thread failed (a bug: see the log)'},
-                    spin=lambda node: spin_together(node, *node.companions),
+                    spin=lambda node: spin(node, *node.companions),
                     exit_code=lambda node: 1 if node.failure is not None else 0)
 
 

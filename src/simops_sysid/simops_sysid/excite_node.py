@@ -30,6 +30,7 @@ import time
 
 import numpy as np
 import rclpy
+from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.qos import QoSProfile
 from rclpy.serialization import deserialize_message
@@ -46,6 +47,7 @@ from simops_ros.point_commands import ArmCommandPublisher
 from simops_ros.polled import Polled, PolledGroup, never_called
 from simops_ros.qos import qos_profile
 from simops_ros.scaffold import run_node
+from simops_ros.spinning import spin_once
 from simops_sysid.excitation import ExcitationError, fourier_excitation
 
 NODE_NAME = 'excite'
@@ -178,8 +180,13 @@ def main(args: list[str] | None = None) -> int:
 
 
 def _spin_until_finished(node: ExciteNode) -> None:
-    while rclpy.ok() and not node.finished:
-        rclpy.spin_once(node)
+    executor = SingleThreadedExecutor(context=node.context)
+    executor.add_node(node)
+    try:
+        while rclpy.ok() and not node.finished:
+            spin_once(executor, node.get_logger())
+    finally:
+        executor.shutdown()
     if node.finished:
         node.get_logger().info('excitation finished at home')
 

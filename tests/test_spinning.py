@@ -1,0 +1,76 @@
+"""A node's spin outlives a message rclpy cannot hand over, and ends with its context.
+
+rclpy raises pybind11's ``RuntimeError('Unable to convert call argument ...')`` out of
+``spin_once`` when converting a taken message fails (a Ctrl-C landing inside the
+conversion, ros2/rclpy#848). A failing take cannot be provoked on demand, so a real
+subscription's callback raises that error from inside the same ``spin_once``.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+import rclpy
+from rclpy.context import Context
+from std_msgs.msg import String
+
+from simops_ros.spinning import spin
+
+
+def _run(errors: dict[str, str]) -> tuple[list[str], threading.Thread, list[BaseException],
+                                          Context]:
+    """A node on ``/spin_probe`` whose callback raises ``errors[data]``; spun by ``spin``."""
+    context = Context()
+    rclpy.init(context=context)
+    node = rclpy.create_node('spin_probe', context=context)
+    seen: list[str] = []
+    raised: list[BaseException] = []
+
+    def on_message(msg: String) -> None:
+        seen.append(msg.data)
+        if msg.data in errors:
+            raise RuntimeError(errors[msg.data])
+
+    node.create_subscription(String, '/spin_probe', on_message, 10)
+    publisher = node.create_publisher(String, '/spin_probe', 10)
+
+    def target() -> None:
+        try:
+            spin(node)
+        except BaseException as exc:   # handed to the test
+            raised.append(exc)
+
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+    for data in (*errors, 'after'):
+        publisher.publish(String(data=data))
+        time.sleep(0.2)
+    return seen, thread, raised, context
+
+
+def test_an_unconvertible_message_is_dropped_and_spinning_goes_on() -> None:
+    seen, thread, raised, context = _run(
+        {'unconvertible': "Unable to convert call argument '0' to Python object (#define "
+                          'PYBIND11_DETAILED_ERROR_MESSAGES or compile in debug mode for '
+                          'details)'})   # as the policy node printed it in CI
+    try:
+        assert seen == ['unconvertible', 'after'], seen
+        assert thread.is_alive() and not raised, raised
+    finally:
+        rclpy.shutdown(context=context)
+        thread.join(timeout=5)
+    assert not thread.is_alive() and not raised, raised   # it ends with its context
+
+
+def test_any_other_error_still_ends_the_spin() -> None:
+    seen, thread, raised, context = _run({'bug': 'a callback bug'})
+    try:
+        thread.join(timeout=5)
+        assert seen[:1] == ['bug'] and len(raised) == 1, (seen, raised)
+        with pytest.raises(RuntimeError, match='a callback bug'):
+            raise raised[0]
+    finally:
+        if context.ok():
+            rclpy.shutdown(context=context)
