@@ -228,13 +228,10 @@ def fit_friction(data: TorqueData, nominal: np.ndarray | None = None) -> list[Jo
 
 def apply_friction(data: TorqueData, fits: list[JointFriction]) -> np.ndarray:
     """Torque RMS (7,) N*m of ``data`` after the friction of ``fits`` (held-out checks)."""
-    rms = []
-    for j, fit in enumerate(fits):
-        qd = data.qd[:, j]
-        model = fit.coulomb * np.tanh(qd / fit.transition) + fit.viscous * qd + fit.offset
-        rms.append(float(np.sqrt(np.mean((data.effort[:, j] - data.rigid_body[:, j]
-                                          - model) ** 2))))
-    return np.array(rms)
+    levels = np.array([[f.coulomb for f in fits], [f.transition for f in fits]])
+    viscous, offset = (np.array([getattr(f, key) for f in fits]) for key in ('viscous', 'offset'))
+    model = nominal_friction(data.qd, levels) + viscous * data.qd + offset
+    return np.sqrt(np.mean((data.effort - data.rigid_body - model) ** 2, axis=0))
 
 
 def friction_params(joints: tuple[str, ...], fits: list[JointFriction]) -> SimParams:
