@@ -13,7 +13,6 @@ from action_msgs.msg import GoalStatus
 from builtin_interfaces.msg import Duration
 from control_msgs.action import FollowJointTrajectory
 from franka_msgs.action import ErrorRecovery
-from rclpy.action import ActionClient
 from rclpy.qos import QoSProfile
 from ros_helpers import NodeProcess, RosProbe, wait_until
 from sensor_msgs.msg import JointState
@@ -162,7 +161,7 @@ class Recovery:
     """An ErrorRecovery client on ``probe``, as a user clears a protective stop."""
 
     def __init__(self, probe: RosProbe) -> None:
-        self.client = ActionClient(probe.node, ErrorRecovery, RECOVERY)
+        self.client = probe.action_client(ErrorRecovery, RECOVERY)
         assert self.client.wait_for_server(timeout_sec=30.0), f'no {RECOVERY} server'
 
     def __call__(self, timeout: float = 10.0) -> None:

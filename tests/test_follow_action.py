@@ -51,7 +51,7 @@ class Goal:
 
 
 def client_for(probe: RosProbe) -> ActionClient:
-    client = ActionClient(probe.node, FollowJointTrajectory, ACTION)
+    client = probe.action_client(FollowJointTrajectory, ACTION)
     assert client.wait_for_server(timeout_sec=30.0), f'no {ACTION} server'
     return client
 

@@ -18,7 +18,6 @@ from action_msgs.msg import GoalStatus
 from control_msgs.action import FollowJointTrajectory, GripperCommand
 from franka_msgs.action import ErrorRecovery, Grasp, Homing, Move
 from franka_msgs.msg import GraspEpsilon
-from rclpy.action import ActionClient
 from rclpy.qos import qos_profile_sensor_data
 from ros_helpers import NodeProcess, RosProbe, wait_until
 from sensor_msgs.msg import JointState
@@ -69,7 +68,7 @@ class Client:
     """Send one goal on ``action`` and wait for its outcome."""
 
     def __init__(self, probe: RosProbe, action: type, name: str) -> None:
-        self.client = ActionClient(probe.node, action, name)
+        self.client = probe.action_client(action, name)
         assert self.client.wait_for_server(timeout_sec=30.0), f'no {name} server'
         self.feedback: list[Any] = []
 
@@ -174,7 +173,7 @@ def test_the_companions_follow_the_simulators_namespace(ros_probe: RosProbe,
         assert wait_until(lambda: expected <= set(
             ros_probe.node.get_node_names_and_namespaces()), 20), \
             ros_probe.node.get_node_names_and_namespaces()
-        client = ActionClient(ros_probe.node, ErrorRecovery, '/lab/action_server/error_recovery')
+        client = ros_probe.action_client(ErrorRecovery, '/lab/action_server/error_recovery')
         assert client.wait_for_server(timeout_sec=20.0)
         # the node logs its summary once every interface exists: stop it after that
         assert wait_until(lambda: 'Hz physics' in sim.output, 20), sim.output

@@ -17,7 +17,6 @@ from control_msgs.action import FollowJointTrajectory, GripperCommand
 from control_msgs.msg import JointComponentTolerance, JointTolerance
 from franka_msgs.action import ErrorRecovery, Grasp, Homing, Move
 from franka_msgs.msg import Errors, FrankaRobotState, GraspEpsilon
-from rclpy.action import ActionClient
 from ros_helpers import NodeProcess, RosProbe, wait_until
 from trajectory_msgs.msg import JointTrajectoryPoint
 
@@ -74,7 +73,7 @@ def test_fields_match_the_published_definitions() -> None:
 
 def send(probe: RosProbe, action: type, name: str, goal: Any) -> tuple[Any, list[Any]]:
     """Send ``goal``; return the result message and the feedback received."""
-    client = ActionClient(probe.node, action, name)
+    client = probe.action_client(action, name)
     assert client.wait_for_server(timeout_sec=30.0), f'no {name} server'
     feedback: list[Any] = []
     done = threading.Event()

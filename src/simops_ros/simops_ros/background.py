@@ -7,8 +7,12 @@ a node that receives while the program waits, and that leaves no global rclpy st
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
 
 import rclpy
+from rclpy.action import ActionClient
 from rclpy.context import Context
 from rclpy.executors import SingleThreadedExecutor
 
@@ -22,17 +26,44 @@ class BackgroundNode:
         self.node = rclpy.create_node(name, context=self.context)
         self.executor = SingleThreadedExecutor(context=self.context)
         self.executor.add_node(self.node)
+        self._turn = threading.Lock()    # held by the spinner for each spin_once
+        self._queue = threading.Lock()   # taken before _turn, so a pause is not starved
         self._thread = threading.Thread(target=self._spin, daemon=True)
         self._thread.start()
 
     def _spin(self) -> None:
         while self.context.ok():
             try:
-                self.executor.spin_once(timeout_sec=0.05)
+                with self._queue:
+                    self._turn.acquire()
+                try:
+                    self.executor.spin_once(timeout_sec=0.05)
+                finally:
+                    self._turn.release()
             except Exception:  # the context went down while spinning
                 if self.context.ok():
                     raise
                 return
+
+    @contextmanager
+    def paused(self) -> Iterator[None]:
+        """Hold the spinner between two ``spin_once`` calls (at most its 50 ms wait).
+
+        rclpy's ``ActionClient`` registers itself with the node before it has finished
+        constructing, so a spinner that runs meanwhile dies on ``'ActionClient' object has no
+        attribute '_lock'`` (ros2/rclpy#1589, fixed upstream after the Kilted wheels).
+        """
+        with self._queue:
+            self._turn.acquire()
+        try:
+            yield
+        finally:
+            self._turn.release()
+
+    def action_client(self, action: type, name: str) -> Any:
+        """An ``ActionClient`` for ``action`` on ``name``, created while the spinner waits."""
+        with self.paused():
+            return ActionClient(self.node, action, name)
 
     def close(self) -> None:
         """Shut the context down, join the spinner and destroy the node."""
