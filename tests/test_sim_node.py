@@ -306,8 +306,12 @@ def test_without_clock_stamps_are_system_time_and_start_trajectories(ros_probe: 
     assert np.all(np.diff(times) > 0)
     # From arrival (about start - 0.5 s) to start + 1 s the target ramps 0 -> 0.3 rad: it is
     # at 0.1 rad at the stamp and 0.2 rad half a second later (the servo trails by ~20 ms).
-    assert 0.06 < joint1[np.searchsorted(times, start)] < 0.11
-    assert 0.16 < joint1[np.searchsorted(times, start + 0.5)] < 0.21
+    # The ramp is straight there, so interpolating between the states received stays close
+    # where a loaded machine dropped some (sensor-data QoS): CI once read 0.298 rad at
+    # start + 0.5, the first state after such a gap.
+    gaps = f'largest gap between states {np.diff(times).max():.3f} s'
+    assert 0.06 < np.interp(start, times, joint1) < 0.11, gaps
+    assert 0.16 < np.interp(start + 0.5, times, joint1) < 0.21, gaps
     assert abs(joint1[-1] - 0.3) < 5e-3
 
 
