@@ -95,6 +95,7 @@ class ModelIndex:
     """
 
     joint_names: tuple[str, ...]     # spec names, (9,) arm then fingers
+    prefix: str                      # of the arm's names in the model ('' for a lone arm)
     arm_dof: int                     # arm joints first in joint_names, then fingers
     joint_ids: np.ndarray            # (9,) MuJoCo joint ids
     qpos_adr: np.ndarray             # (9,)
@@ -106,7 +107,7 @@ class ModelIndex:
     object_body: int                 # -1 without an object
     object_geoms: np.ndarray         # geoms of the object body
     goal_mocap: int                  # -1 without a goal marker
-    mass_bodies: tuple[str, ...]     # robot bodies with mass (keys of body_mass_scale)
+    mass_bodies: tuple[str, ...]     # robot bodies with mass, unprefixed (body_mass_scale keys)
     hand_bodies: np.ndarray          # bodies below the flange: the model's end effector
     hand_geoms: np.ndarray           # geoms of hand_bodies
     nominal_dof: np.ndarray          # (3, nv) damping, armature, frictionloss
@@ -123,11 +124,14 @@ class ModelIndex:
 
 
 def index_model(model: mujoco.MjModel, spec: RobotSpec,
-                joint_map: Mapping[str, str] | None = None) -> ModelIndex:
+                joint_map: Mapping[str, str] | None = None, prefix: str = '') -> ModelIndex:
     """Map the spec's joints (renamed through ``joint_map``) and actuators onto ``model``.
 
     The actuator of arm joint J is the position servo whose transmission is J; the gripper
-    actuator is the one on tendon ``gripper_width``. Raises :class:`ModelError`.
+    actuator is the one on tendon ``gripper_width``. ``prefix`` is the one an arm was attached
+    with (MJCF ``<attach prefix="left_">``): every name of the arm's model is looked up with
+    it; the object and the goal marker with it first, then without (a shared one). Raises
+    :class:`ModelError`.
     """
     joint_map = dict(joint_map or {})
     unknown = sorted(set(joint_map) - set(spec.joint_names))
@@ -136,7 +140,7 @@ def index_model(model: mujoco.MjModel, spec: RobotSpec,
                          f'{spec.name} ({", ".join(spec.joint_names)}); fix joint_map')
     joint_ids = []
     for name in spec.joint_names:
-        model_name = joint_map.get(name, name)
+        model_name = prefix + joint_map.get(name, name)
         jid = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_JOINT, model_name)
         if jid < 0:
             raise ModelError(f'the model has no joint {model_name!r} for spec joint {name!r}; '
@@ -160,12 +164,12 @@ def index_model(model: mujoco.MjModel, spec: RobotSpec,
         servos.append(int(position[0]))
         dampers.append(int(velocity[0]) if velocity.size else -1)
     _set_gains(model, spec, servos, dampers)
-    tendon = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_TENDON, GRIPPER_TENDON)
+    tendon = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_TENDON, prefix + GRIPPER_TENDON)
     gripper = np.flatnonzero((model.actuator_trntype == mujoco.mjtTrn.mjTRN_TENDON)
                              & (model.actuator_trnid[:, 0] == tendon)) if tendon >= 0 else []
     if len(gripper) != 1:
-        raise ModelError(f'expected one actuator on tendon {GRIPPER_TENDON!r}; add the '
-                         'gripper width tendon and its position actuator')
+        raise ModelError(f'expected one actuator on tendon {prefix + GRIPPER_TENDON!r}; add '
+                         'the gripper width tendon and its position actuator')
 
     def body(name: str, required: bool) -> int:
         bid = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_BODY, name)
@@ -174,20 +178,24 @@ def index_model(model: mujoco.MjModel, spec: RobotSpec,
                              'base_frame and flange_frame name bodies of the model')
         return bid
 
-    base = body(spec.base_frame, True)
-    obj = body(OBJECT_BODY, False)
-    goal = body(GOAL_BODY, False)
+    base = body(prefix + spec.base_frame, True)
+    obj = body(prefix + OBJECT_BODY, False)
+    obj = obj if obj >= 0 else body(OBJECT_BODY, False)
+    goal = body(prefix + GOAL_BODY, False)
+    goal = goal if goal >= 0 else body(GOAL_BODY, False)
     robot = [b for b in range(model.nbody) if _descends(model, b, base) and model.body_mass[b] > 0]
-    flange = body(spec.flange_frame, True)
+    flange = body(prefix + spec.flange_frame, True)
     hand = np.array([b for b in range(model.nbody) if b != flange and _descends(model, b, flange)],
                     dtype=int)
     transition = []
     for jid in joint_ids:
+        joint = model.joint(jid).name.removeprefix(prefix)
         numeric = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_NUMERIC,
-                                    f'{TRANSITION_NUMERIC}:{model.joint(jid).name}')
+                                    f'{prefix}{TRANSITION_NUMERIC}:{joint}')
         transition.append(model.numeric_data[model.numeric_adr[numeric]] if numeric >= 0 else 0.0)
     return ModelIndex(
         joint_names=spec.joint_names,
+        prefix=prefix,
         arm_dof=len(spec.arm_joints),
         joint_ids=joint_ids_arr,
         qpos_adr=model.jnt_qposadr[joint_ids_arr].copy(),
@@ -199,7 +207,7 @@ def index_model(model: mujoco.MjModel, spec: RobotSpec,
         object_body=obj,
         object_geoms=np.flatnonzero(model.geom_bodyid == obj) if obj >= 0 else np.zeros(0, int),
         goal_mocap=int(model.body_mocapid[goal]) if goal >= 0 else -1,
-        mass_bodies=tuple(model.body(b).name for b in robot),
+        mass_bodies=tuple(model.body(b).name.removeprefix(prefix) for b in robot),
         hand_bodies=hand,
         hand_geoms=np.flatnonzero(np.isin(model.geom_bodyid, hand)),
         nominal_dof=np.array([model.dof_damping, model.dof_armature, model.dof_frictionloss]),
@@ -251,6 +259,24 @@ def apply_sim_params(model: mujoco.MjModel, params: SimParams, index: ModelIndex
     :func:`simops_sim.delay.delay_steps` and :func:`sensor_bias`. Raises
     :class:`SimParamsError` for names the model does not have.
     """
+    apply_arm_params(model, [(params, index)])
+
+
+def apply_arm_params(model: mujoco.MjModel,
+                     arms: Sequence[tuple[SimParams, ModelIndex]]) -> None:
+    """:func:`apply_sim_params` for several arms of one model (a :class:`~simops_sim.world.World`).
+
+    The model returns to its nominal values once, then each arm's params are written over
+    its own joints, actuators and bodies (the object's fields: the last arm's that sets
+    them). Every index must have been taken from the unmodified model.
+    """
+    _restore_nominal(model, arms[0][1])
+    for params, index in arms:
+        _write_params(model, params, index)
+    mujoco.mj_setConst(model, mujoco.MjData(model))
+
+
+def _restore_nominal(model: mujoco.MjModel, index: ModelIndex) -> None:
     model.dof_damping[:], model.dof_armature[:], model.dof_frictionloss[:] = index.nominal_dof
     model.actuator_gainprm[:] = index.nominal_gain
     model.actuator_biasprm[:] = index.nominal_bias
@@ -261,6 +287,8 @@ def apply_sim_params(model: mujoco.MjModel, params: SimParams, index: ModelIndex
     model.geom_friction[:] = index.nominal_friction
     model.geom_contype[:], model.geom_conaffinity[:] = index.nominal_contact
 
+
+def _write_params(model: mujoco.MjModel, params: SimParams, index: ModelIndex) -> None:
     slots = {name: i for i, name in enumerate(index.joint_names)}
     for name, joint in params.joints.items():
         if name not in slots:
@@ -294,7 +322,7 @@ def apply_sim_params(model: mujoco.MjModel, params: SimParams, index: ModelIndex
         if name not in index.mass_bodies:
             raise SimParamsError(f'field body_mass_scale.{name}: not a robot body with mass '
                                  f'({", ".join(index.mass_bodies)})')
-        bid = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_BODY, name)
+        bid = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_BODY, index.prefix + name)
         model.body_mass[bid] = index.nominal_mass[bid] * scale
         model.body_inertia[bid] = index.nominal_inertia[bid] * scale
 
@@ -314,7 +342,6 @@ def apply_sim_params(model: mujoco.MjModel, params: SimParams, index: ModelIndex
         com = np.array([load.com_x or 0.0, load.com_y or 0.0, load.com_z or 0.0])
         add_point_mass(model, index.flange_body, load.mass, com)
         model.body_gravcomp[index.flange_body] = 1.0   # compensated like a configured load
-    mujoco.mj_setConst(model, mujoco.MjData(model))
 
 
 def remove_hand(model: mujoco.MjModel, index: ModelIndex) -> None:
@@ -453,7 +480,7 @@ def nominal_sim_params(model: mujoco.MjModel, index: ModelIndex) -> SimParams:
                                    encoder_offset=0.0, torque_offset=0.0, **servo)
     scales = {}
     for name in index.mass_bodies:
-        bid = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_BODY, name)
+        bid = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_BODY, index.prefix + name)
         scales[name] = float(model.body_mass[bid] / index.nominal_mass[bid])
     obj = ObjectParams()
     if index.object_body >= 0:
@@ -487,10 +514,11 @@ class Physics:
 
     def __init__(self, model: mujoco.MjModel, spec: RobotSpec,
                  joint_map: Mapping[str, str] | None = None,
-                 params: SimParams | None = None, reflexes: bool = False) -> None:
+                 params: SimParams | None = None, reflexes: bool = False,
+                 prefix: str = '', data: mujoco.MjData | None = None) -> None:
         self.model = model
         self.spec = spec
-        self.index = index_model(model, spec, joint_map)
+        self.index = index_model(model, spec, joint_map, prefix)
         self.stop: ProtectiveStop | None = None
         self._reflexes = Reflexes(spec) if reflexes else None
         arm = self.index.arm_dof
@@ -498,7 +526,8 @@ class Physics:
         self._generalised = np.zeros(model.nv)
         self._arm_qpos, self._arm_dofs = self.index.qpos_adr[:arm], self.index.dof_adr[:arm]
         self.nominal = nominal_sim_params(model, self.index)
-        self.data = mujoco.MjData(model)
+        self.shared = data is not None   # one arm of a World, which writes the model and resets
+        self.data = mujoco.MjData(model) if data is None else data
         self.params = SimParams()
         dampers = self.index.velocity_ids
         self._slots = np.flatnonzero(dampers >= 0)   # arm joints with a velocity actuator
@@ -518,8 +547,11 @@ class Physics:
         self._reset_warnings = tuple(self.data.warning[w] for w in (
             warning.mjWARN_BADQPOS, warning.mjWARN_BADQVEL, warning.mjWARN_BADQACC))
         self._reported_resets = 0   # MuJoCo's own resets already reported
-        self.apply_params(params or SimParams())
-        self.reset_keyframe(None)
+        if self.shared:
+            self.take_params(params or SimParams())
+        else:
+            self.apply_params(params or SimParams())
+            self.reset_keyframe(None)
 
     @property
     def time(self) -> float:
@@ -551,7 +583,15 @@ class Physics:
 
     def apply_params(self, params: SimParams) -> None:
         """Apply ``params`` (see :func:`apply_sim_params`), the sensor biases and the delay."""
+        self._own_world('apply_params')
         apply_sim_params(self.model, params, self.index)
+        self.take_params(params)
+
+    def take_params(self, params: SimParams) -> None:
+        """Take the parts of ``params`` that are not model fields (biases, friction, delay).
+
+        The model fields are the caller's to write (:func:`apply_arm_params`).
+        """
         self._bias[:] = sensor_bias(params, self.index.joint_names)
         self._smooth = SmoothFriction.of(params, self.index)
         steps = delay_steps(params.command_delay or 0.0, self.timestep)
@@ -676,28 +716,41 @@ class Physics:
 
     def step(self, n: int = 1) -> None:
         """Advance ``n`` physics steps with the current targets or the plan's."""
-        ctrl, ids, model, data = self.data.ctrl, self._ids, self.model, self.data
-        smooth = self._smooth if self._smooth.dofs.size else None
-        out = self._plan_out
-        gripper = self.index.arm_dof
-        reflexes = self._reflexes
+        self._own_world('step')
+        model, data = self.model, self.data
         for _ in range(n):
-            if self._plan is not None:
-                finished = self._plan.sample(data.time, out[0], out[1])
-                self._put_target(out[0], out[1])
-                if finished:
-                    self._plan = None
-            if self._gripper_goal is not None:
-                width, speed = self._gripper_goal
-                now = self._target[gripper]
-                reach = speed * model.opt.timestep
-                self._target[gripper] = now + max(-reach, min(reach, width - now))
-            ctrl.put(ids, self._delay.push(self._command))
-            if smooth is not None:
-                smooth.apply(data)
+            self.drive()
             mujoco.mj_step(model, data)
-            if reflexes is not None and self.stop is None:
-                self._check_reflexes(reflexes)
+            self.check()
+
+    def drive(self) -> None:
+        """Before a physics step: sample the plan, ramp the gripper, set the actuators."""
+        data = self.data
+        if self._plan is not None:
+            out = self._plan_out
+            finished = self._plan.sample(data.time, out[0], out[1])
+            self._put_target(out[0], out[1])
+            if finished:
+                self._plan = None
+        if self._gripper_goal is not None:
+            width, speed = self._gripper_goal
+            gripper = self.index.arm_dof
+            now = self._target[gripper]
+            reach = speed * self.model.opt.timestep
+            self._target[gripper] = now + max(-reach, min(reach, width - now))
+        data.ctrl.put(self._ids, self._delay.push(self._command))
+        if self._smooth.dofs.size:
+            self._smooth.apply(data)
+
+    def check(self) -> None:
+        """After a physics step: latch the protective stop the measured state trips, if any."""
+        if self._reflexes is not None and self.stop is None:
+            self._check_reflexes(self._reflexes)
+
+    def _own_world(self, action: str) -> None:
+        if self.shared:
+            raise RuntimeError(f'{action} acts on the whole world: call it on the World, not '
+                               f'on arm {self.index.prefix!r}')
 
     def _check_reflexes(self, reflexes: Reflexes) -> None:
         """Latch the stop the measured arm state trips, if any (the true state, no bias)."""
@@ -756,6 +809,7 @@ class Physics:
 
         Sim time restarts at 0 and queued delayed commands are dropped.
         """
+        self._own_world('reset_keyframe')
         if name is None:
             self.reset_joints(self.model.qpos0[self.index.qpos_adr])
             return
@@ -765,23 +819,32 @@ class Physics:
             raise ModelError(f'the model has no keyframe {name!r}; use one of {names} '
                              '(initial_keyframe)')
         mujoco.mj_resetDataKeyframe(self.model, self.data, key)
-        self._settle()
+        self.settle()
 
     def reset_joints(self, position: np.ndarray, velocity: np.ndarray | None = None) -> None:
         """Reset to joint ``position`` / ``velocity`` (9,) with targets holding that position.
 
         Everything else (object, goal) returns to the model's qpos0; sim time restarts at 0.
         """
+        self._own_world('reset_joints')
         mujoco.mj_resetData(self.model, self.data)
         self.data.qpos[self.index.qpos_adr] = position
         if velocity is not None:
             self.data.qvel[self.index.dof_adr] = velocity
         mujoco.mj_forward(self.model, self.data)
+        self.hold_here()
+
+    def hold_here(self) -> None:
+        """After a reset of the data: hold the arm's current position (see :meth:`settle`)."""
         self.data.ctrl[self.index.ctrl_ids] = self.data.actuator_length[self.index.ctrl_ids]
         self.data.ctrl[self._ids[self.index.ctrl_ids.size:]] = 0.0
-        self._settle()
+        self.settle()
 
-    def _settle(self) -> None:
+    def settle(self) -> None:
+        """After a reset of the data: the actuators' inputs become the arm's targets.
+
+        Queued delayed commands, a plan, a stop and a gripper motion end.
+        """
         self._plan = None
         self.stop = None
         self._gripper_goal = None

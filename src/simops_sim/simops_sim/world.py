@@ -1,0 +1,101 @@
+"""Several arms in one MuJoCo world: one model, one data, one clock (no rclpy).
+
+A dual-arm scene (``models/fr3_duo/scene.xml``, franka_description's ``fr3_duo`` names)
+attaches one arm model twice with name prefixes (MJCF ``<attach prefix="left_">``). Each arm
+is a :class:`~simops_sim.physics.Physics` over the shared ``MjData``, indexed by its prefix:
+targets, trajectory plans, the gripper, the command delay, friction, sensor biases and
+protective stops are the arm's own. The world does what touches everything: it writes the
+model's parameters, steps (every arm sets its actuators, one ``mj_step``, every arm checks
+its limits) and resets.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import mujoco
+
+from simops_core.robot_spec import RobotSpec
+from simops_core.sim_params import SimParams, SimParamsError
+from simops_sim.physics import ModelError, Physics, apply_arm_params
+
+
+class World:
+    """The arms ``{prefix: spec}`` of ``model``, stepped together; see the module docstring.
+
+    ``reflexes``: every arm stops on its limits (:mod:`simops_sim.reflexes`).
+    """
+
+    def __init__(self, model: mujoco.MjModel, arms: Mapping[str, RobotSpec],
+                 params: Mapping[str, SimParams] | None = None, reflexes: bool = False) -> None:
+        if not arms:
+            raise ModelError('a world needs at least one arm; name each arm\'s prefix')
+        self.model = model
+        self.data = mujoco.MjData(model)
+        # Every arm is indexed before any parameters are written, so each index holds the
+        # model's own nominal values.
+        self.arms = {prefix: Physics(model, spec, reflexes=reflexes, prefix=prefix,
+                                     data=self.data) for prefix, spec in arms.items()}
+        self._order = tuple(self.arms.values())
+        self.apply_params(params or {})
+        self.reset_keyframe(None)
+
+    @property
+    def time(self) -> float:
+        """Sim time (s), one clock for every arm."""
+        return float(self.data.time)
+
+    @property
+    def timestep(self) -> float:
+        """Physics step (s)."""
+        return float(self.model.opt.timestep)
+
+    def apply_params(self, params: Mapping[str, SimParams]) -> None:
+        """Give each arm its ``params[prefix]`` (nominal where absent), in one model write."""
+        unknown = sorted(set(params) - set(self.arms))
+        if unknown:
+            raise SimParamsError(f'params for arm {unknown[0]!r}, which this world does not '
+                                 f'have ({", ".join(map(repr, self.arms))})')
+        chosen = {prefix: params.get(prefix, SimParams()) for prefix in self.arms}
+        apply_arm_params(self.model, [(chosen[p], arm.index) for p, arm in self.arms.items()])
+        for prefix, arm in self.arms.items():
+            arm.take_params(chosen[prefix])
+
+    def step(self, n: int = 1) -> None:
+        """Advance ``n`` physics steps, every arm on its own targets or plan."""
+        arms, model, data = self._order, self.model, self.data
+        for _ in range(n):
+            for arm in arms:
+                arm.drive()
+            mujoco.mj_step(model, data)
+            for arm in arms:
+                arm.check()
+
+    def reset_keyframe(self, name: str | None) -> None:
+        """Reset to keyframe ``name`` (its ctrl are the targets), or hold qpos0 for None.
+
+        Sim time restarts at 0; every arm drops its commands and ends its stop.
+        """
+        if name is None:
+            mujoco.mj_resetData(self.model, self.data)
+            mujoco.mj_forward(self.model, self.data)
+            for arm in self._order:
+                arm.hold_here()
+            return
+        key = mujoco.mj_name2id(self.model, mujoco.mjtObj.mjOBJ_KEY, name)
+        if key < 0:
+            names = [self.model.key(k).name for k in range(self.model.nkey)]
+            raise ModelError(f'the model has no keyframe {name!r}; use one of {names} '
+                             '(initial_keyframe)')
+        mujoco.mj_resetDataKeyframe(self.model, self.data, key)
+        for arm in self._order:
+            arm.settle()
+
+    def diverged(self) -> str | None:
+        """Why the shared state is unusable, or None (:meth:`Physics.diverged`, world-wide)."""
+        return self._order[0].diverged()
+
+    def recover(self, name: str | None, time: float) -> None:
+        """After a divergence: back to keyframe ``name`` at sim ``time`` (s), every arm holding."""
+        self.reset_keyframe(name)
+        self.data.time = time
