@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -44,3 +45,21 @@ def ros_probe() -> Iterator[object]:
         yield probe
     finally:
         probe.close()
+
+
+@pytest.fixture
+def launch(ros_env: dict[str, str], tmp_path: Path) -> Iterator[object]:
+    """Start ``simops-launch`` with arguments; every runner is stopped at the end."""
+    from ros_helpers import NodeProcess, installed_executable
+
+    started: list[NodeProcess] = []
+
+    def start(*args: str) -> NodeProcess:
+        argv = [str(installed_executable('simops_bringup', 'simops-launch')), *args]
+        proc = NodeProcess(argv, tmp_path / f'launch{len(started)}.log', env=ros_env)
+        started.append(proc)
+        return proc
+
+    yield start
+    for proc in started:
+        proc.stop()

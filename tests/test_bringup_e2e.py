@@ -14,19 +14,26 @@ isolated domain, so the probe shares the domain with the nodes.
 
 from __future__ import annotations
 
-import os
-import re
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
-import pytest
 from bag_helpers import load_trajectory
 from geometry_msgs.msg import PoseStamped
+from launch_helpers import (
+    FAR_GOAL,
+    GOAL,
+    REACH_TIMEOUT,
+    STARTUP,
+    distance,
+    goal_message,
+    group_alive,
+    node_pids,
+    stop_cleanly,
+)
 from policy_helpers import SPEC, STATE, TOPICS, call_enable, qos, states
 from recorder_helpers import trigger
-from ros_helpers import NodeProcess, RosProbe, installed_executable, wait_until
+from ros_helpers import RosProbe, wait_until
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Bool, String
 from trajectory_msgs.msg import JointTrajectory
@@ -36,10 +43,6 @@ from simops_core.observation import JointIndex
 from simops_core.robot_spec import load_robot_spec
 from simops_learning.reach_env import SUCCESS_RADIUS
 
-STARTUP = 60.0             # s for every node to come up on two shared cores
-REACH_TIMEOUT = 40.0       # s of wall time for the policy to reach the goal
-GOAL = np.array([0.5, 0.15, 0.3])    # m in the base frame, inside the training workspace
-FAR_GOAL = np.array([0.35, -0.25, 0.15])
 EE_POSE = TOPICS['ee_pose'].name
 ESTOP = TOPICS['estop'].name
 FRANKA_STATES = '/franka/joint_states'
@@ -48,63 +51,6 @@ SETTLE = 1.0               # s for the stand-in's servos to settle after the e-s
 HELD = 1.0                 # s the settled arm is watched
 STILL = 1e-3               # rad of motion allowed while held
 HOLD_TOLERANCE = 5e-3      # rad between the held arm and the hold target (friction)
-
-
-@pytest.fixture
-def launch(ros_env: dict[str, str], tmp_path: Path) -> Iterator[object]:
-    """Start ``simops-launch`` with arguments; every runner is stopped at the end."""
-    started: list[NodeProcess] = []
-
-    def start(*args: str) -> NodeProcess:
-        argv = [str(installed_executable('simops_bringup', 'simops-launch')), *args]
-        proc = NodeProcess(argv, tmp_path / f'launch{len(started)}.log', env=ros_env)
-        started.append(proc)
-        return proc
-
-    yield start
-    for proc in started:
-        proc.stop()
-
-
-def node_pids(output: str) -> dict[str, int]:
-    """The node pids the runner reports (``[simops-launch] started sim (pid 123)``)."""
-    return {m[1]: int(m[2]) for m in re.finditer(r'\[simops-launch\] started (\w+) \(pid (\d+)\)',
-                                                 output)}
-
-
-def group_alive(pgid: int) -> bool:
-    """Whether any process is left in the process group (each node leads its own)."""
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    return True
-
-
-def goal_message(position: np.ndarray, frame: str = SPEC.base_frame) -> PoseStamped:
-    msg = PoseStamped()
-    msg.header.frame_id = frame
-    msg.pose.position.x, msg.pose.position.y, msg.pose.position.z = map(float, position)
-    msg.pose.orientation.w = 1.0
-    return msg
-
-
-def distance(pose: PoseStamped, goal: np.ndarray) -> float:
-    p = pose.pose.position
-    return float(np.linalg.norm([p.x - goal[0], p.y - goal[1], p.z - goal[2]]))
-
-
-def stop_cleanly(proc: NodeProcess) -> str:
-    """Ctrl-C the runner; check that every node exited 0 and no process is left."""
-    pids = node_pids(proc.output)
-    assert proc.stop(timeout=30) == 0, proc.output[-3000:]
-    out = proc.log_path.read_text()
-    assert '[simops-launch] SIGINT received; shutting down' in out
-    assert 'sending SIGTERM' not in out and 'SIGKILL' not in out, out[-3000:]
-    for name in pids:
-        assert f'[simops-launch] {name} exited with code 0' in out, out[-3000:]
-    assert wait_until(lambda: not any(group_alive(pid) for pid in pids.values()), 5), pids
-    return out
 
 
 def test_sim_profile_reaches_the_goal_records_a_bag_and_stops_on_ctrl_c(

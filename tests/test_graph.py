@@ -115,6 +115,27 @@ def test_namespace_moves_nodes_and_topics_but_not_clock_or_diagnostics() -> None
     assert '/clock' not in dict(expected)
 
 
+
+def test_fr3_duo_is_one_simulator_and_a_policy_and_recorder_per_arm_namespace() -> None:
+    from simops_bringup.runner import node_label
+
+    nodes = build_graph('sim', {'layout': 'fr3_duo', 'record': 'true', 'namespace': 'lab',
+                                'record_dir': 'episodes'})
+    assert [(node_label(n, nodes), n.namespace) for n in nodes] == [
+        ('sim', '/lab'), ('lab/left/policy', '/lab/left'), ('lab/left/recorder', '/lab/left'),
+        ('lab/right/policy', '/lab/right'), ('lab/right/recorder', '/lab/right')]
+    sim = nodes[0]
+    assert params(sim)['model'] == 'models/fr3_duo/scene.xml'
+    assert params(sim)['arms'] == ('left', 'right') and 'joint_map' not in params(sim)
+    assert [params(n)['root'] for n in nodes if n.name == 'recorder'] == [
+        'episodes/left', 'episodes/right']
+    # Each arm's nodes see the arm's topics (relative to its namespace) and the one /clock.
+    relative = tuple((t.name, t.name.lstrip('/')) for key, t in TOPICS.items()
+                     if key not in ('clock', 'diagnostics'))
+    for node in nodes[1:]:
+        assert node.remappings == relative
+    assert 'arms' not in params(build_graph('sim')[0])
+
 @pytest.mark.parametrize(('profile', 'values', 'message'), [
     ('simulation', {}, "unknown profile 'simulation'"),
     ('sim', {'robots': 'fr3'}, "unknown launch argument 'robots' for sim"),
@@ -128,6 +149,8 @@ def test_namespace_moves_nodes_and_topics_but_not_clock_or_diagnostics() -> None
     ('sim', {'sync_mode': 'lockstep', 'use_sim_time': 'false'},
      'sync_mode:=lockstep needs use_sim_time:=true'),
     ('sim', {'model': 'models/none.xml'}, 'cannot read model models/none.xml'),
+    ('sim', {'layout': 'trio'}, "bad value 'trio' for layout; choose one of single, fr3_duo"),
+    ('sim', {'layout': 'fr3_duo', 'robot': 'panda'}, 'layout:=fr3_duo is two FR3s'),
     ('real_robot', {'command_interface': 'float64_array'},
      "bad value 'float64_array' for command_interface; choose one of joint_trajectory"),
     ('real_robot', {'start_enabled': 'true'}, 'start_enabled:=true is refused on a real arm'),

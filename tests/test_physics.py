@@ -482,10 +482,12 @@ def test_a_stalled_stepper_applies_each_command_at_its_own_step(spec: RobotSpec)
 
     from simops_sim.joint_commands import ArmCommand
     from simops_sim.stepper import Stepper, Timing
+    from simops_sim.world import World
 
-    physics = Physics(mujoco.MjModel.from_xml_path(str(SCENE_XML)), spec)
+    world = World(mujoco.MjModel.from_xml_path(str(SCENE_XML)), {'': spec})
+    physics = world.arms['']
     timing = Timing('realtime', 1.0, 0.05, 0.5, 5.0, 1000.0, 0.0, 0.0, 100.0)
-    stepper = Stepper(physics, timing, 'home', None, 0, None, lambda key, text: None)
+    stepper = Stepper(world, timing, 'home', None, 0, None, lambda key, text: None)
     taken: list[float] = []
     follow = physics.follow
     physics.follow = lambda plan, speed=None: (  # type: ignore
@@ -506,7 +508,7 @@ def test_a_stalled_stepper_applies_each_command_at_its_own_step(spec: RobotSpec)
         stall.set()
         time.sleep(0.05)   # inside the hiccup
         for k in range(3):
-            stepper.submit(ArmCommand(spec.home + 0.01 * (k + 1), None))
+            stepper.arm.submit(ArmCommand(spec.home + 0.01 * (k + 1), None))
             time.sleep(0.05)
         time.sleep(0.4)
     finally:
@@ -529,10 +531,11 @@ def test_a_stream_with_dropped_targets_keeps_its_pace(spec: RobotSpec) -> None:
 
     from simops_sim.joint_commands import ArmCommand
     from simops_sim.stepper import Stepper, Timing
+    from simops_sim.world import World
 
-    physics = Physics(mujoco.MjModel.from_xml_path(str(SCENE_XML)), spec, reflexes=True)
+    world = World(mujoco.MjModel.from_xml_path(str(SCENE_XML)), {'': spec}, reflexes=True)
     timing = Timing('realtime', 1.0, 0.05, 0.5, 0.3, 1000.0, 0.0, 0.0, 100.0)
-    stepper = Stepper(physics, timing, 'home', None, 0, None, lambda key, text: None)
+    stepper = Stepper(world, timing, 'home', None, 0, None, lambda key, text: None)
     running = threading.Event()
     running.set()
     thread = threading.Thread(target=stepper.run, args=(running, lambda frame: None))
@@ -542,22 +545,22 @@ def test_a_stream_with_dropped_targets_keeps_its_pace(spec: RobotSpec) -> None:
         time.sleep(0.2)
         for _ in range(3):
             target[0] += 0.05
-            stepper.submit(ArmCommand(target.copy(), None))
+            stepper.arm.submit(ArmCommand(target.copy(), None))
             time.sleep(0.05)
         time.sleep(0.15)   # three targets the node never got
         target[0] += 0.2
-        stepper.submit(ArmCommand(target.copy(), None))
+        stepper.arm.submit(ArmCommand(target.copy(), None))
         time.sleep(0.6)
         target[0] += 0.2   # 0.6 s after the last one: the 0.3 s command timeout held
-        stepper.submit(ArmCommand(target.copy(), None))
+        stepper.arm.submit(ArmCommand(target.copy(), None))
         time.sleep(0.6)
-        paced = stepper.stopped()
-        reached = stepper.follow_state().actual_q
+        paced = stepper.arm.stopped()
+        reached = stepper.arm.follow_state().actual_q
         time.sleep(1.2)   # the stream has ended
         target[0] += 0.2
-        stepper.submit(ArmCommand(target.copy(), None))
+        stepper.arm.submit(ArmCommand(target.copy(), None))
         time.sleep(0.2)
-        step = stepper.stopped()
+        step = stepper.arm.stopped()
     finally:
         running.clear()
         stepper.wake()
@@ -578,12 +581,15 @@ def test_a_stall_of_the_node_costs_lag_not_a_stop(spec: RobotSpec) -> None:
     import threading
     import time
 
+    from simops_sim.arm_lane import CATCH_UP_SPEED
     from simops_sim.joint_commands import ArmCommand
-    from simops_sim.stepper import CATCH_UP_SPEED, Stepper, Timing
+    from simops_sim.stepper import Stepper, Timing
+    from simops_sim.world import World
 
-    physics = Physics(mujoco.MjModel.from_xml_path(str(SCENE_XML)), spec, reflexes=True)
+    world = World(mujoco.MjModel.from_xml_path(str(SCENE_XML)), {'': spec}, reflexes=True)
+    physics = world.arms['']
     timing = Timing('realtime', 1.0, 0.05, 0.5, 0.3, 1000.0, 0.0, 0.0, 100.0)
-    stepper = Stepper(physics, timing, 'home', None, 0, None, lambda key, text: None)
+    stepper = Stepper(world, timing, 'home', None, 0, None, lambda key, text: None)
     peak = np.zeros(7)
 
     def publish(frame: object) -> None:
@@ -599,10 +605,10 @@ def test_a_stall_of_the_node_costs_lag_not_a_stop(spec: RobotSpec) -> None:
         time.sleep(0.2)
         for k in range(10):
             target[joint] += step
-            stepper.submit(ArmCommand(target.copy(), None))
+            stepper.arm.submit(ArmCommand(target.copy(), None))
             time.sleep(0.12 if k == 4 else 0.005 if k == 5 else 0.05)
         time.sleep(0.5)
-        stop, reached = stepper.stopped(), stepper.follow_state().actual_q
+        stop, reached = stepper.arm.stopped(), stepper.arm.follow_state().actual_q
     finally:
         running.clear()
         stepper.wake()

@@ -18,6 +18,9 @@ ROBOT_FIELD = '{robot}'   # in a path argument: replaced by the robot argument
 DEFAULT_MODEL = 'models/{robot}/scene.xml'
 DEFAULT_POLICY = 'models/policy/{robot}_reach.pt'
 COMMAND_INTERFACES = ('float64_array', 'joint_trajectory')
+# Layouts of the sim profile: one arm, or franka_ros2's fr3_duo (its arms by namespace).
+LAYOUTS = {'single': (), 'fr3_duo': ('left', 'right')}
+DUO_MODEL = 'models/fr3_duo/scene.xml'
 _NAMESPACE = re.compile(r'/?[A-Za-z_][A-Za-z0-9_]*(/[A-Za-z_][A-Za-z0-9_]*)*')
 
 
@@ -53,8 +56,14 @@ def declare_arguments(profile: str, command_interface: str) -> tuple[Argument, .
             Argument('gripper', 'true', 'the arm carries its Franka Hand: franka_gripper runs '
                      'and the policy commands it (franka_bringup\'s load_gripper)', BOOL)]
     if not real:
-        args.append(Argument('model', DEFAULT_MODEL, 'MJCF scene the simulator loads ({robot} '
-                             'is replaced by the robot argument)'))
+        args += [
+            Argument('layout', 'single', 'single: one arm; fr3_duo: two FR3s in one world '
+                     '(franka_ros2\'s fr3_duo), each arm and its own policy (and recorder) in '
+                     'the namespace left or right, one physics and one /clock',
+                     tuple(LAYOUTS)),
+            Argument('model', DEFAULT_MODEL, 'MJCF scene the simulator loads ({robot} is '
+                     f'replaced by the robot argument; layout:=fr3_duo: {DUO_MODEL})'),
+        ]
     args.append(Argument('policy', DEFAULT_POLICY, 'TorchScript (.pt) or torch.export (.pt2) '
                          'policy the policy node runs ({robot} is replaced by the robot '
                          'argument)'))
@@ -124,6 +133,11 @@ def resolve_arguments(declared: tuple[Argument, ...], profile: str,
     for name in ('policy', 'record_dir', 'model'):
         if name in resolved and not resolved[name]:
             raise GraphError(f'launch argument {name} must not be empty')
+    if resolved.get('layout', 'single') != 'single':
+        if resolved['robot'] != 'fr3':
+            raise GraphError(f'layout:={resolved["layout"]} is two FR3s; use robot:=fr3')
+        if 'model' not in values:
+            resolved['model'] = DUO_MODEL
     for name in ('policy', 'model'):
         if name in resolved:
             resolved[name] = resolved[name].replace(ROBOT_FIELD, resolved['robot'])

@@ -10,7 +10,9 @@ Profiles:
 
 - ``sim``: the simulator, the policy and, with ``record:=true``, the recorder. The simulator
   publishes /clock exactly when ``use_sim_time`` is true, and then every other node follows
-  it; the simulator itself always runs on wall time.
+  it; the simulator itself always runs on wall time. ``layout:=fr3_duo``: one simulator of
+  two arms, and a policy (and a recorder) per arm in the arm's namespace (``left``,
+  ``right``, under ``namespace``).
 - ``real_robot``: the policy (DISABLED until ``~/enable``), the recorder and, with
   ``excite:=true``, excite, all remapped onto franka_ros2's topics. The arm's driver runs
   beside it (franka_bringup). ``standin:=true`` adds a simulated stand-in for the arm.
@@ -20,10 +22,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from simops_bringup.arguments import (
     BOOL,
     DEFAULT_MODEL,
+    LAYOUTS,
     PROFILES,
     ROBOT_FIELD,
     Argument,
@@ -95,7 +99,10 @@ def build_graph(profile: str, values: Mapping[str, str] | None = None) -> tuple[
     nodes = _Nodes(namespace, topic_remappings(topics, arm.remap if arm else {}, namespace))
     try:
         if arm is None:
-            return _sim_graph(nodes, args, flags)
+            arms = [_Nodes(f'{namespace}/{name}',
+                           topic_remappings(topics, {}, f'{namespace}/{name}'))
+                    for name in LAYOUTS[args['layout']]]
+            return _sim_graph(nodes, arms, args, flags)
         return _real_robot_graph(nodes, args, flags, arm)
     except SpecError as exc:
         raise GraphError(str(exc)) from None
@@ -135,19 +142,28 @@ class _Nodes:
             'use_sim_time': flags['use_sim_time']})
 
 
-def _sim_graph(nodes: _Nodes, args: dict[str, str],
+def _sim_graph(nodes: _Nodes, arms: Sequence[_Nodes], args: dict[str, str],
                flags: dict[str, bool]) -> tuple[NodeSpec, ...]:
+    """One simulator; a policy (and a recorder) for each of ``arms``, or in ``nodes``."""
     sim_time = flags['use_sim_time']
     if args['sync_mode'] == 'lockstep' and not sim_time:
         raise GraphError('sync_mode:=lockstep needs use_sim_time:=true: in lockstep, time '
                          'advances only with the simulation')
     sim = nodes('simops_sim', 'sim', 'sim', {
-        'model': args['model'], 'robot': _spec(args), **_joint_map(args['robot'], args['model']),
+        'model': args['model'], 'robot': _spec(args),
+        **({} if arms else _joint_map(args['robot'], args['model'])),
         **({'sim_params_file': args['sim_params']} if args['sim_params'] else {}),
         'sync_mode': args['sync_mode'], 'viewer': flags['viewer'], 'gripper': flags['gripper'],
+        **({'arms': LAYOUTS[args['layout']]} if arms else {}),
         'publish_clock': sim_time, 'use_sim_time': False})
-    recorder = [nodes.recorder(args, flags, 'sim')] if flags['record'] else []
-    return (sim, nodes.policy(args, flags), *recorder)
+    graph = [sim]
+    # Each arm records into a directory of its own: record_dir/left, record_dir/right.
+    records = [str(Path(args['record_dir'], name)) for name in LAYOUTS[args['layout']]]
+    for arm, record_dir in zip(arms or [nodes], records or [args['record_dir']], strict=True):
+        graph.append(arm.policy(args, flags))
+        if flags['record']:
+            graph.append(arm.recorder({**args, 'record_dir': record_dir}, flags, 'sim'))
+    return tuple(graph)
 
 
 def _real_robot_graph(nodes: _Nodes, args: dict[str, str], flags: dict[str, bool],

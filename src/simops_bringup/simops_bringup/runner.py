@@ -11,9 +11,10 @@ import argparse
 import os
 import shlex
 import sys
+from collections.abc import Sequence
 
 from simops_bringup.command_lines import ExecutableNotFoundError, command_line
-from simops_bringup.graph import PROFILES, GraphError, build_graph, launch_arguments
+from simops_bringup.graph import PROFILES, GraphError, NodeSpec, build_graph, launch_arguments
 from simops_bringup.supervisor import Command, Supervisor
 from simops_core.command_line import CommandLineParser, exit_codes
 from simops_core.dds_isolation import NoFreeDomainError, claim_domain_id, isolated_env
@@ -62,6 +63,13 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def node_label(node: NodeSpec, graph: Sequence[NodeSpec]) -> str:
+    """How the runner names ``node``: its name, or ``left/policy`` where two share a name."""
+    if sum(other.name == node.name for other in graph) == 1:
+        return node.name
+    return f'{node.namespace.strip("/")}/{node.name}'
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run ``simops-launch``; return its exit code (2 for a usage or configuration error)."""
     options = build_parser().parse_args(argv)
@@ -76,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
         if options.isolate and options.profile == 'real_robot' and values.get('standin') != 'true':
             raise UsageError('--isolate would cut real_robot off from the arm; use it only '
                              'with standin:=true')
-        commands = [Command(node.name, tuple(command_line(node)), node.required)
+        commands = [Command(node_label(node, nodes), tuple(command_line(node)), node.required)
                     for node in nodes]
     except (UsageError, GraphError, ExecutableNotFoundError) as exc:
         print(f'simops-launch: error: {exc}', file=sys.stderr)

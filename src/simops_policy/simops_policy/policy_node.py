@@ -29,7 +29,7 @@ from simops_policy.loop_stats import LoopStats
 from simops_ros.arming import ModeReport, attach_motion_controls
 from simops_ros.control_thread import raise_thread_priority, run_periodic
 from simops_ros.declarations import declare_schema
-from simops_ros.diagnostics import diagnostic_array
+from simops_ros.diagnostics import diagnostic_array, status_name
 from simops_ros.gripper_goals import gripper_action
 from simops_ros.point_commands import ArmCommandPublisher
 from simops_ros.polled import Polled, PolledGroup, never_called
@@ -229,7 +229,7 @@ class PolicyNode(Node):
             values = {'state': mode.value, 'reason': reason, 'control_rate_hz': self.rate,
                       'control_thread_scheduling': self._scheduling, **self._stats.values()}
         self._diag_pub.publish(diagnostic_array(
-            f'{self.get_name()}: control loop', self.spec.name, LEVELS.get(mode, 'ok'),
+            status_name(self, 'control loop'), self.spec.name, LEVELS.get(mode, 'ok'),
             f'{mode.value}: {reason}', values, self.get_clock().now().nanoseconds, digits=4))
 
     def stop(self) -> None:

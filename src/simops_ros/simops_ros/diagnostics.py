@@ -6,9 +6,18 @@ from collections.abc import Mapping
 
 from builtin_interfaces.msg import Time
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+from rclpy.node import Node
 
 LEVELS = {'ok': DiagnosticStatus.OK, 'warn': DiagnosticStatus.WARN,
           'error': DiagnosticStatus.ERROR}
+
+
+def status_name(node: Node, task: str) -> str:
+    """``'<node>: <task>'``, the node with its namespace (``left/policy: control loop``).
+
+    Nodes of one name in two namespaces (``fr3_duo``'s policies) report apart.
+    """
+    return f'{node.get_fully_qualified_name().lstrip("/")}: {task}'
 
 
 def diagnostic_array(name: str, hardware_id: str, level: str, message: str,

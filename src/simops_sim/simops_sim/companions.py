@@ -4,7 +4,7 @@
 - ``<robot>_gripper`` (:mod:`simops_sim.gripper_action`): franka_gripper, only when the arm
   carries its hand (``end_effector: franka_hand``).
 
-All of them serve the one :class:`~simops_sim.stepper.Stepper` and spin in the simulator's
+All of them serve one arm's :class:`~simops_sim.arm_lane.ArmLane` and spin in the simulator's
 executor (:func:`simops_ros.spinning.spin`).
 """
 
@@ -13,18 +13,18 @@ from __future__ import annotations
 from rclpy.node import Node
 
 from simops_core.robot_spec import RobotSpec
+from simops_sim.arm_lane import ArmLane
 from simops_sim.gripper_action import GripperNode
 from simops_sim.recovery_action import RecoveryNode
-from simops_sim.stepper import Stepper
 
 
-def companion_nodes(stepper: Stepper, spec: RobotSpec, namespace: str) -> list[Node]:
-    """The companions of a simulator that serve ``stepper`` (the arm ``spec``).
+def companion_nodes(arm: ArmLane, spec: RobotSpec, namespace: str) -> list[Node]:
+    """The companions of a simulator that serve ``arm`` (the arm ``spec``).
 
     They live in the simulator node's ``namespace``, as franka_ros2's do in the arm's.
     """
-    nodes: list[Node] = [RecoveryNode(stepper, namespace)]
-    if stepper.physics.params.end_effector != 'none':
-        nodes.append(GripperNode(stepper, spec, namespace))
+    nodes: list[Node] = [RecoveryNode(arm, namespace)]
+    if arm.physics.params.end_effector != 'none':
+        nodes.append(GripperNode(arm, spec, namespace))
     return nodes
 

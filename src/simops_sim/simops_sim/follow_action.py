@@ -27,6 +27,7 @@ from trajectory_msgs.msg import JointTrajectoryPoint
 
 from simops_core.robot_spec import RobotSpec
 from simops_core.topics import TopicSpec
+from simops_sim.arm_lane import ArmLane, FollowState
 from simops_sim.follow_goal import (
     FollowResult,
     GoalMonitor,
@@ -35,7 +36,6 @@ from simops_sim.follow_goal import (
     goal_tolerances,
 )
 from simops_sim.joint_commands import CommandError
-from simops_sim.stepper import FollowState, Stepper
 from simops_sim.trajectory_plan import TrajectoryGoal, check_goal, goal_from_message
 
 MONITOR_RATE = 20.0   # Hz, JointTrajectoryController's default action_monitor_rate
@@ -57,20 +57,20 @@ def action_name(trajectory_topic: str) -> str:
 @dataclass
 class _Running:
     handle: Any
-    number: int            # the stepper's sequence number of the goal's trajectory
+    number: int            # the arm lane's sequence number of the goal's trajectory
     monitor: GoalMonitor
 
 
 class FollowJointTrajectoryServer:
-    """Serves FollowJointTrajectory on ``node`` over ``stepper``'s arm."""
+    """Serves FollowJointTrajectory on ``node`` over the arm ``arm``."""
 
-    def __init__(self, node: Node, stepper: Stepper, spec: RobotSpec,
+    def __init__(self, node: Node, arm: ArmLane, spec: RobotSpec,
                  trajectory_topic: TopicSpec) -> None:
         """Serve the action next to ``trajectory_topic`` (see :func:`action_name`).
 
         The node keeps the server: its action server and monitor timer hold it.
         """
-        self._node, self._stepper, self._spec = node, stepper, spec
+        self._node, self._arm, self._spec = node, arm, spec
         name = action_name(trajectory_topic.name)
         self._defaults = default_tolerances(spec.constraints)
         self._running: _Running | None = None
@@ -87,17 +87,17 @@ class FollowJointTrajectoryServer:
         try:
             goal = goal_from_message(trajectory, self._spec.arm_joints)
             check_goal(goal, self._spec)
-            goal = self._stepper.on_sim_clock(goal)
+            goal = self._arm.on_sim_clock(goal)
         except CommandError as exc:
             return None, str(exc)
         last = trajectory.points[-1].velocities
         problem = goal_problem(goal, len(self._spec.arm_joints),
                                np.asarray(last) if len(last) else None,
-                               self._stepper.follow_state().time)
+                               self._arm.follow_state().time)
         return (None, problem) if problem else (goal, None)
 
     def _on_goal(self, request: Any) -> GoalResponse:
-        stop = self._stepper.stopped()   # JTC rejects goals while it is not running
+        stop = self._arm.stopped()   # JTC rejects goals while it is not running
         goal, problem = self._parse(request) if stop is None else (
             None, f'the arm is in a {stop.message()}; call /action_server/error_recovery first')
         if goal is None:
@@ -121,9 +121,9 @@ class FollowJointTrajectoryServer:
             request.goal_time_tolerance.sec + 1e-9 * request.goal_time_tolerance.nanosec)
         if fallback:
             self._node.get_logger().error(f'{fallback}; using the default tolerances')
-        start = self._stepper.follow_state().time if goal.start is None else goal.start
+        start = self._arm.follow_state().time if goal.start is None else goal.start
         monitor = GoalMonitor(tolerances, start, goal.times)
-        self._running = _Running(handle, self._stepper.submit(goal), monitor)
+        self._running = _Running(handle, self._arm.submit(goal), monitor)
 
     async def _execute(self, handle: Any) -> FollowJointTrajectory.Result:
         """The goal's result, once :meth:`_end` sets it (perhaps before this runs)."""
@@ -135,9 +135,9 @@ class FollowJointTrajectoryServer:
         running = self._running
         if running is None or not running.handle.is_active:
             return
-        state = self._stepper.follow_state()
+        state = self._arm.follow_state()
         if running.handle.is_cancel_requested:
-            self._stepper.hold()
+            self._arm.hold()
             self._finish(None, 'canceled')
             return
         if state.rejected[0] == running.number:

@@ -4,7 +4,7 @@ As franka_ros2's franka_gripper serves it: the actions ``~/homing``, ``~/move``,
 (franka_msgs) and ``~/gripper_action`` (control_msgs GripperCommand), the service ``~/stop``
 (std_srvs/Trigger) and the fingers' ``~/joint_states`` (sensor-data QoS). The motions and
 their verdicts are :mod:`simops_sim.gripper_goal`'s; the fingers are the simulator's,
-driven through :class:`~simops_sim.stepper.Stepper`. One motion runs at a time: a new goal
+driven through its :class:`~simops_sim.arm_lane.ArmLane`. One motion runs at a time: a new goal
 aborts the running one, a cancel or ``~/stop`` holds the fingers where they are.
 
 The node ignores the process's global ROS arguments (a ``__node`` remap of the simulator
@@ -28,6 +28,7 @@ from std_srvs.srv import Trigger
 
 from simops_core.robot_spec import RobotSpec
 from simops_ros.gripper_goals import gripper_node
+from simops_sim.arm_lane import ArmLane
 from simops_sim.follow_action import goal_key
 from simops_sim.gripper_goal import (
     DEFAULT_EPSILON,
@@ -36,7 +37,6 @@ from simops_sim.gripper_goal import (
     GripperTask,
     task_problem,
 )
-from simops_sim.stepper import Stepper
 
 STATE_RATE = 30.0          # Hz, franka_gripper's default state_publish_rate
 SAME_WIDTH = 1e-4          # m: a GripperCommand to the current width succeeds at once
@@ -51,10 +51,10 @@ class _Running:
 class GripperNode(Node):
     """The simulated Franka Hand's node, beside the simulator node in its process."""
 
-    def __init__(self, stepper: Stepper, spec: RobotSpec, namespace: str) -> None:
+    def __init__(self, arm: ArmLane, spec: RobotSpec, namespace: str) -> None:
         super().__init__(gripper_node(spec.name), namespace=namespace,
                          use_global_arguments=False)
-        self._stepper, self._spec = stepper, spec
+        self._arm, self._spec = arm, spec
         self._running: _Running | None = None
         for action, name in ((Homing, 'homing'), (Move, 'move'), (Grasp, 'grasp'),
                              (GripperCommand, 'gripper_action')):
@@ -90,7 +90,7 @@ class GripperNode(Node):
         self._finish(False, 'preempted by a new gripper goal')
         self._results[goal_key(handle)] = Future()
         handle.execute()
-        now, opening, _ = self._stepper.gripper_state()
+        now, opening, _ = self._arm.gripper_state()
         task = self._task(handle, opening)
         if task is None:
             self.get_logger().info(f'goal: already at {opening:.4f} m')
@@ -101,7 +101,7 @@ class GripperNode(Node):
         if problem is not None:
             self._end(handle, False, f'{task.kind}: {problem}', opening)
             return
-        self._stepper.move_gripper(task.drive_to(self._spec.gripper, opening), task.speed,
+        self._arm.move_gripper(task.drive_to(self._spec.gripper, opening), task.speed,
                                    task.force)
         self._running = _Running(handle, GripperMotion(task, now, opening, self._spec.gripper))
 
@@ -112,23 +112,23 @@ class GripperNode(Node):
         return result
 
     def _on_stop(self, request: Trigger.Request, response: Trigger.Response) -> Any:
-        self._stepper.stop_gripper()
+        self._arm.stop_gripper()
         self._finish(False, 'stopped by ~/stop')
         response.success, response.message = True, 'gripper stopped'
         return response
 
     def _tick(self) -> None:
-        now, opening, rate = self._stepper.gripper_state()
+        now, opening, rate = self._arm.gripper_state()
         msg = JointState(name=list(self._spec.gripper.joints), position=[opening / 2] * 2,
                          velocity=[rate / 2] * 2, effort=[0.0, 0.0])
-        msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(self._stepper.stamp_ns(),
+        msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(self._arm.stamp_ns(),
                                                                 10**9)
         self._states.publish(msg)
         running = self._running
         if running is None:
             return
         if running.handle.is_cancel_requested:
-            self._stepper.stop_gripper()
+            self._arm.stop_gripper()
             self._running = None
             running.handle.canceled()
             self._results[goal_key(running.handle)].set_result(self._result(
@@ -143,7 +143,7 @@ class GripperNode(Node):
     def _finish(self, success: bool, error: str) -> None:
         running, self._running = self._running, None
         if running is not None and running.handle.is_active:
-            self._end(running.handle, success, error, self._stepper.gripper_state()[1])
+            self._end(running.handle, success, error, self._arm.gripper_state()[1])
 
     def _end(self, handle: Any, success: bool, error: str, opening: float) -> None:
         if success:

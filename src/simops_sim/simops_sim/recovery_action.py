@@ -18,7 +18,7 @@ from franka_msgs.action import ErrorRecovery
 from rclpy.action import ActionServer
 from rclpy.node import Node
 
-from simops_sim.stepper import Stepper
+from simops_sim.arm_lane import ArmLane
 
 NODE_NAME = 'action_server'   # franka_hardware's ActionServer node
 
@@ -26,13 +26,13 @@ NODE_NAME = 'action_server'   # franka_hardware's ActionServer node
 class RecoveryNode(Node):
     """Serves ``~/error_recovery`` for the simulator's arm."""
 
-    def __init__(self, stepper: Stepper, namespace: str) -> None:
+    def __init__(self, arm: ArmLane, namespace: str) -> None:
         super().__init__(NODE_NAME, namespace=namespace, use_global_arguments=False)
-        self._stepper = stepper
+        self._arm = arm
         ActionServer(self, ErrorRecovery, '~/error_recovery', self._execute)
 
     def _execute(self, handle: Any) -> ErrorRecovery.Result:
-        cleared = self._stepper.recover()
+        cleared = self._arm.recover()
         if cleared is None:
             self.get_logger().info('error recovery: no error to recover from')
         else:

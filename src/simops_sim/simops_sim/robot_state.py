@@ -4,7 +4,7 @@ The simulator node publishes ``robot_state`` of ``config/topics.yaml``
 (``/franka_robot_state_broadcaster/robot_state``, ``franka_msgs/msg/FrankaRobotState``, as
 franka_ros2's broadcaster) every 1 / ``robot_state_rate`` s of sim time (the real
 broadcaster: 1 kHz); its physics thread hands over the states
-(:attr:`simops_sim.stepper.Frame.robot`), pre-serialized
+(:attr:`simops_sim.arm_lane.Frame.robot`), pre-serialized
 (:class:`~simops_sim.wire.RobotStateEncoder`). SimOps fills what the simulator knows, the
 rest stays zero:
 
@@ -25,7 +25,7 @@ from rclpy.node import Node
 from simops_core.robot_spec import RobotSpec
 from simops_core.topics import TopicSpec
 from simops_ros.qos import qos_profile
-from simops_sim.stepper import FollowState
+from simops_sim.arm_lane import FollowState
 from simops_sim.wire import RobotStateEncoder
 
 

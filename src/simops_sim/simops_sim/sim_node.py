@@ -1,61 +1,54 @@
 """``ros2 run simops_sim sim``: the MuJoCo simulation behind the real arm's topics.
 
-ROS wiring over :class:`simops_sim.stepper.Stepper`, which owns the physics, the command
-inbox and trajectory plan, pacing (``realtime`` or ``lockstep``), stamps and the diagnostics
-values. A physics thread runs the stepper and publishes each step's frame outside the
-physics lock; the executor serves the subscriptions, services and 1 Hz diagnostics.
-Parameters: ``config/parameters/sim.yaml`` (table in docs/interfaces.md).
+ROS wiring over :class:`simops_sim.stepper.Stepper` (the physics, a
+:class:`~simops_sim.world.World`; pacing, ``realtime`` or ``lockstep``; stamps; diagnostics).
+A physics thread steps and publishes each frame outside the lock; the executor serves the
+rest. Parameters: ``config/parameters/sim.yaml`` (table in docs/interfaces.md).
 
+- Each arm's topics, actions and companions are :mod:`simops_sim.arm_ports`': on this node
+  for a lone arm; with ``arms`` (``fr3_duo``: ``[left, right]``) on a node per arm in
+  ``<ns>/<arm>``, all on one physics and one ``/clock``.
 - ``joint_states``: names, position, velocity, effort for the arm and fingers every
   1 / ``joint_state_rate`` s of sim time; effort is the actuator torque including the
   gravity-holding torque, like Franka's measured ``tau_J`` (see :mod:`simops_sim.physics`).
-- ``ee_pose`` (flange), ``object_pose`` (100 Hz of sim time, base frame), ``/clock`` and
-  franka's robot state (:mod:`simops_sim.robot_state`); the FollowJointTrajectory action
-  (:mod:`simops_sim.follow_action`) and the :mod:`simops_sim.companions` nodes.
-- A bad command is rejected with a warning throttled per kind; the arm holds. A protective
-  stop (:mod:`simops_sim.reflexes`) is an ERROR on ``/diagnostics``. ``randomize`` samples
+- ``~/reset``, ``~/pause``, ``/clock`` and ``/diagnostics`` (1 Hz) are the world's. A
+  protective stop (:mod:`simops_sim.reflexes`) is an ERROR there. ``randomize`` samples
   ``config/randomization.yaml`` around the params at start and on every reset.
 """
 
 from __future__ import annotations
 
+import re
 import sys
 import threading
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import rclpy
 from diagnostic_msgs.msg import DiagnosticArray
-from geometry_msgs.msg import PoseStamped
 from rclpy.node import Node
-from rclpy.qos import QoSProfile
 from rosgraph_msgs.msg import Clock
-from sensor_msgs.msg import JointState
-from std_msgs.msg import Float64MultiArray
 from std_srvs.srv import SetBool, Trigger
-from trajectory_msgs.msg import JointTrajectory
 
 from simops_core.command_line import ConfigError
 from simops_core.robot_spec import SpecError, load_robot_spec
 from simops_core.sim_params import SimParams, SimParamsError, load_sim_params
 from simops_core.topics import TopicConfigError, load_topics
 from simops_ros.declarations import declare_schema
-from simops_ros.diagnostics import diagnostic_array
+from simops_ros.diagnostics import diagnostic_array, status_name
 from simops_ros.qos import qos_profile
 from simops_ros.scaffold import run_node
 from simops_ros.spinning import spin
 from simops_ros.throttled import KindWarnings
-from simops_sim.companions import companion_nodes
-from simops_sim.follow_action import FollowJointTrajectoryServer
-from simops_sim.joint_commands import CommandError, check_command, parse_joint_command
-from simops_sim.physics import ModelError, Physics, load_model, parse_joint_map
+from simops_sim.arm_lane import Frame
+from simops_sim.arm_ports import ArmPorts, arm_topics
+from simops_sim.physics import ModelError, load_model, parse_joint_map
 from simops_sim.randomization import default_randomization
-from simops_sim.robot_state import RobotStatePublisher
-from simops_sim.stepper import Frame, Stepper, Timing, open_viewer
-from simops_sim.trajectory_plan import check_goal, goal_from_message
-from simops_sim.wire import ClockEncoder, JointStateEncoder, PoseStampedEncoder
+from simops_sim.stepper import Stepper, Timing, open_viewer
+from simops_sim.wire import ClockEncoder
+from simops_sim.world import World
 
 NODE_NAME = 'sim'
 
@@ -82,12 +75,14 @@ class SimNode(Node):
             self.spec, self.topics = load_robot_spec(s.robot), load_topics()
             params = load_sim_params(s.sim_params_file) if s.sim_params_file else SimParams()
             params = params if s.gripper else replace(params, end_effector='none')
+            prefixes = arm_prefixes(s.arms)
             try:
-                physics = Physics(load_model(s.model), self.spec, parse_joint_map(s.joint_map),
-                                  params, reflexes=True)
+                world = World(load_model(s.model), dict.fromkeys(prefixes, self.spec),
+                              dict.fromkeys(prefixes, params), reflexes=True,
+                              joint_map=parse_joint_map(s.joint_map))
             except SimParamsError as exc:
                 raise SimParamsError(f'{s.sim_params_file}: {exc}') from None
-            physics.reset_keyframe(s.initial_keyframe)
+            world.reset_keyframe(s.initial_keyframe)
         except SpecError as exc:
             raise ConfigError(f'{exc}; fix the robot spec or the robot parameter') from None
         except TopicConfigError as exc:
@@ -96,19 +91,20 @@ class SimNode(Node):
             raise ConfigError(f'{exc}; fix the sim_params_file') from None
         except ModelError as exc:  # its message says how to fix it
             raise ConfigError(str(exc)) from None
-        if s.joint_state_rate * physics.timestep > 1.0 + 1e-9:
+        if s.joint_state_rate * world.timestep > 1.0 + 1e-9:
             raise ConfigError(f'joint_state_rate {s.joint_state_rate:g} Hz exceeds the physics '
-                              f'rate {1 / physics.timestep:g} Hz; lower it')
+                              f'rate {1 / world.timestep:g} Hz; lower it')
+        physics = world.arms[prefixes[0]]
         sample = default_randomization().sampler(physics.nominal, self.spec.arm_joints,
                                                  physics.index.mass_bodies, s.control_period)
         timing = Timing(s.sync_mode, s.realtime_factor, s.control_period, s.lockstep_timeout,
                         s.command_timeout, s.joint_state_rate, s.joint_state_noise,
                         s.joint_effort_noise, s.robot_state_rate)
         system_ns = None if s.publish_clock else (lambda: self.get_clock().now().nanoseconds)
-        viewer = open_viewer(physics) if s.viewer else None
+        viewer = open_viewer(world) if s.viewer else None
         if s.viewer and viewer is None:
             self.get_logger().warning('viewer requested but no display is set; headless')
-        return Stepper(physics, timing, s.initial_keyframe, sample if s.randomize else None,
+        return Stepper(world, timing, s.initial_keyframe, sample if s.randomize else None,
                        s.seed, system_ns, self._warn, viewer)
 
     def _set_live(self, name: str, value: Any) -> None:
@@ -116,70 +112,37 @@ class SimNode(Node):
         self.get_logger().info(f'{name} set to {value}')
 
     def _create_interfaces(self) -> None:
-        def qos(key: str) -> QoSProfile:
-            return qos_profile(self.topics[key])
-
         def publisher(kind: type, key: str) -> Any:
-            return self.create_publisher(kind, self.topics[key].name, qos(key))
+            return self.create_publisher(kind, self.topics[key].name,
+                                         qos_profile(self.topics[key]))
 
-        self._state_pub = publisher(JointState, 'joint_states')
-        self._ee_pub = publisher(PoseStamped, 'ee_pose')
-        self._object_pub = publisher(PoseStamped, 'object_pose')
         self._clock_pub = publisher(Clock, 'clock')
         self._diag_pub = publisher(DiagnosticArray, 'diagnostics')
-        for kind, key, callback in ((Float64MultiArray, 'joint_commands', self._on_command),
-                                    (JointTrajectory, 'joint_trajectory', self._on_trajectory),
-                                    (PoseStamped, 'goal_pose', self._on_goal)):
-            self.create_subscription(kind, self.topics[key].name, callback, qos(key))
         self.create_service(Trigger, '~/reset', self._on_reset)
         self.create_service(SetBool, '~/pause', self._on_pause)
         self.create_timer(1.0, self._publish_diagnostics)
-        FollowJointTrajectoryServer(self, self.stepper, self.spec, self.topics['joint_trajectory'])
-        self._robot_state = RobotStatePublisher(self, self.topics['robot_state'], self.spec)
-        self.companions = companion_nodes(self.stepper, self.spec, self.get_namespace())
-        self._wire_lock = threading.Lock()   # the encoders: physics thread and ~/reset
-        self._state_wire = JointStateEncoder(self.spec.joint_names, self.spec.base_frame)
-        self._clock_wire, self._pose_wire = ClockEncoder(), PoseStampedEncoder(self.spec.base_frame)
+        self.arm_nodes: list[Node] = []   # one per arm of a multi-arm world
+        self.ports: dict[str, ArmPorts] = {}
+        for prefix, lane in self.stepper.lanes.items():
+            node: Node = self
+            warn = self._warn
+            if prefix:
+                namespace = f'{self.get_namespace().rstrip("/")}/{prefix.rstrip("_")}'
+                node = Node(NODE_NAME, namespace=namespace, context=self.context,
+                            use_global_arguments=False)
+                self.arm_nodes.append(node)
+                warn = KindWarnings(node.get_logger())
+            self.ports[prefix] = ArmPorts(node, lane, self.spec,
+                                          arm_topics(self.topics, relative=bool(prefix)), warn)
+        self.companions = [*self.arm_nodes, *(c for p in self.ports.values()
+                                              for c in p.companions)]
+        self._clock_wire, self._clock_arm = ClockEncoder(), next(iter(self.ports))
 
     # --- ROS callbacks (executor thread) -------------------------------------------------
 
-    def _reject(self, key: str, exc: CommandError) -> None:
-        topic = self.topics[key].name
-        count = self.stepper.count_rejected()
-        self._warn(f'{topic}.{exc.kind}', f'rejected {topic} command: {exc}; holding the last '
-                                          f'valid target ({count} rejected so far)')
-
-    def _on_command(self, msg: Float64MultiArray) -> None:
-        try:
-            command = parse_joint_command(msg.data, self.spec.arm_joints)
-            check_command(command, self.spec)
-        except CommandError as exc:
-            self._reject('joint_commands', exc)
-            return
-        self.stepper.submit(command)
-
-    def _on_trajectory(self, msg: JointTrajectory) -> None:
-        try:
-            goal = goal_from_message(msg, self.spec.arm_joints)
-            check_goal(goal, self.spec)
-            goal = self.stepper.on_sim_clock(goal)
-        except CommandError as exc:
-            self._reject('joint_trajectory', exc)
-            return
-        self.stepper.submit(goal)
-
-    def _on_goal(self, msg: PoseStamped) -> None:
-        p, o = msg.pose.position, msg.pose.orientation
-        position, quaternion = np.array([p.x, p.y, p.z]), np.array([o.w, o.x, o.y, o.z])
-        norm = float(np.linalg.norm(quaternion))
-        if not (np.all(np.isfinite(position)) and np.isfinite(norm) and norm > 1e-9):
-            self._reject('goal_pose', CommandError('non-finite position or zero quaternion',
-                                                   'non_finite'))
-            return
-        self.stepper.set_goal_pose(position, quaternion / norm)
-
     def _on_reset(self, request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
-        self._publish(self.stepper.reset())
+        for frame in self.stepper.reset():
+            self._publish(frame)
         response.success = True
         response.message = (f'reset to keyframe {self.settings.initial_keyframe!r}, sim time '
                             f'0{" with re-randomised physics" if self.settings.randomize else ""}')
@@ -193,27 +156,17 @@ class SimNode(Node):
     def _publish_diagnostics(self) -> None:
         report = self.stepper.report()
         self._diag_pub.publish(diagnostic_array(
-            f'{self.get_name()}: physics', self.spec.name, report.level, report.message,
+            status_name(self, 'physics'), self.spec.name, report.level, report.message,
             report.values, self.stepper.stamp_ns()))
 
     # --- physics thread ------------------------------------------------------------------
 
     def _publish(self, frame: Frame) -> None:
-        """Publish a stepper frame (pre-serialized messages; see :mod:`simops_sim.wire`)."""
-        stamp = frame.stamp_ns
-        with self._wire_lock:
-            if frame.joints is not None:
-                for row, values in zip(self._state_wire.rows, frame.joints, strict=True):
-                    row[:] = values
-                self._state_pub.publish(self._state_wire.encode(stamp))
-                if self.settings.publish_clock:
-                    self._clock_pub.publish(self._clock_wire.encode(stamp))
-            if frame.flange is not None:
-                self._ee_pub.publish(self._pose_wire.encode(stamp, *frame.flange))
-            if frame.object is not None:
-                self._object_pub.publish(self._pose_wire.encode(stamp, *frame.object))
-            if frame.robot is not None:
-                self._robot_state.publish_state(frame.robot)
+        """Publish an arm's frame; with the first arm's joint states, the world's /clock."""
+        self.ports[frame.arm].publish(frame)
+        if (frame.joints is not None and frame.arm == self._clock_arm
+                and self.settings.publish_clock):
+            self._clock_pub.publish(self._clock_wire.encode(frame.stamp_ns))
 
     def _run(self) -> None:
         try:
@@ -233,6 +186,20 @@ class SimNode(Node):
             self.stepper.viewer.close()
         for companion in self.companions:
             companion.destroy_node()
+
+
+def arm_prefixes(arms: Sequence[str]) -> list[str]:
+    """The model prefixes (``left_``) of the ``arms`` parameter; ``['']`` for a lone arm.
+
+    Raises :class:`ConfigError` for a name that cannot be a namespace, or a repeated one.
+    """
+    for arm in arms:
+        if not re.fullmatch(r'[A-Za-z][A-Za-z0-9_]*', arm):
+            raise ConfigError(f'bad arm name {arm!r} in arms; use letters, digits and _, '
+                              'starting with a letter (left, right)')
+    if len(set(arms)) != len(arms):
+        raise ConfigError(f'arms {list(arms)} names an arm twice; name each arm once')
+    return [f'{arm}_' for arm in arms] or ['']
 
 
 def main(args: list[str] | None = None) -> int:

@@ -23,18 +23,20 @@ from simops_sim.physics import ModelError, Physics, apply_arm_params
 class World:
     """The arms ``{prefix: spec}`` of ``model``, stepped together; see the module docstring.
 
-    ``reflexes``: every arm stops on its limits (:mod:`simops_sim.reflexes`).
+    ``reflexes``: every arm stops on its limits (:mod:`simops_sim.reflexes`); ``joint_map``
+    renames the spec's joints in every arm (:func:`~simops_sim.physics.index_model`).
     """
 
     def __init__(self, model: mujoco.MjModel, arms: Mapping[str, RobotSpec],
-                 params: Mapping[str, SimParams] | None = None, reflexes: bool = False) -> None:
+                 params: Mapping[str, SimParams] | None = None, reflexes: bool = False,
+                 joint_map: Mapping[str, str] | None = None) -> None:
         if not arms:
             raise ModelError('a world needs at least one arm; name each arm\'s prefix')
         self.model = model
         self.data = mujoco.MjData(model)
         # Every arm is indexed before any parameters are written, so each index holds the
         # model's own nominal values.
-        self.arms = {prefix: Physics(model, spec, reflexes=reflexes, prefix=prefix,
+        self.arms = {prefix: Physics(model, spec, joint_map, reflexes=reflexes, prefix=prefix,
                                      data=self.data) for prefix, spec in arms.items()}
         self._order = tuple(self.arms.values())
         self.apply_params(params or {})

@@ -1,0 +1,369 @@
+"""One arm's way through the simulator's clockwork: commands in, frames out (no rclpy).
+
+A :class:`~simops_sim.stepper.Stepper` steps one world and holds an :class:`ArmLane` per arm
+(one for a lone arm, ``left_`` and ``right_`` for ``fr3_duo``). The lane is everything that
+is the arm's own:
+
+- the command inbox: streamed :class:`~simops_sim.joint_commands.ArmCommand` targets, each
+  reached linearly over one ``control_period`` (within a realtime stream: over the time
+  since the previous one arrived, if longer; a protective stop if that is too fast; slower
+  where a stall of the node left the target behind) as JointTrajectoryController reaches
+  a one-point trajectory, and
+  :class:`~simops_sim.trajectory_plan.TrajectoryGoal` trajectories; the physics samples the
+  plan. Each command is applied at the first step due after it arrived, also while the
+  schedule catches up after a hiccup;
+- the command timeout (a streamed target older than ``command_timeout`` s of sim time is
+  replaced by a hold);
+- protective stops (:mod:`simops_sim.reflexes`): a command beyond the velocity limits, or a
+  measured state beyond the arm's limits, stops the arm; it holds, commands are refused and
+  diagnostics report an error until :meth:`ArmLane.recover` (franka_msgs' ErrorRecovery);
+- the arm's :class:`Frame` after each step, and its :class:`FollowState` for the action
+  servers, the gripper's and the recovery's.
+
+Methods without a leading underscore that are not marked "physics thread" are called from
+the executor and take the stepper's lock; the physics-thread ones run with it held.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from simops_sim.joint_commands import ArmCommand
+from simops_sim.physics import Physics
+from simops_sim.reflexes import ProtectiveStop
+from simops_sim.trajectory_plan import (
+    TrajectoryError,
+    TrajectoryGoal,
+    TrajectoryPlan,
+    stream_goal,
+)
+
+if TYPE_CHECKING:
+    from simops_sim.stepper import Stepper
+
+MAX_CATCH_UP = 1.0         # s behind schedule before the schedule is re-anchored
+CATCH_UP_SPEED = 0.8       # of the velocity limits: a stalled stream's fastest catch-up
+MAX_STAMP_OFFSET = 60.0    # s a trajectory may start ahead of, or end behind, sim time
+
+
+@dataclass(frozen=True)
+class FollowState:
+    """The arm at one instant, for an action server.
+
+    Sim ``time`` (s) and its ``stamp_ns``; ``applied``, the sequence number of the command
+    the arm follows, and ``rejected``, the last rejected one with the reason; ``stop``, the
+    protective stop in force, ``last_stop`` the latest one (kept after a recovery);
+    ``desired_q`` (7,) rad and ``desired_qd`` (7,) rad/s, the controller's targets;
+    ``actual_q``, ``actual_qd``, ``actual_effort`` (N*m) the measured joints (sensor bias
+    included, as published, without noise); ``contact`` (7,) N*m, the joint torques the
+    contacts apply (what the collision reflex checks).
+    """
+
+    time: float
+    stamp_ns: int
+    applied: int
+    rejected: tuple[int, str]
+    stop: ProtectiveStop | None
+    last_stop: ProtectiveStop | None
+    desired_q: np.ndarray
+    desired_qd: np.ndarray
+    actual_q: np.ndarray
+    actual_qd: np.ndarray
+    actual_effort: np.ndarray
+    contact: np.ndarray
+
+
+@dataclass
+class Frame:
+    """What one step publishes for arm ``arm`` (its prefix): the stamp (ns) and copies.
+
+    Each part is None unless due. ``joints`` (3, n): position, velocity, effort in
+    ``spec.joint_names`` order (sensor bias and noise included); poses: (position (3,) m,
+    quaternion (4,) w-x-y-z) in the arm's base frame; ``robot``: the arm's state for
+    franka's robot-state topic.
+    """
+
+    stamp_ns: int
+    joints: np.ndarray | None = None
+    flange: tuple[np.ndarray, np.ndarray] | None = None
+    object: tuple[np.ndarray, np.ndarray] | None = None
+    robot: FollowState | None = None
+    arm: str = ''
+
+
+class ArmLane:
+    """The arm ``physics`` (prefix ``prefix``) of ``stepper``; see the module docstring."""
+
+    def __init__(self, stepper: Stepper, prefix: str, physics: Physics) -> None:
+        self.prefix = prefix
+        self.physics = physics
+        self.lock = stepper.lock
+        self._stepper = stepper
+        # (time.monotonic() at arrival, sequence number, command): applied at the first step
+        # due after it arrived. Numbers count submissions; ``_applied`` is the number of the
+        # command the arm follows (a hold or reset moves it past every earlier one), and
+        # ``_rejected`` the last rejected one with the reason.
+        self._inbox: deque[tuple[float, int, ArmCommand | TrajectoryGoal]] = deque()
+        self._submitted = 0
+        self._applied = 0
+        self._rejected: tuple[int, str] = (0, '')
+        self._last_stop: ProtectiveStop | None = None
+        self._streaming = False
+        # time.monotonic() at the arrival of the last applied streamed target, None after a
+        # trajectory, a cancel, a reset or a stop (see _apply)
+        self._streamed_at: float | None = None
+        self._streamed = np.zeros(0)   # (7,) rad, the last applied streamed target
+        self._last_command = 0.0
+
+    # --- from the executor thread ----------------------------------------------------------
+
+    def submit(self, command: ArmCommand | TrajectoryGoal) -> int:
+        """Queue a checked command; realtime applies it at the next step, lockstep per period.
+
+        Returns its sequence number (see :meth:`follow_state`).
+        """
+        with self.lock:
+            self._submitted += 1
+            self._inbox.append((time.monotonic(), self._submitted, command))
+            self._stepper.notify()
+            return self._submitted
+
+    def follow_state(self) -> FollowState:
+        """What an action server needs to judge its goal, read at one instant."""
+        with self.lock:
+            return self._follow_state()
+
+    def _follow_state(self) -> FollowState:
+        physics, arm = self.physics, self.physics.index.arm_dof
+        desired_q, desired_qd = physics.arm_desired()
+        joints = np.empty((3, len(physics.spec.joint_names)))
+        physics.read_joints(joints)
+        contact = np.empty(arm)
+        physics.contact_torque(contact)
+        return FollowState(physics.time, self._stepper.stamp_at(physics.time),
+                           self._applied, self._rejected, physics.stop, self._last_stop,
+                           desired_q, desired_qd, *joints[:, :arm].copy(), contact)
+
+    def stopped(self) -> ProtectiveStop | None:
+        """The protective stop in force, or None."""
+        with self.lock:
+            return self.physics.stop
+
+    def recover(self) -> ProtectiveStop | None:
+        """End the protective stop (ErrorRecovery); the arm holds where it stopped.
+
+        Returns the stop that ended, or None when none was in force.
+        """
+        with self.lock:
+            return self.physics.clear_stop()
+
+    def move_gripper(self, width: float, speed: float, force: float) -> None:
+        """Drive the fingers to ``width`` (m) at ``speed`` (m/s) with at most ``force`` N."""
+        with self.lock:
+            self.physics.move_gripper(width, speed, force)
+
+    def stop_gripper(self) -> None:
+        """Hold the fingers at their current opening."""
+        with self.lock:
+            self.physics.set_gripper_width(self.physics.gripper_width()[0])
+
+    def gripper_state(self) -> tuple[float, float, float]:
+        """Sim time (s), the measured opening (m) and its rate (m/s), read at one instant."""
+        with self.lock:
+            return (self.physics.time, *self.physics.gripper_width())
+
+    def stamp_ns(self) -> int:
+        """The stamp (ns) of the current state."""
+        return self._stepper.stamp_ns()
+
+    def hold(self) -> None:
+        """Hold the arm where it is now, dropping queued commands (a cancel)."""
+        with self.lock:
+            self.physics.hold()
+            self._inbox.clear()
+            self._streaming, self._streamed_at = False, None
+            self._pass_queued()
+
+    def _pass_queued(self) -> None:
+        """Mark every command submitted so far as replaced (a hold or a reset).
+
+        The replacement takes a number of its own, so the next submitted command does not
+        count as applied already.
+        """
+        self._submitted += 1
+        self._applied = self._submitted
+
+    def on_sim_clock(self, goal: TrajectoryGoal) -> TrajectoryGoal:
+        """``goal`` with its ``header.stamp`` start moved onto sim time.
+
+        Raises :class:`TrajectoryError` when the stamp is on another clock (it starts more
+        than :data:`MAX_STAMP_OFFSET` s ahead, or ends that far behind).
+        """
+        if goal.start is None:
+            return goal
+        with self.lock:
+            start = goal.start - 1e-9 * self._stepper.stamp_offset
+            lead = start - self.physics.time
+        lag = -lead - float(goal.times[-1])
+        if max(lead, lag) > MAX_STAMP_OFFSET:
+            clock = 'system time' if self._stepper.system_stamps else 'sim time (use_sim_time)'
+            where = f'lies {lead:.0f} s ahead of' if lead > 0 else f'ends {lag:.0f} s behind'
+            raise TrajectoryError(f'header.stamp {goal.start:.3f} s {where} this node\'s '
+                                  f'clock; stamp with {clock} or leave it zero to start now',
+                                  'clock')
+        return replace(goal, start=start)
+
+    def count_rejected(self) -> int:
+        """Count a rejected command; return the running total (of every arm)."""
+        with self.lock:
+            counters = self._stepper.counters
+            counters.dropped_commands += 1
+            return counters.dropped_commands
+
+    def set_goal_pose(self, position: np.ndarray, quaternion: np.ndarray) -> None:
+        """Move the goal marker: ``position`` (3,) m, unit ``quaternion`` (4,) w-x-y-z."""
+        with self.lock:
+            self.physics.set_goal_pose(position, quaternion)
+
+    # --- the physics thread, with the lock held ----------------------------------------------
+
+    def take_due(self, late: float, due: float) -> None:
+        """Apply what had arrived when the step was ``due`` (everything when ``late`` is long).
+
+        Catching up, a step applies only what had arrived when it was due, so a hiccup does
+        not squeeze several streamed targets into one step. Physics thread.
+        """
+        inbox = self._inbox
+        while inbox and (late > MAX_CATCH_UP or inbox[0][0] <= due):
+            self._apply(*inbox.popleft())
+
+    def waiting(self) -> bool:
+        """Whether a command waits (lockstep advances on one). Physics thread."""
+        return bool(self._inbox)
+
+    def take_next(self) -> None:
+        """Apply the next queued command, if any (lockstep). Physics thread."""
+        if self._inbox:
+            self._apply(*self._inbox.popleft())
+
+    def before_step(self) -> ProtectiveStop | None:
+        """Replace a timed-out streamed target with a hold; return the stop now in force.
+
+        Physics thread.
+        """
+        physics = self.physics
+        if (self._streaming
+                and physics.time - self._last_command > self._stepper.timing.command_timeout):
+            physics.hold()
+            self._streaming = False
+            self._stepper.counters.command_timeouts += 1
+        return physics.stop
+
+    def after_step(self, before: ProtectiveStop | None) -> None:
+        """Report a stop that latched during the step (``before``: the one in force then).
+
+        Physics thread.
+        """
+        stop = self.physics.stop
+        if stop is not before and stop is not None:
+            self._stopped(stop)
+
+    def restart(self, clear: bool) -> None:
+        """After the world was reset: the stream ends; ``clear`` also drops what is queued.
+
+        Physics thread.
+        """
+        self._streaming = False
+        if clear:
+            self._streamed_at = None
+            self._inbox.clear()
+            self._pass_queued()
+
+    def frame(self, index: int, force: bool) -> Frame:
+        """Copies of what is due at step ``index`` (everything when ``force``). Physics thread."""
+        stepper, physics = self._stepper, self.physics
+        frame = Frame(stepper.stamp_at(physics.time), arm=self.prefix)
+        if force or index % stepper.state_every == 0:
+            joints = np.empty((3, len(physics.spec.joint_names)))
+            physics.read_joints(joints)
+            timing, noise = stepper.timing, stepper.noise_rng
+            if timing.joint_state_noise:
+                joints[0] += noise.normal(0.0, timing.joint_state_noise, joints.shape[1])
+            if timing.joint_effort_noise:
+                joints[2] += noise.normal(0.0, timing.joint_effort_noise, joints.shape[1])
+            frame.joints = joints
+            stepper.counters.joint_states += 1
+        if force or index % stepper.robot_every == 0:
+            frame.robot = self._follow_state()
+        if force or index % stepper.pose_every == 0:
+            bodies = physics.index
+            frame.flange = physics.body_pose(bodies.flange_body)
+            if bodies.object_body >= 0:
+                frame.object = physics.body_pose(bodies.object_body)
+        return frame
+
+    def _apply(self, arrival: float, number: int, command: ArmCommand | TrajectoryGoal) -> None:
+        physics, timing = self.physics, self._stepper.timing
+        now, current, before = physics.time, physics.arm_target, physics.stop
+        streamed = isinstance(command, ArmCommand)
+        if streamed:
+            # Within a realtime stream, a target is reached over the time since the previous
+            # one arrived (at least a period, at most the command timeout; a gap longer than
+            # MAX_CATCH_UP ends the stream): the stream's own pace, so
+            # targets this node dropped or held through while it stalled (depth-1 command
+            # QoS, command timeout) do not make the next one a jump.
+            span, reference = timing.control_period, current
+            if self._streamed_at is not None and timing.sync_mode == 'realtime':
+                gap = arrival - self._streamed_at   # also across a command-timeout hold
+                if gap <= MAX_CATCH_UP:   # reached before the command timeout holds it
+                    span = min(max(span, gap), max(span, timing.command_timeout))
+                    reference = self._streamed   # judged by the step as sent (see below)
+            # The speed the stream asks for: its step from the previous target over the span,
+            # whatever arrived in between (targets bunched by a stall of this node).
+            speed = np.abs(command.arm - reference) / span
+            # Where a stall left the arm target behind, it catches up no faster than that
+            # or CATCH_UP_SPEED of the limits: the arm pays for this node's stall with lag,
+            # never with a stop the stream did not ask for.
+            ceiling = np.maximum(speed, CATCH_UP_SPEED * physics.spec.velocity)
+            goal = stream_goal(command.arm, current, span, ceiling)
+        else:
+            goal, speed = command, None
+        start = now if goal.start is None else goal.start
+        plan = TrajectoryPlan(goal, start, current, now)
+        stop = physics.follow(plan, speed)
+        if stop is not None:
+            counters = self._stepper.counters
+            counters.dropped_commands += 1
+            self._rejected = (number, stop.message())
+            self._streamed_at = None
+            self._streaming = False
+            if stop is not before:
+                self._stopped(stop)
+            else:
+                self._warn('stopped', f'ignored a command: the arm is in a {stop.message()}; '
+                                      'call ErrorRecovery first '
+                                      f'({counters.dropped_commands} refused so far)')
+            return
+        self._applied = number
+        self._last_command = now
+        self._streaming = streamed
+        self._streamed_at = arrival if streamed else None
+        self._streamed = plan.positions[-1].copy()
+        if isinstance(command, ArmCommand) and command.gripper_width is not None:
+            physics.set_gripper_width(command.gripper_width)
+
+    def _stopped(self, stop: ProtectiveStop) -> None:
+        """Count and report a stop that just latched."""
+        self._last_stop = stop
+        self._stepper.counters.protective_stops += 1
+        self._streaming = False
+        self._warn('protective_stop', f'{stop.message()}; the arm holds and ignores commands '
+                                      'until ErrorRecovery')
+
+    def _warn(self, kind: str, text: str) -> None:
+        self._stepper.warn(kind, f'{self.prefix.rstrip("_")}: {text}' if self.prefix else text)

@@ -1,0 +1,134 @@
+"""One simulated arm's topics and actions on a node (ROS wiring only).
+
+The simulator node serves a lone arm itself; in a world of several arms (``fr3_duo``) each
+arm gets a node of its own in the arm's namespace (``<ns>/left``), where the topics of
+``config/topics.yaml`` resolve relative to it (``/left/joint_states``) and carry the spec's
+own joint names, as franka_ros2 serves each robot of a namespaced multi-robot bringup. The
+world's ``/clock`` and ``/diagnostics`` stay with the simulator node.
+
+Per arm: ``joint_states``, ``ee_pose``, ``object_pose`` and franka's robot state out; the
+streamed ``joint_commands``, ``joint_trajectory`` and ``goal_pose`` in; the
+FollowJointTrajectory action; and the :mod:`simops_sim.companions` nodes (error recovery,
+franka_gripper). A bad command is rejected with a warning throttled per kind; the arm holds.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+from geometry_msgs.msg import PoseStamped
+from rclpy.node import Node
+from sensor_msgs.msg import JointState
+from std_msgs.msg import Float64MultiArray
+from trajectory_msgs.msg import JointTrajectory
+
+from simops_core.robot_spec import RobotSpec
+from simops_core.topics import TopicSpec
+from simops_ros.qos import qos_profile
+from simops_sim.arm_lane import ArmLane, Frame
+from simops_sim.companions import companion_nodes
+from simops_sim.follow_action import FollowJointTrajectoryServer
+from simops_sim.joint_commands import CommandError, check_command, parse_joint_command
+from simops_sim.robot_state import RobotStatePublisher
+from simops_sim.trajectory_plan import check_goal, goal_from_message
+from simops_sim.wire import JointStateEncoder, PoseStampedEncoder
+
+ARM_TOPICS = ('joint_states', 'ee_pose', 'object_pose', 'robot_state', 'joint_commands',
+              'joint_trajectory', 'goal_pose')
+
+Warn = Callable[[str, str], None]
+"""Hook for a warning: (kind, text); throttled per kind."""
+
+
+def arm_topics(topics: Mapping[str, TopicSpec], relative: bool) -> dict[str, TopicSpec]:
+    """The :data:`ARM_TOPICS` of ``topics``; ``relative`` drops the leading ``/`` of each."""
+    return {key: replace(topics[key], name=topics[key].name.lstrip('/')) if relative
+            else topics[key] for key in ARM_TOPICS}
+
+
+class ArmPorts:
+    """The arm ``arm`` (spec ``spec``) on ``node``, under ``topics`` (see :func:`arm_topics`).
+
+    ``companions`` are the nodes made beside ``node``, in its namespace; the owner spins and
+    destroys them.
+    """
+
+    def __init__(self, node: Node, arm: ArmLane, spec: RobotSpec,
+                 topics: Mapping[str, TopicSpec], warn: Warn) -> None:
+        self._node, self._arm, self._spec, self._topics = node, arm, spec, topics
+        self._warn = warn
+
+        def publisher(kind: type, key: str) -> Any:
+            return node.create_publisher(kind, topics[key].name, qos_profile(topics[key]))
+
+        self._state_pub = publisher(JointState, 'joint_states')
+        self._ee_pub = publisher(PoseStamped, 'ee_pose')
+        self._object_pub = publisher(PoseStamped, 'object_pose')
+        for kind, key, callback in ((Float64MultiArray, 'joint_commands', self._on_command),
+                                    (JointTrajectory, 'joint_trajectory', self._on_trajectory),
+                                    (PoseStamped, 'goal_pose', self._on_goal)):
+            node.create_subscription(kind, topics[key].name, callback, qos_profile(topics[key]))
+        FollowJointTrajectoryServer(node, arm, spec, topics['joint_trajectory'])
+        self._robot_state = RobotStatePublisher(node, topics['robot_state'], spec)
+        self.companions = companion_nodes(arm, spec, node.get_namespace())
+        self._wire_lock = threading.Lock()   # the encoders: physics thread and ~/reset
+        self._state_wire = JointStateEncoder(spec.joint_names, spec.base_frame)
+        self._pose_wire = PoseStampedEncoder(spec.base_frame)
+
+    # --- ROS callbacks (executor thread) -------------------------------------------------
+
+    def _reject(self, key: str, exc: CommandError) -> None:
+        topic = self._topics[key].name
+        count = self._arm.count_rejected()
+        self._warn(f'{topic}.{exc.kind}', f'rejected {topic} command: {exc}; holding the last '
+                                          f'valid target ({count} rejected so far)')
+
+    def _on_command(self, msg: Float64MultiArray) -> None:
+        try:
+            command = parse_joint_command(msg.data, self._spec.arm_joints)
+            check_command(command, self._spec)
+        except CommandError as exc:
+            self._reject('joint_commands', exc)
+            return
+        self._arm.submit(command)
+
+    def _on_trajectory(self, msg: JointTrajectory) -> None:
+        try:
+            goal = goal_from_message(msg, self._spec.arm_joints)
+            check_goal(goal, self._spec)
+            goal = self._arm.on_sim_clock(goal)
+        except CommandError as exc:
+            self._reject('joint_trajectory', exc)
+            return
+        self._arm.submit(goal)
+
+    def _on_goal(self, msg: PoseStamped) -> None:
+        p, o = msg.pose.position, msg.pose.orientation
+        position, quaternion = np.array([p.x, p.y, p.z]), np.array([o.w, o.x, o.y, o.z])
+        norm = float(np.linalg.norm(quaternion))
+        if not (np.all(np.isfinite(position)) and np.isfinite(norm) and norm > 1e-9):
+            self._reject('goal_pose', CommandError('non-finite position or zero quaternion',
+                                                   'non_finite'))
+            return
+        self._arm.set_goal_pose(position, quaternion / norm)
+
+    # --- physics thread ------------------------------------------------------------------
+
+    def publish(self, frame: Frame) -> None:
+        """Publish the arm's ``frame`` (pre-serialized messages; see :mod:`simops_sim.wire`)."""
+        stamp = frame.stamp_ns
+        with self._wire_lock:
+            if frame.joints is not None:
+                for row, values in zip(self._state_wire.rows, frame.joints, strict=True):
+                    row[:] = values
+                self._state_pub.publish(self._state_wire.encode(stamp))
+            if frame.flange is not None:
+                self._ee_pub.publish(self._pose_wire.encode(stamp, *frame.flange))
+            if frame.object is not None:
+                self._object_pub.publish(self._pose_wire.encode(stamp, *frame.object))
+            if frame.robot is not None:
+                self._robot_state.publish_state(frame.robot)

@@ -1,0 +1,95 @@
+"""``simops-launch sim layout:=fr3_duo``: two FR3s in one physics, a policy per arm, over DDS.
+
+One simulator process steps both arms and publishes the one ``/clock``; each arm's topics,
+actions and gripper live in its namespace (``/left``, ``/right``) with the spec's joint
+names; a policy per arm drives it at 20 Hz of sim time to the goal published in that
+namespace. Nothing of one arm appears in the other's namespace or at the global names.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from geometry_msgs.msg import PoseStamped
+from launch_helpers import (
+    FAR_GOAL,
+    GOAL,
+    REACH_TIMEOUT,
+    STARTUP,
+    distance,
+    goal_message,
+    node_pids,
+    stop_cleanly,
+)
+from policy_helpers import SPEC, TOPICS, qos
+from ros_helpers import RosProbe, wait_until
+from std_msgs.msg import Float64MultiArray
+
+from simops_learning.reach_env import SUCCESS_RADIUS
+
+ARMS = {'left': GOAL, 'right': FAR_GOAL}
+ARM_KEYS = ('joint_states', 'joint_commands', 'ee_pose', 'goal_pose', 'joint_trajectory',
+            'robot_state')
+RATE_WINDOW = 10.0  # s of sim time over which each policy's command rate is measured
+
+
+def arm_topic(arm: str, key: str) -> str:
+    return f'/{arm}{TOPICS[key].name}'
+
+
+@pytest.mark.slow
+def test_two_arms_one_physics_two_policies_and_no_leaks(launch: object,
+                                                        ros_probe: RosProbe) -> None:
+    for arm, goal in ARMS.items():
+        ros_probe.subscribe(arm_topic(arm, 'ee_pose'), PoseStamped, 100)
+        ros_probe.subscribe(arm_topic(arm, 'joint_commands'), Float64MultiArray, 100)
+        ros_probe.publisher(arm_topic(arm, 'goal_pose'), PoseStamped,
+                            qos('goal_pose')).publish(goal_message(goal))
+    proc = launch('sim', 'layout:=fr3_duo')   # type: ignore[operator]
+    assert wait_until(lambda: set(node_pids(proc.output)) == {
+        'sim', 'left/policy', 'right/policy'}, STARTUP), proc.output
+
+    def reached(arm: str) -> bool:
+        poses = ros_probe.messages(arm_topic(arm, 'ee_pose'))
+        return bool(poses) and distance(poses[-1], ARMS[arm]) < SUCCESS_RADIUS
+
+    assert wait_until(lambda: all(reached(arm) for arm in ARMS), STARTUP + REACH_TIMEOUT), (
+        {arm: distance(ros_probe.messages(arm_topic(arm, 'ee_pose'))[-1], goal)
+         for arm, goal in ARMS.items() if ros_probe.messages(arm_topic(arm, 'ee_pose'))},
+        proc.output[-3000:])
+
+    # Each policy commands its arm at 20 Hz of sim time, timed by the arm's stamped poses.
+    def sim_now(arm: str) -> float:
+        stamp = ros_probe.messages(arm_topic(arm, 'ee_pose'))[-1].header.stamp
+        return stamp.sec + 1e-9 * stamp.nanosec
+
+    counts = {arm: len(ros_probe.messages(arm_topic(arm, 'joint_commands'))) for arm in ARMS}
+    starts = {arm: sim_now(arm) for arm in ARMS}
+    assert wait_until(lambda: all(sim_now(arm) > starts[arm] + RATE_WINDOW for arm in ARMS),
+                      4 * RATE_WINDOW)
+    for arm in ARMS:
+        sent = len(ros_probe.messages(arm_topic(arm, 'joint_commands'))) - counts[arm]
+        rate = sent / (sim_now(arm) - starts[arm])
+        assert abs(rate - 20.0) < 1.0, (arm, rate)
+
+    # No leaks: the arms' topics exist only in their namespaces, served by their own nodes.
+    node = ros_probe.node
+    topics = {name for name, _ in node.get_topic_names_and_types()}
+    for key in ARM_KEYS:
+        assert TOPICS[key].name not in topics, TOPICS[key].name
+        for arm in ARMS:
+            name = arm_topic(arm, key)
+            assert name in topics, (name, sorted(topics))
+            endpoints = (node.get_publishers_info_by_topic(name)
+                         + node.get_subscriptions_info_by_topic(name))
+            others = {e.node_namespace for e in endpoints
+                      if e.node_name != node.get_name()} - {f'/{arm}'}
+            assert not others, (name, others)
+    assert [e.node_name for e in node.get_publishers_info_by_topic('/clock')] == ['sim']
+    names = node.get_node_names_and_namespaces()
+    for arm in ARMS:
+        for expected in ('sim', 'policy', f'{SPEC.name}_gripper', 'action_server'):
+            assert (expected, f'/{arm}') in names, (expected, arm, names)
+    time.sleep(0.1)
+    stop_cleanly(proc)
