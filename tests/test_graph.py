@@ -135,6 +135,9 @@ def test_fr3_duo_is_one_simulator_and_a_policy_and_recorder_per_arm_namespace() 
     for node in nodes[1:]:
         assert node.remappings == relative
     assert 'arms' not in params(build_graph('sim')[0])
+    # ros2 launch passes every argument, the model's default template too.
+    passed = build_graph('sim', {'layout': 'fr3_duo', 'model': 'models/{robot}/scene.xml'})
+    assert params(passed[0])['model'] == 'models/fr3_duo/scene.xml'
 
 @pytest.mark.parametrize(('profile', 'values', 'message'), [
     ('simulation', {}, "unknown profile 'simulation'"),

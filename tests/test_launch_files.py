@@ -72,6 +72,7 @@ def load_launch_file(path: Path) -> ModuleType:
 @pytest.mark.parametrize(('profile', 'values'), [
     ('sim', {}),
     ('sim', {'robot': 'panda', 'record': 'true', 'namespace': 'lab', 'sim_params': 'f.yaml'}),
+    ('sim', {'layout': 'fr3_duo', 'record': 'true', 'namespace': 'lab'}),
     ('real_robot', {}),
     ('real_robot', {'standin': 'true', 'excite': 'true', 'namespace': 'NS1'}),
 ])

@@ -136,7 +136,7 @@ def resolve_arguments(declared: tuple[Argument, ...], profile: str,
     if resolved.get('layout', 'single') != 'single':
         if resolved['robot'] != 'fr3':
             raise GraphError(f'layout:={resolved["layout"]} is two FR3s; use robot:=fr3')
-        if 'model' not in values:
+        if resolved['model'] == DEFAULT_MODEL:   # not chosen (launch passes the default)
             resolved['model'] = DUO_MODEL
     for name in ('policy', 'model'):
         if name in resolved:
