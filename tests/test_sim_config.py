@@ -45,6 +45,12 @@ CASES = {
         "'command_delay' must lie in [0, 1] s"),
     'absurd gain': (lambda t: [f'sim_params_file:={write(t, "p.yaml", PARAMS_KP)}'],
                     "'joints.fr3_joint1.kp' must lie in (0, 1e+06] N*m/rad"),
+    'arms on a single-arm model': (lambda t: ["arms:=['left', 'right']"],
+                                   "no joint 'left_fr3_joint1'"),
+    'an arm named twice': (lambda t: ['model:=models/fr3_duo/scene.xml',
+                                      "arms:=['left', 'left']"], 'names an arm twice'),
+    'an arm name that is no namespace': (lambda t: ['model:=models/fr3_duo/scene.xml',
+                                                    "arms:=['left arm']"], "bad arm name"),
 }
 PARAMS_BAD = 'version: 1\njoints:\n  fr3_joint2: {damping: -3.0}\n'
 PARAMS_UNKNOWN = 'version: 1\njoints:\n  fr3_joint9: {damping: 3.0}\n'

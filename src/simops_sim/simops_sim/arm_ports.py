@@ -15,7 +15,7 @@ franka_gripper). A bad command is rejected with a warning throttled per kind; th
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -34,14 +34,12 @@ from simops_sim.companions import companion_nodes
 from simops_sim.follow_action import FollowJointTrajectoryServer
 from simops_sim.joint_commands import CommandError, check_command, parse_joint_command
 from simops_sim.robot_state import RobotStatePublisher
+from simops_sim.stepper import Warn
 from simops_sim.trajectory_plan import check_goal, goal_from_message
 from simops_sim.wire import JointStateEncoder, PoseStampedEncoder
 
 ARM_TOPICS = ('joint_states', 'ee_pose', 'object_pose', 'robot_state', 'joint_commands',
               'joint_trajectory', 'goal_pose')
-
-Warn = Callable[[str, str], None]
-"""Hook for a warning: (kind, text); throttled per kind."""
 
 
 def arm_topics(topics: Mapping[str, TopicSpec], relative: bool) -> dict[str, TopicSpec]:

@@ -73,6 +73,16 @@ def load_model(path: str | Path) -> mujoco.MjModel:
         raise ModelError(f'cannot load model {path}: {message}; fix the MJCF') from None
 
 
+def keyframe_id(model: mujoco.MjModel, name: str) -> int:
+    """The id of keyframe ``name``; raises :class:`ModelError` naming the ones there are."""
+    key = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_KEY, name)
+    if key < 0:
+        names = [model.key(k).name for k in range(model.nkey)]
+        raise ModelError(f'the model has no keyframe {name!r}; use one of {names} '
+                         '(initial_keyframe)')
+    return key
+
+
 def parse_joint_map(pairs: Sequence[str]) -> dict[str, str]:
     """``['spec_joint=model_joint', ...]`` as a dict; raise :class:`ModelError` if malformed."""
     mapping: dict[str, str] = {}
@@ -813,12 +823,7 @@ class Physics:
         if name is None:
             self.reset_joints(self.model.qpos0[self.index.qpos_adr])
             return
-        key = mujoco.mj_name2id(self.model, mujoco.mjtObj.mjOBJ_KEY, name)
-        if key < 0:
-            names = [self.model.key(k).name for k in range(self.model.nkey)]
-            raise ModelError(f'the model has no keyframe {name!r}; use one of {names} '
-                             '(initial_keyframe)')
-        mujoco.mj_resetDataKeyframe(self.model, self.data, key)
+        mujoco.mj_resetDataKeyframe(self.model, self.data, keyframe_id(self.model, name))
         self.settle()
 
     def reset_joints(self, position: np.ndarray, velocity: np.ndarray | None = None) -> None:

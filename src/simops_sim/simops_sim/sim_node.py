@@ -5,8 +5,8 @@ ROS wiring over :class:`simops_sim.stepper.Stepper` (the physics, a
 A physics thread steps and publishes each frame outside the lock; the executor serves the
 rest. Parameters: ``config/parameters/sim.yaml`` (table in docs/interfaces.md).
 
-- Each arm's topics, actions and companions are :mod:`simops_sim.arm_ports`': on this node
-  for a lone arm; with ``arms`` (``fr3_duo``: ``[left, right]``) on a node per arm in
+- Each arm's topics, actions and companions come from :mod:`simops_sim.arm_ports`: on this
+  node for a lone arm; with ``arms`` (``fr3_duo``: ``[left, right]``) on a node per arm in
   ``<ns>/<arm>``, all on one physics and one ``/clock``.
 - ``joint_states``: names, position, velocity, effort for the arm and fingers every
   1 / ``joint_state_rate`` s of sim time; effort is the actuator torque including the

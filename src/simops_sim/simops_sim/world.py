@@ -17,7 +17,7 @@ import mujoco
 
 from simops_core.robot_spec import RobotSpec
 from simops_core.sim_params import SimParams, SimParamsError
-from simops_sim.physics import ModelError, Physics, apply_arm_params
+from simops_sim.physics import ModelError, Physics, apply_arm_params, keyframe_id
 
 
 class World:
@@ -84,12 +84,7 @@ class World:
             for arm in self._order:
                 arm.hold_here()
             return
-        key = mujoco.mj_name2id(self.model, mujoco.mjtObj.mjOBJ_KEY, name)
-        if key < 0:
-            names = [self.model.key(k).name for k in range(self.model.nkey)]
-            raise ModelError(f'the model has no keyframe {name!r}; use one of {names} '
-                             '(initial_keyframe)')
-        mujoco.mj_resetDataKeyframe(self.model, self.data, key)
+        mujoco.mj_resetDataKeyframe(self.model, self.data, keyframe_id(self.model, name))
         for arm in self._order:
             arm.settle()
 
