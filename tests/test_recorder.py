@@ -46,6 +46,8 @@ def test_episode_services_labels_and_metadata(ros_probe: RosProbe, tmp_path: Pat
          start_publisher(tmp_path / 'pub.log', '--duration', '6') as pub:
         assert wait_until(lambda: 'publishing' in output(pub), 30), output(pub)
         assert wait_until(lambda: output(rec).count('subscribed to') >= 5, 30), output(rec)
+        # A label published before discovery matched the recorder would be lost (volatile).
+        assert wait_until(lambda: info.get_subscription_count() > 0, 30)
         info.publish(String(data=json.dumps({'label': 'pick cube'})))
         time.sleep(0.3)
         started = trigger(ros_probe, '/recorder/start')
