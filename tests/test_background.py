@@ -19,6 +19,7 @@ from simops_core.waiting import wait_until
 def test_a_pause_holds_callbacks_until_it_ends(ros_probe: RosProbe) -> None:
     ros_probe.subscribe('/background_probe', String)
     publisher = ros_probe.publisher('/background_probe', String)
+    assert wait_until(lambda: publisher.get_subscription_count() > 0, 10)
     with ros_probe.paused():
         publisher.publish(String(data='held'))
         time.sleep(0.3)
