@@ -47,7 +47,8 @@ if TYPE_CHECKING:
     from simops_sim.stepper import Stepper
 
 MAX_CATCH_UP = 1.0         # s behind schedule before the schedule is re-anchored
-CATCH_UP_SPEED = 0.8       # of the velocity limits: a stalled stream's fastest catch-up
+CATCH_UP_SPEED = 0.5       # of the velocity limits: a stalled stream's fastest catch-up (the
+                           # policy's default velocity_scale; the servo's overshoot stays clear)
 MAX_STAMP_OFFSET = 60.0    # s a trajectory may start ahead of, or end behind, sim time
 
 
