@@ -36,14 +36,15 @@ LIMITS = SafetyLimits.from_spec(SPEC, 1 / RATE, velocity_scale=0.5, margin=0.05)
 
 
 @contextmanager
-def running(tmp_path: Path, model: Path, *params: str, arm: bool = True
-            ) -> Iterator[NodeProcess]:
-    """The fake arm (if ``arm``) and the policy node with ``params`` (name:=value)."""
+def running(tmp_path: Path, model: Path, *params: str, arm: bool = True,
+            arm_rate: float = 250.0) -> Iterator[NodeProcess]:
+    """The fake arm (if ``arm``, joint states at ``arm_rate`` Hz) and the policy node with
+    ``params`` (name:=value)."""
     args = ['--ros-args', '-p', f'model_path:={model}', '-p', 'ramp_time:=0.5',
             '-p', 'start_enabled:=true']   # a simulated arm; params below may override
     for param in params:
         args += ['-p', param]
-    fake = (NodeProcess.python(REPO / 'tests/procs/policy_fake_arm.py',
+    fake = (NodeProcess.python(REPO / 'tests/procs/policy_fake_arm.py', '--rate', str(arm_rate),
                                log_path=tmp_path / 'arm.log') if arm else None)
     try:
         with NodeProcess.ros2_run('simops_policy', 'policy', *args,
@@ -101,6 +102,24 @@ def test_mean_command_rate_within_2_percent(ros_probe: RosProbe, tmp_path: Path)
         window = arrivals[start:]
     mean_period = (window[-1] - window[0]) / (len(window) - 1)
     assert mean_period == pytest.approx(1 / RATE, rel=0.02), (mean_period, len(window))
+
+
+def test_one_command_per_measured_state(ros_probe: RosProbe, tmp_path: Path) -> None:
+    """Joint states slower than the control rate (12.5 Hz against 20 Hz, still fresh): a tick
+    that finds no new state sends nothing, so no target is computed twice from one
+    measurement (in lockstep, stale ticks ran the target away from the arm)."""
+    model, _ = write_policy(tmp_path, [0.3] * 7 + [0.0])
+    watch(ros_probe)
+    with running(tmp_path, model, arm_rate=12.5) as node:
+        wait_state(ros_probe, node, 'RUNNING')
+        first = len(ros_probe.messages(COMMANDS))
+        time.sleep(4.0)
+        sent = len(ros_probe.messages(COMMANDS)) - first
+        assert wait_until(lambda: int(diagnostics(ros_probe).get('repeated_states', 0)) >= 20,
+                          3.0), diagnostics(ros_probe)
+    assert 40 <= sent <= 55, sent      # 12.5 states/s for 4 s, not 80 commands
+    assert states(ros_probe)[-1] == 'RUNNING'
+    assert_safe(targets(ros_probe))
 
 
 def test_without_a_hand_the_gripper_output_is_dropped(ros_probe: RosProbe,
@@ -212,6 +231,8 @@ def test_pt2_program_on_joint_trajectory(ros_probe: RosProbe, tmp_path: Path) ->
     assert list(last.joint_names) == list(SPEC.arm_joints) and len(last.points) == 1
     point = last.points[0]
     assert point.time_from_start.sec == 0 and point.time_from_start.nanosec == 50_000_000
+    # Zero stamps: the controller starts each one on arrival, so delay never shortens it.
+    assert all(t.header.stamp.sec == t.header.stamp.nanosec == 0 for t in trajectories)
     assert_safe(np.array([list(t.points[0].positions) for t in trajectories]))
     assert np.all(np.array(point.positions) > SPEC.home)
 

@@ -34,7 +34,6 @@ class PolicyInputs:
         self.needs_velocity = 'joint_velocity' in sources
         self.needs_object = bool(sources & OBJECT_SOURCES)
         self.needs_goal = 'goal_position' in sources
-        self.stamp: Any = None   # header.stamp of the last joint state read, on the arm's clock
 
     def missing(self, have_object: bool, have_goal: bool) -> str:
         """The topic key (``object_pose``, ``goal_pose``) the card needs and lacks, or ''."""
@@ -43,12 +42,7 @@ class PolicyInputs:
         return 'goal_pose' if self.needs_goal and not have_goal else ''
 
     def joint_state(self, msg: Any) -> str | None:
-        """Fill the observation's joint position and velocity (n,) from ``msg``, or a problem.
-
-        Its ``header.stamp`` is kept as :attr:`stamp`: commands computed from this state carry
-        it, so the arm's controller times them on its own clock.
-        """
-        self.stamp = msg.header.stamp
+        """Fill the observation's joint position and velocity (n,) from ``msg``, or a problem."""
         obs = self.step.raw
         arm = len(self.step.spec.arm_joints)
         try:

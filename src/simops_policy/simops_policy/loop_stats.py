@@ -59,6 +59,7 @@ class LoopStats:
         self.ticks = 0
         self.commands = 0
         self.overruns = 0
+        self.repeated_states = 0   # ticks that found no new joint state (nothing sent)
         self.faults = dict.fromkeys(FAULTS, 0)
         self.timing = {key: WindowStats(WINDOW) for key in TIMINGS}
         self._last_command: float | None = None   # time.monotonic() of the last command
@@ -90,6 +91,7 @@ class LoopStats:
         """Counters, then p50/p99/max (ms) of every timing."""
         values: dict[str, float | int] = {
             'ticks': self.ticks, 'commands': self.commands, 'overruns': self.overruns,
+            'repeated_states': self.repeated_states,
             **{f'faults_{key}': count for key, count in self.faults.items()}}
         for key, stats in self.timing.items():
             summary = stats.summary()

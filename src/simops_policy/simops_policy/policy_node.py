@@ -3,6 +3,9 @@
 Wiring over :class:`simops_core.policy_step.PolicyStep` (the envs' tick too), the supervisor's
 modes, ``inputs`` and ``loop_stats``: a control thread on absolute deadlines polls the joint
 states, object pose and robot state, ticks, publishes, and sends diagnostics in its slack.
+The policy acts once per measured state: a tick that finds no joint state newer than the one
+it last acted on sends nothing (the controller keeps its target), so a lockstep simulator
+gets one command per period, as the env steps.
 """
 
 from __future__ import annotations
@@ -13,7 +16,6 @@ import time
 from typing import Any
 
 import numpy as np
-from builtin_interfaces.msg import Time
 from diagnostic_msgs.msg import DiagnosticArray
 from geometry_msgs.msg import PoseStamped
 from rclpy.node import Node
@@ -54,6 +56,7 @@ class PolicyNode(Node):
         self._lock = threading.Lock()      # goal, supervisor and statistics
         self._goal: np.ndarray | None = None   # base frame (3,) m, from the executor thread
         self._have_object = False
+        self._acted_ns = 0   # receipt (ns) of the joint state the policy last acted on
         self._stats, self._scheduling = LoopStats(self.period), 'default'
         self._create_interfaces()
         self._running = threading.Event()
@@ -180,7 +183,11 @@ class PolicyNode(Node):
         """Observation, inference, safety pipeline, publish; any bad input holds instead."""
         received_ns, tick_ns = self._joint_states.received_ns, time.time_ns()
         with self._lock:
+            if received_ns == self._acted_ns and not decision.restart:
+                self._stats.repeated_states += 1   # one command per measured state
+                return
             self._stats.timing['state_age'].add(1e-9 * (tick_ns - received_ns))
+        self._acted_ns = received_ns
         problem = self._joint_states.read(self.inputs.joint_state)
         if problem is not None:
             self._bad_message('joint_states', problem, '; holding')
@@ -190,7 +197,7 @@ class PolicyNode(Node):
         if tick.out is None or tick.action is None:
             return self._stop(tick.problem, tick.fault)
         out, action = tick.out, tick.action
-        self._publish_command(out.state, self.inputs.stamp)
+        self._publish_command(out.state)
         done_ns = time.time_ns()
         self._action_pub.publish(Float64MultiArray(data=action.tolist()))
         with self._lock:
@@ -215,9 +222,9 @@ class PolicyNode(Node):
             self.step.state = safety.hold(self.step.state)
             self._publish_command(self.step.state)
 
-    def _publish_command(self, state: safety.SafetyState, stamp: Time | None = None) -> None:
-        """Publish ``state``'s target stamped ``stamp`` (None: now); measure the period here."""
-        self._command(state.target, state.gripper if self.hand else None, stamp)
+    def _publish_command(self, state: safety.SafetyState) -> None:
+        """Publish ``state``'s target; measure the period here."""
+        self._command(state.target, state.gripper if self.hand else None)
         now = time.monotonic()
         with self._lock:
             self._stats.command_sent(now)

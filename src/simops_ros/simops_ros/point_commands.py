@@ -110,23 +110,22 @@ class ArmCommandPublisher:
             node.get_logger().info('gripper widths go as goals to '
                                    f'{node.resolve_topic_name(gripper_action)}')
 
-    def __call__(self, target: np.ndarray, gripper: float | None = None,
-                 stamp: Time | None = None) -> None:
+    def __call__(self, target: np.ndarray, gripper: float | None = None) -> None:
         """Publish the arm ``target`` (7,) rad and ``gripper`` (m), if any.
 
         The gripper width goes on ``/joint_commands``, or as a goal beside a trajectory. A
-        trajectory is stamped by the :class:`SegmentChain` when ``chained``, else with
-        ``stamp`` (the measured state's stamp it was computed from, on the arm's clock) or,
-        when None, this node's clock now.
+        trajectory is stamped by the :class:`SegmentChain` when ``chained``, else zero: the
+        controller starts it when it arrives and reaches ``target`` one period later, so no
+        delivery delay compresses the segment (a stamp in the past would: JTC reaches the
+        point at stamp + period, whenever the message arrives).
         """
         if self.trajectory:
-            previous = None
+            previous, stamp = None, Time()
             if self._chain is not None:
                 ns, previous = self._chain.next(self._clock.now().nanoseconds, target)
                 stamp = Time(sec=ns // 1_000_000_000, nanosec=ns % 1_000_000_000)
-            self._publisher.publish(point_command(
-                self._names, target, self._period,
-                self._clock.now().to_msg() if stamp is None else stamp, previous))
+            self._publisher.publish(point_command(self._names, target, self._period, stamp,
+                                                  previous))
             if gripper is not None and self.gripper is not None:
                 self.gripper(gripper)
             return
