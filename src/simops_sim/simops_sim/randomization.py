@@ -35,7 +35,9 @@ class Conditions:
     factor on every robot link mass and the object mass; ``damping``: factor on joint
     damping; ``servo_gain``: factor on the arm servos' kp and kv; ``delay``: control periods
     between a command and the actuators; ``obs_noise``: standard deviation of the noise on
-    measured joint positions (rad; velocities get 10× that in rad/s).
+    measured joint positions (rad; velocities get 10× that in rad/s); ``object_mass``: factor
+    on the object's mass alone (on top of ``mass``: what a pick-and-place gate varies, the
+    arm's own masses being identified).
     """
 
     friction: float = 1.0
@@ -44,6 +46,7 @@ class Conditions:
     servo_gain: float = 1.0
     delay: int = 0
     obs_noise: float = 0.0
+    object_mass: float = 1.0
 
     def sim_params(self, base: SimParams, arm_joints: tuple[str, ...],
                    mass_bodies: tuple[str, ...], control_period: float) -> SimParams:
@@ -61,7 +64,7 @@ class Conditions:
                             'kv': _times(joint.kv, self.servo_gain)}
             joints[name] = replace(joint, **changed)
         scales = {name: base.body_mass_scale.get(name, 1.0) * self.mass for name in mass_bodies}
-        obj = ObjectParams(mass=_times(base.object.mass, self.mass),
+        obj = ObjectParams(mass=_times(base.object.mass, self.mass * self.object_mass),
                            friction=_times(base.object.friction, self.friction))
         delay = (base.command_delay or 0.0) + self.delay * control_period
         return SimParams(joints=joints, command_delay=delay,
@@ -83,7 +86,8 @@ class DomainRandomization:
 
     Factor ranges are (low, high) around 1; ``delay`` is the largest delay in control
     periods (integers 0..max drawn uniformly); ``obs_noise`` the largest noise std (rad);
-    ``ramp_times`` the policy-node ramp times (s) drawn uniformly per episode.
+    ``ramp_times`` the policy-node ramp times (s) drawn uniformly per episode;
+    ``object_mass`` the factor range on the object's mass alone.
     """
 
     friction: tuple[float, float]
@@ -93,6 +97,7 @@ class DomainRandomization:
     delay: int
     obs_noise: float
     ramp_times: tuple[float, ...]
+    object_mass: tuple[float, float]
 
     def sample(self, rng: np.random.Generator, level: float) -> tuple[Conditions, float]:
         """Draw conditions and a ramp time at curriculum ``level`` in [0, 1] (1 = full).
@@ -111,7 +116,8 @@ class DomainRandomization:
             delay=int(rng.integers(0, round(self.delay * level) + 1)),
             obs_noise=float(rng.uniform(0.0, self.obs_noise * level)))
         ramp = float(self.ramp_times[int(rng.integers(len(self.ramp_times)))])
-        return conditions, ramp
+        # drawn last, so the draws above do not change with it
+        return replace(conditions, object_mass=factor(self.object_mass)), ramp
 
     def sampler(self, nominal: SimParams, arm_joints: tuple[str, ...],
                 mass_bodies: tuple[str, ...], period: float) -> Sampler:
@@ -132,20 +138,24 @@ Sampler = Callable[[SimParams, np.random.Generator], SimParams]
 
 
 @cache
-def default_randomization() -> DomainRandomization:
-    """The ranges of ``config/randomization.yaml``."""
-    return load_randomization(RANDOMIZATION_FILE, complete=True)
+def default_randomization(task: str = 'randomization') -> DomainRandomization:
+    """The ranges of ``config/randomization.yaml`` under ``task``.
+
+    ``randomization``: the simulator node's and the reach task's; ``pick_and_place``.
+    """
+    return load_randomization(RANDOMIZATION_FILE, complete=True, key=task)
 
 
-def load_randomization(path: str | Path, complete: bool = False) -> DomainRandomization:
-    """The ``randomization`` mapping of a YAML file (e.g. the gate's ``dr_suggestion.yaml``).
+def load_randomization(path: str | Path, complete: bool = False,
+                       key: str = 'randomization') -> DomainRandomization:
+    """The ``key`` mapping of a YAML file (e.g. the gate's ``dr_suggestion.yaml``).
 
     Missing fields keep the defaults (all must be present when ``complete``); raises
     :class:`RandomizationError` naming a bad field.
     """
     file, raw = read_yaml(path, RandomizationError, 'randomisation')
     check = Fields(str(file), RandomizationError)
-    table = check.mapping(check.mapping(raw, '').get('randomization'), 'randomization')
+    table = check.mapping(check.mapping(raw, '').get(key), key)
     return parse_randomization(table, str(path), complete)
 
 
