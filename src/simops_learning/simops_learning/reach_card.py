@@ -16,9 +16,9 @@ goal_position         x, y, z                               m, base frame
 last_action           7 joints + gripper                    the previous clipped action
 ====================  ====================================  ==========================
 
-Two frames, oldest first: 2 × 33 = 66 values. Actions: 7 joint deltas (0.05 rad per unit,
-added to the last commanded target, so an action delay does not slow the arm down) and a
-gripper command (-1 closed … +1 open), clipped to ±1.
+Two frames, oldest first: 2 × 33 = 66 values (pick-and-place: 3 frames, 99 values).
+Actions: 7 joint deltas (0.05 rad per unit, added to the last commanded target, so an action
+delay does not slow the arm down) and a gripper command (-1 closed … +1 open), clipped to ±1.
 """
 
 from __future__ import annotations
@@ -38,8 +38,12 @@ PLACEHOLDER_SHA256 = '0' * 64
 
 
 def reach_card(spec: RobotSpec, sha256: str = PLACEHOLDER_SHA256,
-               training: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The reach card as a YAML-ready mapping for robot ``spec``."""
+               training: dict[str, Any] | None = None,
+               history: int = HISTORY) -> dict[str, Any]:
+    """The card as a YAML-ready mapping for robot ``spec``.
+
+    ``history``: observation frames (the reach policy's 2, pick-and-place's 3).
+    """
     arm = list(spec.arm_joints)
     terms: list[dict[str, Any]] = [
         {'source': 'joint_position', 'fields': arm, 'offset': [float(v) for v in spec.home]},
@@ -53,7 +57,7 @@ def reach_card(spec: RobotSpec, sha256: str = PLACEHOLDER_SHA256,
     return {
         'version': CARD_VERSION, 'sha256': sha256, 'robot': spec.name,
         'control_rate': CONTROL_RATE,
-        'observation': {'history': HISTORY, 'history_order': 'oldest_first', 'terms': terms},
+        'observation': {'history': history, 'history_order': 'oldest_first', 'terms': terms},
         'action': {'joints': arm, 'gripper': True, 'clip': 1.0, 'scale': ACTION_SCALE,
                    'reference': 'last_command'},
         'training': dict(training or {}),

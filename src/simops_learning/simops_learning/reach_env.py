@@ -42,7 +42,7 @@ from simops_core.policy_step import PolicyStep, StepSettings
 from simops_core.robot_spec import load_robot_spec
 from simops_core.sim_params import SimParams, load_sim_params, merge_sim_params
 from simops_learning.curriculum import Curriculum
-from simops_learning.reach_card import parse_card, reach_card
+from simops_learning.reach_card import HISTORY, parse_card, reach_card
 from simops_sim.physics import Physics
 from simops_sim.randomization import Conditions, DomainRandomization
 from simops_sim.trajectory_plan import TrajectoryPlan, point_goal
@@ -72,6 +72,7 @@ class FR3ReachEnv(gym.Env):
     """
 
     metadata: dict[str, Any] = {'render_modes': []}  # noqa: RUF012 - gymnasium's API
+    card_history = HISTORY   # frames of the default card layout
 
     def __init__(self, card_path: str | Path | None = None,
                  sim_params_file: str | Path | None = None,
@@ -87,7 +88,8 @@ class FR3ReachEnv(gym.Env):
         spec = self.spec_robot
         self.card: PolicyCard = (
             load_policy_card(card_path, spec.joint_names, spec.arm_joints) if card_path
-            else parse_card(reach_card(spec), spec, Path('<reach card layout>')))
+            else parse_card(reach_card(spec, history=self.card_history), spec,
+                            Path('<card layout>')))
         self.safety = safety or StepSettings()
         self.policy_step = PolicyStep(self.card, spec, self.safety)
         self.ramp_time = self.safety.ramp_time   # this episode's (randomised) ramp, s
@@ -130,10 +132,11 @@ class FR3ReachEnv(gym.Env):
         ramp = float(options.get('ramp_time', ramp))
         goal = options.get('goal')
         self.goal = (np.asarray(goal, dtype=float).copy() if goal is not None
-                     else rng.uniform(WORKSPACE_LOW, WORKSPACE_HIGH))
+                     else self._sample_goal(rng))
         self._set_conditions(conditions)
         self.ramp_time = ramp
         self.physics.reset_keyframe(self.keyframe)
+        self._arrange(rng, options)
         self.physics.set_goal_pose(self.goal, np.array([1.0, 0.0, 0.0, 0.0]))
         self.episodes += 1
         self._steps = 0
@@ -142,6 +145,21 @@ class FR3ReachEnv(gym.Env):
         arm = len(self.spec_robot.arm_joints)
         obs = self.policy_step.restart(float(self.policy_step.raw.joint_position[arm:].sum()))
         return obs.copy(), self._info(fault=False)
+
+    def _sample_goal(self, rng: np.random.Generator) -> np.ndarray:
+        """A goal (3,) m, base frame, when ``reset`` is given none: uniform in the workspace."""
+        return rng.uniform(WORKSPACE_LOW, WORKSPACE_HIGH)
+
+    def _arrange(self, rng: np.random.Generator, options: dict[str, Any]) -> None:
+        """Place the scene's objects after the keyframe reset (the reach task leaves them)."""
+
+    def _advance(self) -> None:
+        """Run one control period of physics steps."""
+        self.physics.step(self.substeps)
+
+    def _reward(self, info: dict[str, Any], action: np.ndarray) -> float:
+        """Minus the flange-goal distance (m), plus the success bonus."""
+        return -info['distance'] + (SUCCESS_BONUS if info['is_success'] else 0.0)
 
     def _set_conditions(self, conditions: Conditions) -> None:
         if conditions != self._applied:
@@ -161,7 +179,7 @@ class FR3ReachEnv(gym.Env):
                                       physics.arm_target))
         if self.card.action.gripper:
             physics.set_gripper_width(out.state.gripper)
-        physics.step(self.substeps)
+        self._advance()
         self._steps += 1
         self._measure()
         obs = self.policy_step.observe()
@@ -169,7 +187,7 @@ class FR3ReachEnv(gym.Env):
         too_fast = self.policy_step.out_of_domain() is not None
         info['out_of_domain'] = too_fast
         success = info['is_success']
-        reward = -info['distance'] + (SUCCESS_BONUS if success else 0.0)
+        reward = self._reward(info, out.action)
         truncated = self._steps >= self.max_episode_steps
         stopped = info['protective_stop'] != ''
         return (obs.copy(), float(reward), bool(success or too_fast or stopped), truncated,
