@@ -27,7 +27,7 @@ from torch import nn
 
 from simops_core.policy_card import PolicyCard, file_sha256
 from simops_core.robot_spec import RobotSpec
-from simops_learning.reach_card import reach_card, write_card
+from simops_learning.reach_card import HISTORY, reach_card, write_card
 
 
 class PosturePolicy(nn.Module):
@@ -100,9 +100,11 @@ def _locate(card: PolicyCard, source: str, names: Sequence[str]
     raise ValueError(f'the card observes no {source}; the reach policy needs it')
 
 
-def export_policy(policy: PosturePolicy, spec: RobotSpec, stem: Path, observation_size: int,
-                  training: dict[str, Any]) -> tuple[Path, Path, Path]:
+def export_policy(policy: nn.Module, spec: RobotSpec, stem: Path, observation_size: int,
+                  training: dict[str, Any], history: int = HISTORY) -> tuple[Path, Path, Path]:
     """Write ``stem.pt`` (TorchScript), ``stem.pt2`` (torch.export) and their cards.
+
+    ``history``: the card's observation frames (reach 2, pick-and-place 3).
 
     ``stem.yaml`` is the card of ``stem.pt`` (the policy node's default card path);
     ``stem.pt2.yaml`` the card of ``stem.pt2`` (pass it as ``card_path``). Returns the three
@@ -116,8 +118,8 @@ def export_policy(policy: PosturePolicy, spec: RobotSpec, stem: Path, observatio
         warnings.simplefilter('ignore', DeprecationWarning)
         torch.jit.script(policy).save(str(script_path))
     torch.export.save(torch.export.export(policy, (example,)), str(export_path))
-    card_path = write_card(reach_card(spec, file_sha256(script_path), training),
+    card_path = write_card(reach_card(spec, file_sha256(script_path), training, history),
                            stem.with_suffix('.yaml'))
-    write_card(reach_card(spec, file_sha256(export_path), training),
+    write_card(reach_card(spec, file_sha256(export_path), training, history),
                stem.with_name(stem.name + '.pt2.yaml'))
     return script_path, export_path, card_path

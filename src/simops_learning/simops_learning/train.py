@@ -33,6 +33,7 @@ import torch
 from simops_core.command_line import CommandLineParser, exit_codes
 from simops_learning.expert import ExpertGains, ReachExpert
 from simops_learning.network import PosturePolicy, export_policy
+from simops_learning.pick_train import PickTrainConfig, train_pick_and_export
 from simops_learning.reach_env import WORKSPACE_HIGH, WORKSPACE_LOW, FR3ReachEnv
 from simops_sim.randomization import (
     DomainRandomization,
@@ -204,30 +205,52 @@ def main(argv: list[str] | None = None) -> int:
         'export STEM.pt, STEM.pt2 and their cards (STEM.yaml, STEM.pt2.yaml).',
         exit_codes({EXIT_OK: 'trained and exported', EXIT_FAILED: 'the export failed',
                     EXIT_USAGE: 'bad command line'}))
+    parser.add_argument('--task', choices=('reach', 'pick-place'), default='reach',
+                        help='reach (IK expert, posture network) or pick-place (grasp expert, '
+                             'DAgger with a randomisation curriculum)')
+    parser.add_argument('--rounds', type=int, default=PickTrainConfig.rounds,
+                        help='pick-place: DAgger rounds')
+    parser.add_argument('--episodes', type=int, default=PickTrainConfig.episodes,
+                        help='pick-place: episodes per round')
+    parser.add_argument('--ppo-iterations', type=int, default=0,
+                        help='pick-place: PPO iterations (RSL-RL) after DAgger (default 0)')
     parser.add_argument('--robot', default=defaults.robot,
                         help='robot spec (config/robot/<robot>.yaml; scene models/<robot>)')
-    parser.add_argument('--out', help='output stem (default models/policy/<robot>_reach)')
+    parser.add_argument('--out', help='output stem (default models/policy/<robot>_reach or '
+                                      '<robot>_pick_place)')
     parser.add_argument('--seed', type=int, default=defaults.seed)
     parser.add_argument('--goals', type=int, default=defaults.goals,
                         help='goals labelled by the expert')
-    parser.add_argument('--updates', type=int, default=defaults.updates, help='Adam steps')
+    parser.add_argument('--updates', type=int,
+                        help=f'Adam steps (reach: {defaults.updates}; pick-place: per round, '
+                             f'{PickTrainConfig.updates})')
     parser.add_argument('--eval-episodes', type=int, default=defaults.eval_episodes,
-                        help='randomised rollouts per candidate gain')
+                        help='randomised rollouts per candidate gain (pick-place: of the '
+                             'final policy)')
     parser.add_argument('--workers', type=int, default=defaults.workers)
     parser.add_argument('--randomization', type=Path,
                         help='YAML with a "randomization" mapping (e.g. the dr_suggestion.yaml '
-                             'that simops-validate writes); default: the built-in ranges')
+                             'that simops-validate writes); default: the built-in ranges of '
+                             'the task')
     args = parser.parse_args(argv)
-    if min(args.goals, args.updates, args.eval_episodes, args.workers) < 1 or args.goals < 10:
-        print('simops-train: error: --goals must be >= 10 and --updates, --eval-episodes and '
-              '--workers >= 1', file=sys.stderr)
+    if args.updates is None:
+        args.updates = (PickTrainConfig.updates if args.task == 'pick-place'
+                        else defaults.updates)
+    if (min(args.goals, args.updates, args.eval_episodes, args.workers, args.rounds,
+            args.episodes) < 1 or args.goals < 10 or args.ppo_iterations < 0):
+        print('simops-train: error: --goals must be >= 10, --updates, --eval-episodes, '
+              '--workers, --rounds and --episodes >= 1 and --ppo-iterations >= 0',
+              file=sys.stderr)
         return EXIT_USAGE
+    key = 'pick_and_place' if args.task == 'pick-place' else 'randomization'
     try:
-        randomization = (load_randomization(args.randomization) if args.randomization
-                         else default_randomization())
+        randomization = (load_randomization(args.randomization, key='randomization')
+                         if args.randomization else default_randomization(key))
     except ValueError as exc:
         print(f'simops-train: error: {exc}', file=sys.stderr)
         return EXIT_USAGE
+    if args.task == 'pick-place':
+        return train_pick_and_export(args, randomization)
     config = TrainConfig(robot=args.robot, seed=args.seed, goals=args.goals, updates=args.updates,
                          eval_episodes=args.eval_episodes, workers=args.workers,
                          randomization=randomization)

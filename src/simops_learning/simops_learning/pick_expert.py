@@ -1,0 +1,134 @@
+"""Scripted grasp expert for ``SimOps/FR3PickPlace-v0``: top grasps by phase.
+
+Every tick it reads the observation's quantities (measured arm joints, gripper width, cube
+pose, goal; base frame, m, rad), picks the phase they imply, and steps the grasp point
+(``GRASP_DEPTH`` below the flange, between the finger pads) a fraction ``gain`` of the way
+to the phase's target through the policy's own
+:class:`~simops_learning.pick_network.TaskSpaceLaw` (the hand kept pointing down, its fingers
+square to the cube's faces):
+
+============  ===================================================  ========
+phase         when                                                 gripper
+============  ===================================================  ========
+``carry``     the hand is shut on the cube: lift it to ``lift``,   closed
+              move over the goal, lower it onto the goal
+``close``     the grasp point is on the cube, or the hand is closing   closed
+              around it
+``descend``   the hand is over the cube: down, at most ``descent``  open
+              per step
+``approach``  otherwise: ``hover`` over the cube (straight up first    open
+              when the hand is low beside it)
+============  ===================================================  ========
+
+The phase is a function of the observation, so a learner imitates it without hidden state:
+the expert's decision (the step and the gripper command) is what the policy network learns.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from simops_learning.pick_env import CUBE_HALF
+from simops_learning.pick_network import TaskSpaceLaw
+
+PHASES = ('approach', 'descend', 'close', 'carry')
+UP = np.array([0.0, 0.0, 1.0])
+
+
+@dataclass(frozen=True)
+class PickGains:
+    """Expert settings (m).
+
+    ``gain``: fraction of the way to the target stepped per tick; ``pinch``: height of the
+    grasp point over the cube's centre when it closes (the fingertips then clear the table);
+    ``hover``: height over that before descending toward at most ``descent`` below the grasp
+    point; ``lift``:
+    height of the carried cube's centre while it travels; ``over`` and ``at``: horizontal
+    and vertical tolerances for closing (and ``over`` for "over the goal"); ``near``: how
+    far the cube may sit from the grasp point while descending, closing or carried;
+    ``held``: the largest opening that counts as shut on the cube; ``open``: below this
+    opening, with the cube between the fingers, the hand keeps closing (the vertical
+    tolerance then no longer applies, so a delayed arm's bobbing does not reopen it).
+    """
+
+    gain: float = 0.3
+    pinch: float = 0.02
+    hover: float = 0.08
+    descent: float = 0.015
+    lift: float = 0.12
+    over: float = 0.01
+    near: float = 0.02
+    at: float = 0.006
+    held: float = 2 * CUBE_HALF + 0.006
+    open: float = 0.075
+
+
+class PickExpert:
+    """Maps the pick-and-place observation's quantities to a decision and an action (8,).
+
+    The decision is the grasp point's step and the gripper command; ``law`` turns it into
+    the joint deltas.
+    """
+
+    def __init__(self, law: TaskSpaceLaw, gains: PickGains | None = None) -> None:
+        self.law = law
+        self.gains = gains or PickGains()
+        self.phase = PHASES[0]
+
+    def decide(self, q: np.ndarray, width: float, cube: np.ndarray, goal: np.ndarray
+               ) -> tuple[np.ndarray, float]:
+        """The grasp point's step (3,) m and the gripper command (+1 open, -1 closed).
+
+        From the measured arm ``q`` (7,) rad, the opening ``width`` m, the cube's centre and
+        the ``goal`` (3,) m.
+        """
+        g = self.gains
+        with torch.inference_mode():
+            grasp = self.law.grasp(torch.as_tensor(q, dtype=torch.float32)[None])[0][0]
+        grasp = grasp.numpy().astype(float)
+        pinch = cube + UP * g.pinch     # where the grasp point holds the cube
+        horizontal = float(np.linalg.norm(grasp[:2] - cube[:2]))
+        vertical = float(grasp[2] - pinch[2])
+        if width <= g.held and horizontal < g.near and abs(vertical) < g.near:
+            self.phase, gripper = 'carry', -1.0
+            return g.gain * (self._carry_target(cube, goal) - cube), gripper
+        closing = width < g.open and horizontal < g.near and abs(vertical) < g.near
+        if closing or (horizontal < g.over and abs(vertical) < g.at):
+            self.phase, gripper, target = 'close', -1.0, pinch
+        elif horizontal < g.near and vertical < g.hover + g.near:
+            self.phase, gripper = 'descend', 1.0
+            target = np.array([*cube[:2], max(pinch[2], grasp[2] - g.descent)])
+        else:
+            self.phase, gripper, target = 'approach', 1.0, pinch + UP * g.hover
+            if vertical < g.hover - g.near:   # low beside the cube: rise before moving across
+                target = np.array([*grasp[:2], target[2]])
+        return g.gain * (target - grasp), gripper
+
+    def action(self, q: np.ndarray, move: np.ndarray, gripper: float,
+               cube_quat: np.ndarray) -> np.ndarray:
+        """Action (8,) that executes a decision: the law's joint deltas, then ``gripper``."""
+        with torch.inference_mode():
+            arm = self.law(torch.as_tensor(q, dtype=torch.float32)[None],
+                           torch.as_tensor(move, dtype=torch.float32)[None],
+                           torch.tensor([_yaw(cube_quat)]))[0]
+        return np.append(arm.numpy().astype(float), gripper)
+
+    def _carry_target(self, cube: np.ndarray, goal: np.ndarray) -> np.ndarray:
+        """Where the carried cube's centre goes next: up, across at ``lift``, down."""
+        g = self.gains
+        travel = float(np.linalg.norm(goal[:2] - cube[:2]))
+        cruise = max(g.lift, float(goal[2]))
+        if travel < g.over:
+            return goal.copy()
+        if cube[2] < cruise - 0.02:
+            return np.array([cube[0], cube[1], cruise])
+        return np.array([goal[0], goal[1], cruise])
+
+
+def _yaw(quat_xyzw: np.ndarray) -> float:
+    """The yaw (rad) of a quaternion x-y-z-w about the base z axis."""
+    x, y, z, w = (float(v) for v in quat_xyzw)
+    return float(np.arctan2(2 * (w * z + x * y), 1 - 2 * (y * y + z * z)))

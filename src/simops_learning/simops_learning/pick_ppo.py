@@ -1,0 +1,146 @@
+"""PPO fine-tuning of the pick-and-place policy with RSL-RL (``rsl-rl-lib``), on top of DAgger.
+
+RSL-RL's :class:`~rsl_rl.runners.OnPolicyRunner` trains the policy's decision network (the
+MLP of :class:`~simops_learning.pick_network.PickPolicy`) as its actor: RSL-RL's
+``MLPModel`` with the same layers and activation, its weights copied in from the cloned
+network and back out after training, and a Gaussian of ``init_std`` around it. The
+environment is :class:`DecisionEnv`: ``num_envs`` copies of ``SimOps/FR3PickPlace-v0`` in
+this process at full randomisation, observed through the network's standardised inputs and
+acted on through its decision (the grasp point's step and the gripper command), which the
+policy's own task-space law turns into joint deltas. What PPO changes is therefore exactly
+what the exported module runs.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from rsl_rl.env import VecEnv
+from rsl_rl.runners import OnPolicyRunner
+from tensordict import TensorDict
+
+from simops_learning.pick_env import MAX_EPISODE_STEPS, FR3PickPlaceEnv
+from simops_learning.pick_network import MOVE_UNIT, PickPolicy
+from simops_sim.randomization import DomainRandomization
+
+DECISION_SIZE = 4   # the grasp point's step (3, in MOVE_UNIT) and the gripper command
+
+
+@dataclass(frozen=True)
+class PPOConfig:
+    """PPO settings (RSL-RL's names): rollout length per env and iteration, and the update."""
+
+    num_envs: int = 8
+    num_steps_per_env: int = 64
+    critic_warmup: int = 20          # iterations that train only the critic, the actor frozen
+    learning_rate: float = 1e-5
+    num_learning_epochs: int = 4
+    num_mini_batches: int = 4
+    entropy_coef: float = 0.0
+    desired_kl: float = 0.01
+    init_std: float = 0.05
+    critic_hidden: tuple[int, ...] = (256, 256)
+
+
+class DecisionEnv(VecEnv):
+    """Pick-and-place envs seen through ``policy``'s decision; see the module docstring.
+
+    Observations: group ``policy``, (num_envs, 15) standardised network inputs. Actions:
+    (num_envs, 4). Episodes reset themselves, seeded from ``seed`` on.
+    """
+
+    def __init__(self, policy: PickPolicy, num_envs: int, randomization: DomainRandomization,
+                 seed: int, robot: str = 'fr3') -> None:
+        self.policy = policy
+        self.envs = [FR3PickPlaceEnv(randomization=randomization, robot=robot)
+                     for _ in range(num_envs)]
+        self.num_envs, self.num_actions = num_envs, DECISION_SIZE
+        self.max_episode_length = MAX_EPISODE_STEPS
+        self.episode_length_buf = torch.zeros(num_envs, dtype=torch.long)
+        self.device, self.cfg = 'cpu', {}
+        self._seeds = itertools.count(seed)
+        self.successes: list[bool] = []
+        self._observations = np.stack([self._reset(env) for env in self.envs])
+
+    def _reset(self, env: FR3PickPlaceEnv) -> np.ndarray:
+        return env.reset(seed=next(self._seeds), options={'level': 1.0})[0]
+
+    def _inputs(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        with torch.no_grad():
+            return self.policy.inputs(torch.as_tensor(self._observations))
+
+    def get_observations(self) -> TensorDict:
+        """The network's standardised inputs of every env."""
+        features, _, _ = self._inputs()
+        standard = (features - self.policy.input_mean) / self.policy.input_std
+        return TensorDict({'policy': standard}, batch_size=[self.num_envs])
+
+    def step(self, actions: torch.Tensor) -> tuple[TensorDict, torch.Tensor, torch.Tensor, dict]:
+        """Apply decisions (num_envs, 4); reset finished episodes."""
+        _, q, cube_yaw = self._inputs()
+        with torch.no_grad():
+            arm = self.policy.law(q, actions[:, :3] * MOVE_UNIT, cube_yaw)
+            full = torch.cat([arm, torch.clamp(actions[:, 3:], -1.0, 1.0)], dim=1).numpy()
+        rewards = torch.zeros(self.num_envs)
+        dones = torch.zeros(self.num_envs, dtype=torch.long)
+        timeouts = torch.zeros(self.num_envs)
+        for i, env in enumerate(self.envs):
+            obs, reward, terminated, truncated, info = env.step(full[i].astype(float))
+            rewards[i] = reward
+            self.episode_length_buf[i] += 1
+            if terminated or truncated:
+                dones[i], timeouts[i] = 1, float(truncated and not terminated)
+                self.successes.append(bool(info['is_success']))
+                obs = self._reset(env)
+                self.episode_length_buf[i] = 0
+            self._observations[i] = obs
+        recent = self.successes[-100:]
+        log = {'/pick_place/success': float(np.mean(recent)) if recent else 0.0}
+        return self.get_observations(), rewards, dones, {'time_outs': timeouts, 'log': log}
+
+
+def fine_tune(policy: PickPolicy, iterations: int, randomization: DomainRandomization,
+              hidden: tuple[int, ...], seed: int, config: PPOConfig | None = None,
+              log: Callable[[str], None] = print) -> float:
+    """Fine-tune ``policy``'s network in place for ``iterations`` PPO iterations.
+
+    ``config.critic_warmup`` iterations first train only the critic.
+
+    Returns the success rate of the episodes that ended during training.
+    """
+    c = config or PPOConfig()
+    torch.manual_seed(seed)
+    env = DecisionEnv(policy, c.num_envs, randomization, seed * 1_000_003 + 700_000)
+    cfg = {
+        'algorithm': {'class_name': 'PPO', 'learning_rate': c.learning_rate,
+                      'num_learning_epochs': c.num_learning_epochs,
+                      'num_mini_batches': c.num_mini_batches, 'entropy_coef': c.entropy_coef,
+                      'desired_kl': c.desired_kl, 'schedule': 'fixed'},
+        'actor': {'class_name': 'MLPModel', 'hidden_dims': list(hidden), 'activation': 'tanh',
+                  'distribution_cfg': {'class_name': 'GaussianDistribution',
+                                       'init_std': c.init_std}},
+        'critic': {'class_name': 'MLPModel', 'hidden_dims': list(c.critic_hidden),
+                   'activation': 'tanh'},
+        'obs_groups': {'actor': ['policy'], 'critic': ['policy']},
+        'num_steps_per_env': c.num_steps_per_env, 'save_interval': max(1, iterations),
+    }
+    runner = OnPolicyRunner(env, cfg, log_dir=None, device='cpu')
+    actor = runner.alg.get_policy()
+    actor.mlp.load_state_dict(policy.body.state_dict())
+    # The critic starts untrained: its first advantages would drag the cloned actor off, so it
+    # learns the returns of the cloned policy first (a frozen actor gets no Adam steps).
+    actor.requires_grad_(False)
+    runner.learn(c.critic_warmup)
+    actor.requires_grad_(True)
+    runner.learn(iterations)
+    policy.body.load_state_dict(actor.mlp.state_dict())
+    success = float(np.mean(env.successes)) if env.successes else 0.0
+    log(f'PPO (rsl-rl-lib): {c.critic_warmup} critic and {iterations} PPO iterations x '
+        f'{c.num_envs} envs x '
+        f'{c.num_steps_per_env} steps, {len(env.successes)} episodes ended, {success:.0%} '
+        'succeeded during training')
+    return success

@@ -1,0 +1,255 @@
+"""``simops-train --task pick-place``: the pick-and-place policy, by DAgger from the grasp expert.
+
+1. **Round 0**: the scripted expert (:mod:`simops_learning.pick_expert`) runs episodes of
+   ``SimOps/FR3PickPlace-v0``; every observation is kept with the expert's action.
+2. **DAgger rounds**: the current :class:`~simops_learning.pick_network.PickPolicy` drives
+   (the expert's action is executed instead with probability ``beta``, halving per round);
+   the expert labels every state the policy visits; the aggregated data refit the network
+   (MSE on the action, Adam, one torch thread).
+3. **Curriculum**: rounds run without randomisation until the policy alone succeeds in more
+   than ``promote`` of its episodes; each later round raises the randomisation level by
+   ``level_step`` toward the full ``pick_and_place`` ranges of ``config/randomization.yaml``.
+4. Optionally (``ppo_iterations``) PPO fine-tuning with RSL-RL
+   (:mod:`simops_learning.pick_ppo`) of the cloned network at full randomisation.
+5. A final evaluation of the policy alone at full randomisation.
+
+Rollouts run in ``workers`` processes. Same seed and settings give the same weights
+(episode seeds are fixed, labelling is deterministic, fitting single-threaded).
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import multiprocessing
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from simops_learning.network import export_policy
+from simops_learning.pick_env import PICK_HISTORY, FR3PickPlaceEnv
+from simops_learning.pick_expert import PickExpert, PickGains
+from simops_learning.pick_network import MOVE_UNIT, PickPolicy
+from simops_learning.pick_ppo import PPOConfig, fine_tune
+from simops_sim.randomization import DomainRandomization, default_randomization
+
+Log = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class PickTrainConfig:
+    """DAgger settings; counts are episodes, rounds and updates."""
+
+    robot: str = 'fr3'
+    seed: int = 0
+    rounds: int = 10
+    episodes: int = 80               # per round
+    eval_episodes: int = 60
+    hidden: tuple[int, ...] = (256, 256)
+    updates: int = 5000              # per round
+    batch: int = 512
+    learning_rate: float = 1e-3
+    beta: float = 0.5                # expert share in round 1, halving per round
+    promote: float = 0.9             # policy success that starts the randomisation
+    level_step: float = 0.34
+    ppo_iterations: int = 0          # PPO fine-tuning after DAgger (RSL-RL), 0: none
+    workers: int = 2
+    gains: PickGains = field(default_factory=PickGains)
+    randomization: DomainRandomization = field(
+        default_factory=lambda: default_randomization('pick_and_place'))
+
+
+@dataclass(frozen=True)
+class RolloutJob:
+    """Episodes for one worker: ``policy`` a TorchScript archive (None: the expert drives)."""
+
+    policy: bytes | None
+    seeds: tuple[int, ...]
+    beta: float
+    level: float
+    config: PickTrainConfig
+
+
+@dataclass
+class Rollouts:
+    """The states visited and the expert's decisions there.
+
+    Observations (N, obs) float32, decisions (N, 4) (the grasp point's step in
+    ``MOVE_UNIT``, the gripper command), and per episode whether it succeeded.
+    """
+
+    observations: np.ndarray
+    actions: np.ndarray
+    successes: list[bool]
+
+
+def expert_action(expert: PickExpert, env: FR3PickPlaceEnv) -> tuple[np.ndarray, np.ndarray]:
+    """The expert's action (8,) and decision (4,) on the env's observation (noise included)."""
+    raw = env.policy_step.raw
+    arm = len(env.spec_robot.arm_joints)
+    q, width = raw.joint_position[:arm].copy(), float(raw.joint_position[arm:].sum())
+    cube, goal = raw.object_position.copy(), raw.goal_position.copy()
+    move, gripper = expert.decide(q, width, cube, goal)
+    action = expert.action(q, move, gripper, raw.object_quaternion.copy())
+    return action, np.append(move / MOVE_UNIT, gripper)
+
+
+def rollout(job: RolloutJob) -> Rollouts:
+    """Worker: run the job's episodes, labelling every visited state with the expert."""
+    torch.set_num_threads(1)
+    config = job.config
+    env = FR3PickPlaceEnv(randomization=config.randomization, robot=config.robot)
+    expert = PickExpert(new_policy(env, config).law, config.gains)
+    module = None if job.policy is None else torch.jit.load(io.BytesIO(job.policy))
+    observations, actions, successes = [], [], []
+    for seed in job.seeds:
+        obs, info = env.reset(seed=seed, options={'level': job.level})
+        coin = np.random.default_rng([seed, 1])
+        while True:
+            action, label = expert_action(expert, env)
+            observations.append(obs)
+            actions.append(label)
+            if module is not None and coin.random() >= job.beta:
+                with torch.inference_mode():
+                    action = module(torch.as_tensor(obs)[None])[0].numpy().astype(float)
+            obs, _, terminated, truncated, info = env.step(action)
+            if terminated or truncated:
+                break
+        successes.append(bool(info['is_success']))
+    return Rollouts(np.array(observations, dtype=np.float32),
+                    np.array(actions, dtype=np.float32), successes)
+
+
+def new_policy(env: FR3PickPlaceEnv, config: PickTrainConfig) -> PickPolicy:
+    """An untrained policy for ``env``'s card and model."""
+    return PickPolicy(env.card, env.spec_robot, env.physics.model, env.physics.index,
+                      config.hidden)
+
+
+def fit(policy: PickPolicy, observations: np.ndarray, decisions: np.ndarray,
+        config: PickTrainConfig, generator: torch.Generator) -> float:
+    """Refit ``policy``'s network by MSE on the expert's decisions; return the last loss."""
+    with torch.no_grad():
+        x = policy.inputs(torch.as_tensor(observations))[0]
+    policy.set_normalization(x.numpy())
+    y = torch.as_tensor(decisions)
+    optimizer = torch.optim.Adam(policy.body.parameters(), lr=config.learning_rate)
+    schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, config.updates)
+    loss = torch.zeros(())
+    for _ in range(config.updates):
+        batch = torch.randint(len(x), (config.batch,), generator=generator)
+        loss = torch.mean((policy.head(x[batch]) - y[batch]) ** 2)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        schedule.step()
+    return float(loss.item())
+
+
+def scripted(policy: PickPolicy) -> bytes:
+    """The policy as a TorchScript archive."""
+    buffer = io.BytesIO()
+    torch.jit.save(torch.jit.script(policy.eval()), buffer)
+    return buffer.getvalue()
+
+
+def run_round(pool: Any, config: PickTrainConfig, policy: bytes | None, first_seed: int,
+              episodes: int, beta: float, level: float) -> Rollouts:
+    """``episodes`` episodes from seed ``first_seed`` on, split over the workers."""
+    seeds = [first_seed + i for i in range(episodes)]
+    jobs = [RolloutJob(policy, tuple(seeds[w::config.workers]), beta, level, config)
+            for w in range(config.workers)]
+    parts = pool.map(rollout, jobs)
+    return Rollouts(np.concatenate([p.observations for p in parts]),
+                    np.concatenate([p.actions for p in parts]),
+                    [s for p in parts for s in p.successes])
+
+
+def train_pick(config: PickTrainConfig, log: Log = print) -> tuple[PickPolicy, dict[str, Any]]:
+    """DAgger with the curriculum; return the policy and the training metadata for its card."""
+    torch.set_num_threads(1)
+    torch.manual_seed(config.seed)
+    generator = torch.Generator().manual_seed(config.seed)
+    started = time.monotonic()
+    env = FR3PickPlaceEnv(robot=config.robot)
+    policy = new_policy(env, config)
+    base = config.seed * 1_000_003
+    level, history = 0.0, []
+    context = multiprocessing.get_context('spawn')
+    with context.Pool(config.workers) as pool:
+        data = run_round(pool, config, None, base, config.episodes, 1.0, level)
+        log(f'round 0: expert {np.mean(data.successes):.0%} success, {len(data.actions)} '
+            f'samples, {time.monotonic() - started:.0f} s')
+        observations, actions = [data.observations], [data.actions]
+        for round_ in range(1, config.rounds + 1):
+            loss = fit(policy, np.concatenate(observations), np.concatenate(actions), config,
+                       generator)
+            beta = config.beta ** round_
+            data = run_round(pool, config, scripted(policy), base + round_ * 10_000,
+                             config.episodes, beta, level)
+            observations.append(data.observations)
+            actions.append(data.actions)
+            success = float(np.mean(data.successes))
+            history.append({'round': round_, 'level': round(level, 3), 'beta': beta,
+                            'success': success, 'loss': loss})
+            log(f'round {round_}: level {level:.2f}, expert share {beta:.3f}, success '
+                f'{success:.0%}, loss {loss:.4f}, {sum(len(a) for a in actions)} samples, '
+                f'{time.monotonic() - started:.0f} s')
+            if level > 0 or success > config.promote:
+                level = min(1.0, level + config.level_step)
+        loss = fit(policy, np.concatenate(observations), np.concatenate(actions), config,
+                   generator)
+        ppo_success = None
+        if config.ppo_iterations:
+            ppo_success = fine_tune(policy, config.ppo_iterations, config.randomization,
+                                    config.hidden, config.seed, log=log)
+        final = run_round(pool, config, scripted(policy), base + 900_000, config.eval_episodes,
+                          0.0, 1.0)
+    success = float(np.mean(final.successes))
+    log(f'final: policy alone at full randomisation {success:.1%} of {config.eval_episodes} '
+        f'episodes, {time.monotonic() - started:.0f} s')
+    metadata = {
+        'framework': f'torch {torch.__version__}',
+        'algorithm': 'DAgger from the scripted grasp expert, curriculum on randomisation',
+        'policy': 'kinematics layer + MLP (simops_learning.pick_network)',
+        'seed': config.seed, 'rounds': config.rounds, 'episodes_per_round': config.episodes,
+        'hidden': list(config.hidden), 'updates_per_round': config.updates,
+        'final_loss': round(loss, 5), 'rounds_log': history,
+        'ppo': ({'library': 'rsl-rl-lib 5.5.1', 'iterations': config.ppo_iterations,
+                 **asdict(PPOConfig()), 'success_during_training': ppo_success}
+                if config.ppo_iterations else None),
+        'randomized_success': success, 'eval_episodes': config.eval_episodes,
+        'randomization': {**asdict(config.randomization),
+                          'ramp_times': list(config.randomization.ramp_times)},
+        'wall_time_s': round(time.monotonic() - started, 1),
+    }
+    return policy, metadata
+
+
+def train_pick_and_export(args: argparse.Namespace, randomization: DomainRandomization) -> int:
+    """``simops-train --task pick-place``: train, export ``STEM.pt``/``.pt2`` and their cards.
+
+    Returns the exit code: 0, or 1 when the export fails.
+    """
+    config = PickTrainConfig(robot=args.robot, seed=args.seed, rounds=args.rounds,
+                             episodes=args.episodes, eval_episodes=args.eval_episodes,
+                             updates=args.updates, workers=args.workers,
+                             ppo_iterations=args.ppo_iterations,
+                             randomization=randomization)
+    policy, metadata = train_pick(config, log=lambda line: print(line, flush=True))
+    env = FR3PickPlaceEnv(robot=config.robot)
+    stem = Path(args.out or f'models/policy/{config.robot}_pick_place')
+    try:
+        paths = export_policy(policy, env.spec_robot, stem, env.card.observation_size, metadata,
+                              PICK_HISTORY)
+    except OSError as exc:
+        print(f'simops-train: error: cannot write {stem}: {exc}', file=sys.stderr)
+        return 1
+    print(f'wrote {", ".join(str(p) for p in paths)} in {metadata["wall_time_s"]} s')
+    return 0

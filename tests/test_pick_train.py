@@ -1,0 +1,105 @@
+"""Pick-and-place training (DAgger from the grasp expert) and the shipped policy, in the env."""
+
+from __future__ import annotations
+
+import subprocess
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import torch
+import yaml
+from ros_helpers import REPO
+
+from simops_learning.pick_env import FR3PickPlaceEnv
+from simops_learning.pick_ppo import DecisionEnv, PPOConfig, fine_tune
+from simops_learning.pick_train import PickTrainConfig, new_policy, train_pick
+from simops_policy.model import load_model
+from simops_sim.randomization import Conditions, default_randomization
+
+SHIPPED = REPO / 'models/policy/fr3_pick_place.pt'
+TINY = PickTrainConfig(rounds=1, episodes=2, updates=30, eval_episodes=2, workers=1)
+
+
+def test_training_is_seeded_and_reproducible() -> None:
+    first, meta = train_pick(TINY, log=lambda _: None)
+    second, _ = train_pick(TINY, log=lambda _: None)
+    other, _ = train_pick(replace(TINY, seed=1), log=lambda _: None)
+    for (name, a), b in zip(first.state_dict().items(), second.state_dict().values(),
+                            strict=True):
+        assert torch.equal(a, b), name
+    assert not all(torch.equal(a, c) for a, c in zip(
+        first.body.state_dict().values(), other.body.state_dict().values(), strict=True))
+    assert meta['algorithm'].startswith('DAgger') and meta['rounds_log'][0]['level'] == 0.0
+
+
+def test_the_cli_exports_policies_and_cards_the_node_loads(tmp_path: Path) -> None:
+    stem = tmp_path / 'pick'
+    result = subprocess.run(
+        [str(REPO / '.venv/bin/simops-train'), '--task', 'pick-place', '--rounds', '1',
+         '--episodes', '2', '--updates', '30', '--eval-episodes', '2', '--workers', '1',
+         '--out', str(stem)], capture_output=True, text=True, timeout=600, cwd=REPO)
+    assert result.returncode == 0, result.stdout + result.stderr
+    card = yaml.safe_load(stem.with_suffix('.yaml').read_text())
+    assert card['observation']['history'] == 3 and card['action']['gripper'] is True
+    env = FR3PickPlaceEnv(card_path=stem.with_suffix('.yaml'))
+    script = load_model(stem.with_suffix('.pt'), env.card)
+    exported = load_model(stem.with_suffix('.pt2'), FR3PickPlaceEnv(
+        card_path=stem.with_name('pick.pt2.yaml')).card)
+    obs, _ = env.reset(seed=0)
+    np.testing.assert_allclose(script.infer(obs), exported.infer(obs), atol=1e-5)
+
+
+def test_the_shipped_policy_places_the_cube_on_a_hard_cell() -> None:
+    """Slippery, heavy, three periods of delay: one of the gate's extreme cells."""
+    env = FR3PickPlaceEnv(card_path=SHIPPED.with_suffix('.yaml'),
+                          conditions=Conditions(friction=0.3, object_mass=2.0, delay=3))
+    model = load_model(SHIPPED, env.card)
+    placed = []
+    for seed in range(5):
+        obs, _ = env.reset(seed=seed)
+        while True:
+            obs, _, terminated, truncated, info = env.step(model.infer(obs))
+            if terminated or truncated:
+                break
+        placed.append(info['is_success'] and not info['unsafe'])
+    assert sum(placed) >= 4, placed
+
+
+def shipped_policy() -> torch.nn.Module:
+    policy = new_policy(FR3PickPlaceEnv(), PickTrainConfig())
+    policy.load_state_dict(torch.jit.load(str(SHIPPED)).state_dict())
+    return policy
+
+
+def test_ppo_fine_tunes_the_shipped_network_with_rsl_rl_reproducibly() -> None:
+    """RSL-RL's runner trains the policy's own network (weights in and out), seeded."""
+    small = PPOConfig(num_envs=2, num_steps_per_env=16, num_mini_batches=2, critic_warmup=1)
+    ranges = default_randomization('pick_and_place')
+    before = shipped_policy()
+    tuned = [shipped_policy(), shipped_policy()]
+    for policy in tuned:
+        fine_tune(policy, 2, ranges, (256, 256), seed=3, config=small, log=lambda _: None)
+    changed = [not torch.equal(a, b) for a, b in zip(
+        before.body.state_dict().values(), tuned[0].body.state_dict().values(), strict=True)]
+    assert any(changed)
+    for a, b in zip(tuned[0].state_dict().values(), tuned[1].state_dict().values(),
+                    strict=True):
+        assert torch.equal(a, b)
+
+
+def test_the_decision_env_applies_the_policys_law_and_resets_episodes() -> None:
+    policy = shipped_policy()
+    env = DecisionEnv(policy, 2, default_randomization('pick_and_place'), seed=0)
+    obs = env.get_observations()['policy']
+    assert obs.shape == (2, 15)
+    dones = 0
+    for _ in range(210):                       # past the 200-step limit: every env resets
+        with torch.no_grad():
+            decision = policy.head(obs * policy.input_std + policy.input_mean)
+        out, rewards, done, extras = env.step(decision)
+        obs = out['policy']
+        dones += int(done.sum())
+        assert rewards.shape == (2,) and set(extras) == {'time_outs', 'log'}
+    assert dones >= 2 and len(env.successes) == dones
+    assert np.mean(env.successes) >= 0.5, env.successes
