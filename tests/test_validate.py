@@ -29,8 +29,9 @@ def report(successes: list[float], stops: int = 0) -> Report:
     """10 episodes per configuration; the last configuration's first ``stops`` stopped."""
     grid = {'mass': [0.5, 1.0, 2.0][:len(successes)]}
     configs = grid_conditions(grid)
-    results = [[(i < round(10 * s), 0.01, 50, int(k == len(successes) - 1 and i < stops))
-                for i in range(10)] for k, s in enumerate(successes)]
+    results = [[(i < round(10 * s), 0.01, 50, int(k == len(successes) - 1 and i < stops), 0,
+                 float('nan'), float('nan')) for i in range(10)]
+               for k, s in enumerate(successes)]
     return Report.build(Path('p.pt'), '0' * 64, None, grid, configs, results, 10, 0, 1.0)
 
 

@@ -1,7 +1,8 @@
-"""Run a loaded policy in the env for a batch of episodes (validation, parity, tests).
+"""Run a loaded policy in an env for a batch of episodes (validation, parity, tests).
 
-Goals are drawn per episode from ``episode_goal(seed, episode)``, so every physics
-configuration of a validation grid sees the same goals (paired comparison).
+Each episode's task is fixed by the run's seed and its index (the reach goal from
+``episode_goal(seed, episode)``; the pick-and-place cube and goal from the reset seed), so
+every physics configuration of a validation grid sees the same tasks (paired comparison).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from simops_learning.pick_env import FR3PickPlaceEnv
 from simops_learning.reach_env import WORKSPACE_HIGH, WORKSPACE_LOW, FR3ReachEnv
 from simops_sim.randomization import Conditions
 
@@ -19,15 +21,21 @@ Policy = Callable[[np.ndarray], np.ndarray]
 
 @dataclass(frozen=True)
 class EpisodeResult:
-    """One episode: success, final flange-goal distance (m), control steps taken, stops.
+    """One episode: success, final task distance (m), control steps taken, stops, safety.
 
-    ``stops`` is 1 when the arm stopped itself (a protective stop ends the episode), else 0.
+    ``stops`` is 1 when the arm stopped itself (a protective stop ends the episode), else 0;
+    ``unsafe`` 1 when the episode broke the task's safety limits; ``peak_speed`` (rad/s) and
+    ``peak_force`` (N) the largest arm joint speed and hand contact force (NaN where the env
+    does not measure them).
     """
 
     success: bool
     distance: float
     steps: int
     stops: int
+    unsafe: int = 0
+    peak_speed: float = float('nan')
+    peak_force: float = float('nan')
 
 
 def episode_goal(seed: int, episode: int) -> np.ndarray:
@@ -37,10 +45,13 @@ def episode_goal(seed: int, episode: int) -> np.ndarray:
 
 def run_episodes(env: FR3ReachEnv, policy: Policy, episodes: range, seed: int,
                  conditions: Conditions | None = None) -> list[EpisodeResult]:
-    """Roll ``policy`` (observation → raw action) out for the given episode indices."""
+    """Roll ``policy`` (observation → raw action) out for the given episode indices.
+
+    ``env`` is a reach env or a subclass (pick-and-place draws its own task from the seed).
+    """
     results = []
     for episode in episodes:
-        options = {'goal': episode_goal(seed, episode)}
+        options = {} if isinstance(env, FR3PickPlaceEnv) else {'goal': episode_goal(seed, episode)}
         if conditions is not None:
             options['conditions'] = conditions
         obs, info = env.reset(seed=seed * 1_000_003 + episode, options=options)
@@ -50,6 +61,9 @@ def run_episodes(env: FR3ReachEnv, policy: Policy, episodes: range, seed: int,
             steps += 1
             if terminated or truncated:
                 break
-        results.append(EpisodeResult(bool(info['is_success']), info['distance'], steps,
-                                     int(info['protective_stop'] != '')))
+        results.append(EpisodeResult(
+            bool(info['is_success']), info['distance'], steps,
+            int(info['protective_stop'] != ''), int(info.get('unsafe', False)),
+            float(info.get('peak_joint_speed', float('nan'))),
+            float(info.get('peak_contact_force', float('nan')))))
     return results

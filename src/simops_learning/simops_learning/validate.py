@@ -25,7 +25,7 @@ from simops_core.command_line import CommandLineParser, exit_codes
 from simops_core.policy_card import CardError, file_sha256, load_policy_card
 from simops_core.robot_spec import SpecError, load_robot_spec
 from simops_core.sim_params import SimParamsError, load_sim_params
-from simops_learning.validation_report import Report, Thresholds, write_reports
+from simops_learning.validation_report import Outcome, Report, Thresholds, write_reports
 from simops_sim.randomization import Conditions, DomainRandomization, parse_randomization
 
 EXIT_PASS, EXIT_ERROR, EXIT_USAGE, EXIT_MARGINAL, EXIT_FAIL = 0, 1, 2, 3, 4
@@ -34,6 +34,10 @@ VERDICT_EXIT = {'pass': EXIT_PASS, 'marginal': EXIT_MARGINAL, 'fail': EXIT_FAIL}
 # about 100 N*m on joint 2, beyond its 87 N*m, and the arm falls onto the table whatever the
 # policy does (a protective stop in every configuration: a condition no arm can pass).
 DEFAULT_GRID = ('friction=0.3,0.8,1.5', 'mass=0.5,1,1.5', 'delay=0,1,2,3')
+# Pick-and-place: the object's friction and mass (the arm's own masses are identified) and
+# the command delay, 5 x 5 x 4 configurations.
+PICK_GRID = ('friction=0.3,0.5,0.8,1.0,1.5', 'object_mass=0.5,0.75,1,1.5,2', 'delay=0,1,2,3')
+TASKS = {'reach': DEFAULT_GRID, 'pick-place': PICK_GRID}
 AXES = tuple(f.name for f in fields(Conditions))
 
 
@@ -87,31 +91,36 @@ class Task:
     sim_params: Path | None
     seed: int
     robot: str
+    task: str = 'reach'
 
 
-def run_task(task: Task) -> tuple[int, list[tuple[bool, float, int, int]]]:
+def run_task(task: Task) -> tuple[int, list[Outcome]]:
     """Worker: load the policy as the node does, run the episodes; (config, results)."""
+    from dataclasses import astuple
+
+    from simops_learning.pick_env import FR3PickPlaceEnv
     from simops_learning.reach_env import FR3ReachEnv
     from simops_learning.rollout import run_episodes
     from simops_policy.model import load_model
 
-    env = FR3ReachEnv(card_path=task.card, sim_params_file=task.sim_params,
-                      conditions=task.conditions, robot=task.robot)
+    kind = FR3PickPlaceEnv if task.task == 'pick-place' else FR3ReachEnv
+    env = kind(card_path=task.card, sim_params_file=task.sim_params,
+               conditions=task.conditions, robot=task.robot)
     model = load_model(task.policy, env.card)
     results = run_episodes(env, model.infer, task.episodes, task.seed)
-    return task.config, [(r.success, r.distance, r.steps, r.stops) for r in results]
+    return task.config, [astuple(r) for r in results]
 
 
 def validate(policy: Path, card: Path, sim_params: Path | None, grid: dict[str, list[float]],
              episodes: int, workers: int, seed: int, robot: str = 'fr3',
-             progress: bool = True) -> Report:
-    """Run the grid; return the report (not yet written)."""
+             progress: bool = True, task: str = 'reach') -> Report:
+    """Run the grid of ``task`` (reach or pick-place); return the report (not yet written)."""
     configs = grid_conditions(grid)
     chunk = max(1, min(episodes, 10))
     tasks = [Task(i, c, range(start, min(start + chunk, episodes)), policy, card, sim_params,
-                  seed, robot)
+                  seed, robot, task)
              for i, c in enumerate(configs) for start in range(0, episodes, chunk)]
-    results: list[list[tuple[bool, float, int, int]]] = [[] for _ in configs]
+    results: list[list[Outcome]] = [[] for _ in configs]
     started = time.monotonic()
     context = multiprocessing.get_context('spawn')
     with context.Pool(workers) as pool:
@@ -145,9 +154,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument('--policy', required=True, help='TorchScript .pt or .pt2 policy')
     parser.add_argument('--card', help='policy card (default: policy path with .yaml)')
     parser.add_argument('--sim-params', help='SimParams YAML (calibrated physics)')
-    parser.add_argument('--grid', nargs='+', default=list(DEFAULT_GRID),
-                        help=f'NAME=V1,V2,... axes from {", ".join(AXES)} '
-                             f'(default: {" ".join(DEFAULT_GRID)})')
+    parser.add_argument('--task', choices=tuple(TASKS), default='reach',
+                        help='the env the policy runs in (SimOps/FR3Reach-v0 or '
+                             'SimOps/FR3PickPlace-v0)')
+    parser.add_argument('--grid', nargs='+',
+                        help=f'NAME=V1,V2,... axes from {", ".join(AXES)} (default reach: '
+                             f'{" ".join(DEFAULT_GRID)}; pick-place: {" ".join(PICK_GRID)})')
     parser.add_argument('--episodes', type=int, default=30, help='episodes per configuration')
     parser.add_argument('--workers', type=int, default=2)
     parser.add_argument('--seed', type=int, default=0, help='goal seed')
@@ -166,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.episodes < 1 or args.workers < 1:
             raise UsageError('--episodes and --workers must be >= 1')
         thresholds = Thresholds(args.pass_mean, args.pass_min, args.marginal_mean)
-        grid = parse_grid(args.grid)
+        grid = parse_grid(args.grid or list(TASKS[args.task]))
         sim_params = Path(args.sim_params) if args.sim_params else None
         if sim_params is not None:
             load_sim_params(sim_params)
@@ -176,7 +188,7 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_USAGE
     try:
         report = validate(policy, card, sim_params, grid, args.episodes, args.workers,
-                          args.seed, args.robot)
+                          args.seed, args.robot, task=args.task)
         report = report.judge(thresholds)
         out = Path(args.out) if args.out else policy.parent
         paths = write_reports(report, out, trained)

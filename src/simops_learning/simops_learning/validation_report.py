@@ -1,7 +1,8 @@
 """Validation results, the verdict, and the reports: JSON, Markdown, heatmap, DR suggestion.
 
 Verdict: ``fail`` when any episode ended in a protective stop (the arm stopping itself, as
-the real arm would: a policy that trips it must not reach it); else ``pass`` when the mean
+the real arm would: a policy that trips it must not reach it) or broke the task's safety
+limits (pick-and-place: 1.5 rad/s, 20 N of hand contact); else ``pass`` when the mean
 success over the grid is at least ``pass_mean`` and every configuration reaches
 ``pass_min``; ``marginal`` when the mean is at least ``marginal_mean``; ``fail`` otherwise.
 Success rates are fractions in [0, 1].
@@ -20,6 +21,9 @@ import yaml
 from simops_sim.randomization import Conditions, DomainRandomization, default_randomization
 
 WORST_SHOWN = 5
+Outcome = tuple[bool, float, int, int, int, float, float]
+"""One episode: success, distance (m), steps, stopped, unsafe, peak joint speed (rad/s),
+peak hand contact force (N): :class:`~simops_learning.rollout.EpisodeResult` as a tuple."""
 SUGGESTION_MARGIN = 1.25      # factor beyond the worst values a suggested range reaches
 
 
@@ -42,6 +46,9 @@ class ConfigResult:
     mean_steps: float              # control steps per episode
     episodes: int
     stops: int                     # episodes that ended in a protective stop
+    unsafe: int = 0                # episodes beyond the task's safety limits
+    peak_speed: float = float('nan')   # rad/s, largest arm joint speed of any episode
+    peak_force: float = float('nan')   # N, largest hand contact force of any episode
 
 
 @dataclass(frozen=True)
@@ -61,17 +68,18 @@ class Report:
     @classmethod
     def build(cls, policy: Path, sha256: str, sim_params: Path | None,
               grid: dict[str, list[float]], conditions: list[Conditions],
-              results: list[list[tuple[bool, float, int, int]]], episodes: int, seed: int,
+              results: list[list[Outcome]], episodes: int, seed: int,
               wall_time: float) -> Report:
-        """Aggregate per-episode (success, distance, steps, stops) tuples per configuration."""
+        """Aggregate per-episode :data:`Outcome` tuples per configuration."""
         configs = []
         for cond, outcome in zip(conditions, results, strict=True):
             if len(outcome) != episodes:
                 raise RuntimeError(f'{cond}: {len(outcome)} of {episodes} episodes returned')
-            success, distance, steps, stops = (np.array(column, dtype=float)
-                                               for column in zip(*outcome, strict=True))
-            configs.append(ConfigResult(cond, float(success.mean()), float(distance.mean()),
-                                        float(steps.mean()), episodes, int(stops.sum())))
+            success, distance, steps, stops, unsafe, speed, force = (
+                np.array(column, dtype=float) for column in zip(*outcome, strict=True))
+            configs.append(ConfigResult(
+                cond, float(success.mean()), float(distance.mean()), float(steps.mean()),
+                episodes, int(stops.sum()), int(unsafe.sum()), _peak(speed), _peak(force)))
         return cls(str(policy), sha256, str(sim_params) if sim_params else None, grid,
                    tuple(configs), seed, round(wall_time, 1))
 
@@ -86,6 +94,11 @@ class Report:
         return sum(c.stops for c in self.configs)
 
     @property
+    def unsafe(self) -> int:
+        """Episodes beyond the task's safety limits, over the grid."""
+        return sum(c.unsafe for c in self.configs)
+
+    @property
     def min(self) -> float:
         """Lowest success of any configuration."""
         return float(min(c.success for c in self.configs))
@@ -93,7 +106,7 @@ class Report:
     def judge(self, thresholds: Thresholds) -> Report:
         """A copy with the verdict under ``thresholds``."""
         t = thresholds
-        verdict = ('fail' if self.stops
+        verdict = ('fail' if self.stops or self.unsafe
                    else 'pass' if self.mean >= t.pass_mean and self.min >= t.pass_min
                    else 'marginal' if self.mean >= t.marginal_mean else 'fail')
         return replace(self, thresholds=thresholds, verdict=verdict)
@@ -106,7 +119,8 @@ class Report:
         """One line: verdict, mean and min success."""
         return (f'verdict: {self.verdict.upper()} (mean success {self.mean:.1%}, min '
                 f'{self.min:.1%} over {len(self.configs)} configurations x '
-                f'{self.configs[0].episodes} episodes, {self.stops} protective stops)')
+                f'{self.configs[0].episodes} episodes, {self.stops} protective stops, '
+                f'{self.unsafe} unsafe)')
 
     def axes_label(self, config: ConfigResult) -> str:
         """``friction=0.3 mass=2 delay=1`` for the grid's axes."""
@@ -152,10 +166,13 @@ class Report:
             'grid': self.grid, 'seed': self.seed, 'wall_time_s': self.wall_time_s,
             'thresholds': asdict(self.thresholds), 'verdict': self.verdict,
             'mean_success': self.mean, 'min_success': self.min,
-            'protective_stops': self.stops,
+            'protective_stops': self.stops, 'unsafe_episodes': self.unsafe,
             'configs': [{**c.conditions.as_dict(), 'success': c.success,
                          'mean_distance_m': c.mean_distance, 'mean_steps': c.mean_steps,
-                         'episodes': c.episodes, 'protective_stops': c.stops}
+                         'episodes': c.episodes, 'protective_stops': c.stops,
+                         'unsafe_episodes': c.unsafe,
+                         'peak_joint_speed_rad_s': _json_number(c.peak_speed),
+                         'peak_contact_force_n': _json_number(c.peak_force)}
                         for c in self.configs],
         }
 
@@ -195,22 +212,34 @@ def markdown(report: Report, heatmap: str, suggestion: Path | None) -> str:
         f'- thresholds: pass when mean ≥ {t.pass_mean:.0%} and min ≥ {t.pass_min:.0%}; '
         f'marginal when mean ≥ {t.marginal_mean:.0%}',
         '', f'**Verdict: {report.verdict.upper()}** — mean success {report.mean:.1%}, '
-        f'min {report.min:.1%}, {report.stops} protective stops (any stop fails)', '',
+        f'min {report.min:.1%}, {report.stops} protective stops, {report.unsafe} unsafe '
+        'episodes (any stop or unsafe episode fails)', '',
         f'![success heatmap]({heatmap})', '',
-        '| ' + ' | '.join(report.grid) + ' | success | final distance (mm) | steps | stops |',
-        '|' + '---|' * (len(report.grid) + 4),
+        '| ' + ' | '.join(report.grid) + ' | success | final distance (mm) | steps | stops | '
+        'unsafe | peak joint speed (rad/s) | peak contact force (N) |',
+        '|' + '---|' * (len(report.grid) + 7),
     ]
     for c in report.configs:
         values = c.conditions.as_dict()
         lines.append('| ' + ' | '.join(f'{values[k]:g}' for k in report.grid)
                      + f' | {c.success:.0%} | {1000 * c.mean_distance:.1f} | '
-                     f'{c.mean_steps:.0f} | {c.stops} |')
+                     f'{c.mean_steps:.0f} | {c.stops} | {c.unsafe} | {c.peak_speed:.2f} | '
+                     f'{c.peak_force:.1f} |')
     lines += ['', '## Worst configurations', '']
     lines += [f'- {report.axes_label(c)}: {c.success:.0%}' for c in report.worst()]
     if suggestion is not None:
         lines += ['', f'Suggested randomisation update: `{suggestion.name}` '
                   f'({report.suggestion()["note"]}).']
     return '\n'.join(lines) + '\n'
+
+
+def _peak(values: np.ndarray) -> float:
+    """Largest of per-episode peaks; NaN where none was measured."""
+    return float(np.nanmax(values)) if np.any(np.isfinite(values)) else float('nan')
+
+
+def _json_number(value: float) -> float | None:
+    return None if np.isnan(value) else value
 
 
 def write_heatmap(report: Report, path: Path) -> None:
