@@ -15,8 +15,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rosbags.typesys import Stores, get_typestore
+
 from simops_core.command_line import ConfigError
 from simops_core.paths import resolve_resource
+from simops_core.topics import load_topics
 from simops_recorder.bag_writer import BagWriteError, BagWriter, SplitPolicy, StoredTopic
 from simops_recorder.episode import (
     JOURNAL_FILE,
@@ -27,6 +30,7 @@ from simops_recorder.episode import (
     sha256_file,
     utc_now,
 )
+from simops_recorder.outcome import CRITERIA, OutcomeJudge
 
 Log = Callable[[str, str], None]
 """Hook for a log line: (level ``info``, ``warning`` or ``error``, text)."""
@@ -52,7 +56,8 @@ class EpisodeBags:
     """The open episode and its bag; ``identity`` and ``pending_info`` feed the next one."""
 
     def __init__(self, root: Path, storage: str, compression: str, split: SplitPolicy,
-                 identity: RecorderIdentity, log: Log) -> None:
+                 identity: RecorderIdentity, log: Log, judge: OutcomeJudge | None = None
+                 ) -> None:
         self.root = root
         self.storage = storage
         self.compression = compression
@@ -61,6 +66,7 @@ class EpisodeBags:
         self.pending_info = EpisodeInfo()
         self.writer: BagWriter | None = None
         self.episode: Episode | None = None
+        self.judge = judge   # labels episodes nobody labelled (simulation)
         self._log = log
 
     def start(self, topics: Iterable[RecordedTopic]) -> tuple[bool, str]:
@@ -77,6 +83,8 @@ class EpisodeBags:
                                'set the root parameter')
             return False, str(exc)
         self.writer, self.episode = writer, Episode(self.identity, info, start)
+        if self.judge is not None:
+            self.judge.start()
         try:
             for topic in topics:
                 self.add(topic)
@@ -94,6 +102,10 @@ class EpisodeBags:
             return False, 'not recording'
         self.writer = self.episode = None
         episode.stop, episode.end_reason = utc_now(), reason
+        verdict = self.judge.verdict() if self.judge is not None else None
+        if verdict is not None and episode.info.success is None:
+            episode.info.success = verdict[0]
+            episode.info.notes = ' '.join(filter(None, (episode.info.notes, verdict[1])))
         writer.custom_data.update(episode.custom_data(writer.topic_counts))
         try:
             writer.close()
@@ -137,6 +149,8 @@ class EpisodeBags:
     def write(self, topic: RecordedTopic, received_ns: int, data: bytes, publisher: str,
               sequence: int | None) -> None:
         """Record one message (receive time ns, CDR) and its publication sequence number."""
+        if self.judge is not None:
+            self.judge.observe(topic.spec.name, data)
         if topic.latched:
             topic.last = (received_ns, data)
         if self.writer is None or self.episode is None or not topic.bag_id:
@@ -168,9 +182,11 @@ class EpisodeBags:
                                 f'{exc.strerror or exc}') from None
 
 
-def episode_bags(settings: Any, log: Log) -> EpisodeBags:
+def episode_bags(settings: Any, log: Log, topic_name: Callable[[str], str] = str
+                 ) -> EpisodeBags:
     """The recorder's :class:`EpisodeBags` from its settings (``config/parameters/recorder``).
 
+    ``topic_name`` resolves a configured topic name as the node sees it (its remappings).
     Checks what the schema's ranges and choices cannot say; raises
     :class:`~simops_core.command_line.ConfigError` with the fix.
     """
@@ -183,8 +199,16 @@ def episode_bags(settings: Any, log: Log) -> EpisodeBags:
                           'as /joint_states')
     identity = RecorderIdentity(s.robot, s.robot_mode, s.policy_sha256,
                                 _sim_params_hash(s.sim_params_file))
+    judge = None
+    if s.success_criterion != 'none':
+        topics = load_topics()
+        judge = OutcomeJudge(s.success_criterion, s.success_radius,
+                             topic_name(topics['goal_pose'].name),
+                             topic_name(topics[CRITERIA[s.success_criterion]].name),
+                             get_typestore(Stores.ROS2_JAZZY))
     return EpisodeBags(_writable_root(s.root), s.storage, s.compression,
-                       SplitPolicy(int(s.split_duration * 1e9), s.split_size), identity, log)
+                       SplitPolicy(int(s.split_duration * 1e9), s.split_size), identity, log,
+                       judge)
 
 
 def _writable_root(root: str) -> Path:

@@ -63,7 +63,7 @@ class Recorder(Node):
         topics = self._topic_config()
         p = self.settings = declare_schema(
             self, NODE, {'topics': [topics[k].name for k in DEFAULT_TOPIC_KEYS]}, self._set_live)
-        self.bags = episode_bags(p, self._log)
+        self.bags = episode_bags(p, self._log, self.resolve_topic_name)
         # Resolve through this node's remappings, like every other node's topics: with
         # -r /joint_states:=/franka/joint_states the bag holds what is on the wire.
         self.wanted = list(dict.fromkeys(self.resolve_topic_name(t) for t in p.topics))
