@@ -53,8 +53,19 @@ def test_sim_record_adds_recorder_with_episode_metadata() -> None:
     recorder = nodes['recorder']
     assert (recorder.package, recorder.executable) == ('simops_recorder', 'record')
     assert params(recorder) == {'root': '/data/ep', 'robot': 'fr3', 'robot_mode': 'sim',
+                                'success_criterion': 'reach',
                                 'sim_params_file': 'fitted.yaml', 'use_sim_time': True}
     assert params(nodes['sim'])['sim_params_file'] == 'fitted.yaml'
+
+
+def test_task_picks_the_default_policy_and_the_recorders_success_criterion() -> None:
+    nodes = by_name(build_graph('sim', {'task': 'pick_place', 'record': 'true'}))
+    assert params(nodes['policy'])['model_path'] == 'models/policy/fr3_pick_place.pt'
+    assert params(nodes['recorder'])['success_criterion'] == 'pick_place'
+    chosen = by_name(build_graph('sim', {'task': 'pick_place', 'policy': 'my.pt'}))
+    assert params(chosen['policy'])['model_path'] == 'my.pt'
+    real = by_name(build_graph('real_robot', {'task': 'pick_place'}))
+    assert 'success_criterion' not in params(real['recorder'])   # ~/episode_info labels
 
 
 def test_use_sim_time_false_stops_the_clock_and_every_consumer_follows_wall_time() -> None:
@@ -274,3 +285,12 @@ def test_each_robots_standin_has_a_hidden_truth_its_model_runs(robot: str) -> No
     model = mujoco.MjModel.from_xml_path(str(resolve_resource(values['model'])))
     physics = Physics(model, load_robot_spec(robot), params=truth)
     assert physics.params.command_delay and physics.params.command_delay > 0
+
+
+def test_the_object_pose_comes_from_a_remappable_topic_on_the_real_arm() -> None:
+    nodes = by_name(build_graph('real_robot', {'object_pose_topic': '/mocap/cube',
+                                               'standin': 'true'}))
+    for name in ('standin', 'policy', 'recorder'):
+        assert ('/object_pose', '/mocap/cube') in nodes[name].remappings, name
+    default = by_name(build_graph('real_robot', {}))
+    assert all(rule[0] != '/object_pose' for rule in default['policy'].remappings)

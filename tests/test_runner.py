@@ -84,7 +84,8 @@ CASES = {
          '-p', 'start_enabled:=true', '-p', 'use_sim_time:=true', *NS_REMAPS],
         [exe('simops_recorder', 'record'), '--ros-args', '-r', '__node:=recorder',
          '-r', '__ns:=/lab', '-p', "root:='2024'", '-p', 'robot:=panda',
-         '-p', 'robot_mode:=sim', '-p', 'sim_params_file:=fit.yaml',
+         '-p', 'robot_mode:=sim', '-p', 'success_criterion:=reach',
+         '-p', 'sim_params_file:=fit.yaml',
          '-p', 'use_sim_time:=true', *NS_REMAPS],
     ]),
     'real-robot-defaults': ('real_robot', {}, [

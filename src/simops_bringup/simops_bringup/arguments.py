@@ -15,8 +15,10 @@ from simops_core.paths import resolve_resource
 PROFILES = ('sim', 'real_robot')
 BOOL = ('true', 'false')
 ROBOT_FIELD = '{robot}'   # in a path argument: replaced by the robot argument
+TASK_FIELD = '{task}'     # in the policy argument: replaced by the task argument
 DEFAULT_MODEL = 'models/{robot}/scene.xml'
-DEFAULT_POLICY = 'models/policy/{robot}_reach.pt'
+DEFAULT_POLICY = 'models/policy/{robot}_{task}.pt'
+TASKS = ('reach', 'pick_place')
 COMMAND_INTERFACES = ('float64_array', 'joint_trajectory')
 # Layouts of the sim profile: one arm, or franka_ros2's fr3_duo (its arms by namespace).
 LAYOUTS = {'single': (), 'fr3_duo': ('left', 'right')}
@@ -64,9 +66,13 @@ def declare_arguments(profile: str, command_interface: str) -> tuple[Argument, .
             Argument('model', DEFAULT_MODEL, 'MJCF scene the simulator loads ({robot} is '
                      f'replaced by the robot argument; layout:=fr3_duo: {DUO_MODEL})'),
         ]
-    args.append(Argument('policy', DEFAULT_POLICY, 'TorchScript (.pt) or torch.export (.pt2) '
-                         'policy the policy node runs ({robot} is replaced by the robot '
-                         'argument)'))
+    args += [
+        Argument('task', 'reach', 'what the policy does: reach (the flange to /goal_pose) or '
+                 'pick_place (the cube to /goal_pose); it names the default policy and, in '
+                 'simulation, how the recorder labels episodes (the env\'s success criterion)',
+                 TASKS),
+        Argument('policy', DEFAULT_POLICY, 'TorchScript (.pt) or torch.export (.pt2) policy the '
+                 'policy node runs ({robot} and {task} are replaced by those arguments)')]
     if not real:
         args += [
             Argument('sim_params', '', "SimParams YAML with fitted physics; empty = the "
@@ -103,6 +109,10 @@ def declare_arguments(profile: str, command_interface: str) -> tuple[Argument, .
                      'excitation (keep the policy disabled meanwhile)', BOOL),
             Argument('standin', 'false', 'also start a simulated stand-in for the arm with '
                      'hidden physics (config/standin_robot.yaml)', BOOL),
+            Argument('object_pose_topic', '/object_pose', 'where the object\'s pose '
+                     '(geometry_msgs/PoseStamped, robot base frame) comes from on the real arm: '
+                     'a perception or motion-capture topic; the stand-in publishes its cube '
+                     'there'),
         ]
     return tuple(args)
 
@@ -130,7 +140,7 @@ def resolve_arguments(declared: tuple[Argument, ...], profile: str,
             raise GraphError(f'bad value {value!r} for {arg.name}; choose one of '
                              f'{", ".join(arg.choices)}')
         resolved[arg.name] = value
-    for name in ('policy', 'record_dir', 'model'):
+    for name in ('policy', 'record_dir', 'model', 'object_pose_topic'):
         if name in resolved and not resolved[name]:
             raise GraphError(f'launch argument {name} must not be empty')
     if resolved.get('layout', 'single') != 'single':
@@ -140,7 +150,8 @@ def resolve_arguments(declared: tuple[Argument, ...], profile: str,
             resolved['model'] = DUO_MODEL
     for name in ('policy', 'model'):
         if name in resolved:
-            resolved[name] = resolved[name].replace(ROBOT_FIELD, resolved['robot'])
+            resolved[name] = resolved[name].replace(ROBOT_FIELD, resolved['robot']).replace(
+                TASK_FIELD, resolved['task'])
     if resolved['namespace'] and not _NAMESPACE.fullmatch(resolved['namespace']):
         raise GraphError(f'bad value {resolved["namespace"]!r} for namespace; use names of '
                          'letters, digits and _ separated by /, e.g. robot1 or /lab/robot1')

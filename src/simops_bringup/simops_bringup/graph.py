@@ -96,7 +96,8 @@ def build_graph(profile: str, values: Mapping[str, str] | None = None) -> tuple[
     args = resolve_arguments(declared, profile, values or {})
     flags = {a.name: args[a.name] == 'true' for a in declared if a.choices == BOOL}
     namespace = '/' + args['namespace'].strip('/') if args['namespace'] else ''
-    nodes = _Nodes(namespace, topic_remappings(topics, arm.remap if arm else {}, namespace))
+    targets = {**arm.remap, 'object_pose': args['object_pose_topic']} if arm else {}
+    nodes = _Nodes(namespace, topic_remappings(topics, targets, namespace))
     try:
         if arm is None:
             arms = [_Nodes(f'{namespace}/{name}',
@@ -138,6 +139,7 @@ class _Nodes:
         sim_params = args.get('sim_params', '')
         return self('simops_recorder', 'record', 'recorder', {
             'root': args['record_dir'], 'robot': args['robot'], 'robot_mode': mode,
+            **({'success_criterion': args['task']} if mode == 'sim' else {}),
             **({'sim_params_file': sim_params} if sim_params else {}),
             'use_sim_time': flags['use_sim_time']})
 
