@@ -66,7 +66,8 @@ def test_summary_table_shows_recovery_replay_goals_and_verdicts() -> None:
                       [Goal((0.5, 0.1, 0.3), True, 1.2, 0.004),
                        Goal((0.6, 0.0, 0.4), False, 10.0, 0.05)],
                       [Validation('nominal physics', 'pass', 0.9, 0.8, 9)],
-                      {'excite': 70.0, 'fit': 120.0}, 41.5)
+                      {'excite': 70.0, 'fit': 120.0}, 41.5,
+                      Goal((0.45, -0.15, 0.15), True, 6.5, 0.012))
     text = '\n'.join(summary.lines())
     assert 'worst fr3_joint2.kv 20.0%, median 2.0%' in text and 'MISSES the bar' in text
     assert 'kv' in text and '20.0%' in text
@@ -75,6 +76,8 @@ def test_summary_table_shows_recovery_replay_goals_and_verdicts() -> None:
     assert 'PASS' in text and 'total 190 s' in text
     assert 'fitted on 41.5 s of the excitation' in text
     assert summary.to_dict()['within_bar'] is False
+    assert 'the cube reached the goal in 6.5 s, then 12.0 mm from (0.45, -0.15, 0.15) m' in text
+    assert summary.to_dict()['pick_and_place']['reached'] is True
 
 
 def test_a_failing_tool_names_the_step_its_error_and_its_log(tmp_path: Path) -> None:

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from simops_bringup.demo.loop import Demo, fit, record_on_standin, validate
+from simops_bringup.demo.loop import Demo, fit, pick_on_standin, record_on_standin, validate
 from simops_bringup.demo.plots import plot_policy_episode, plot_recovery
 from simops_bringup.demo.steps import Progress, StepError
 from simops_bringup.demo.summary import (
@@ -48,7 +48,7 @@ from simops_learning.reach_env import SUCCESS_RADIUS
 
 PROG = 'simops-demo'
 NOMINAL_PARAMS = 'config/sim_params/fr3_nominal.yaml'
-STEPS = 4
+STEPS = 5
 MARKER = '.simops-demo'
 
 
@@ -66,6 +66,8 @@ def build_parser() -> argparse.ArgumentParser:
                              '(default demo_out)')
     parser.add_argument('--policy', default='models/policy/fr3_reach.pt',
                         help='policy to deploy and validate (default: the shipped one)')
+    parser.add_argument('--pick-policy', default='models/policy/fr3_pick_place.pt',
+                        help='pick-and-place policy of step 5 (default: the shipped one)')
     parser.add_argument('--strict', action='store_true',
                         help='exit 1 when the fit misses the sysid bar (for CI gating)')
     parser.add_argument('--validate-episodes', type=int, default=10, metavar='N',
@@ -78,6 +80,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         policy = resolve_resource(args.policy)
+        pick_policy = resolve_resource(args.pick_policy)
         claim = claim_domain_id()
     except (FileNotFoundError, NoFreeDomainError) as exc:
         print(f'{PROG}: error: {exc}', file=sys.stderr)
@@ -95,13 +98,14 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.update(env)  # before the operator's rclpy context exists
     progress = Progress(STEPS)
     demo = Demo(out, env, load_robot_spec('fr3'), policy, SUCCESS_RADIUS,
-                args.validate_episodes, progress)
+                args.validate_episodes, progress, pick_policy)
     print(f'SimOps demo: the loop against the stand-in FR3 (hidden physics); ROS_DOMAIN_ID='
           f'{claim.domain_id}, DDS on loopback; output in {out}', flush=True)
     try:
         record_on_standin(demo)
         fitted = fit(demo)
         validations = validate(demo, fitted)
+        pick_on_standin(demo)
         summary = _summarize(demo, fitted, validations)
     except StepError as exc:
         print(f'{PROG}: error: {exc}', file=sys.stderr)
@@ -141,7 +145,7 @@ def _summarize(demo: Demo, fitted_path: Path, validations: list[Validation]) -> 
             'residual_training': 'excitation (fitted on)',
             'residual_holdout': 'policy episode (held out)'})
         summary = Summary(rows, replay, demo.goals, validations, demo.progress.durations,
-                          fitted.provenance.get('data_s'))
+                          fitted.provenance.get('data_s'), demo.pick)
         plots = demo.out / 'plots'
         plots.mkdir()
         plot_recovery(rows, plots / 'parameter_recovery.png')

@@ -1,4 +1,4 @@
-"""The four steps of ``simops-demo``, each calling the existing tools.
+"""The five steps of ``simops-demo``, each calling the existing tools.
 
 1. ``simops-launch real_robot standin:=true``: the stand-in arm and the disabled policy,
    beside the graph's recorder; the operator opens an
@@ -8,6 +8,9 @@
    visits a few goals; then Ctrl-C (SIGINT) to the launch, which must exit 0.
 3. ``fit`` on the excitation bag, with the policy episode held out.
 4. ``simops-validate`` of the policy in the nominal and in the calibrated simulator.
+5. ``simops-launch real_robot standin:=true task:=pick_place``: one pick-and-place episode
+   of the shipped pick-and-place policy on the stand-in, the gripper through franka_gripper's
+   action; whether the cube reached the goal.
 """
 
 from __future__ import annotations
@@ -46,6 +49,9 @@ FIT_EXIT_DATA = 3          # fit: a bag cannot be used
 VERDICT_CODES = (0, 3, 4)  # simops-validate: pass, marginal, fail (1, 2: it broke)
 STEP_EXCITE = 'step 1 (excite and record)'
 STEP_POLICY = 'step 2 (policy episode)'
+STEP_PICK = 'step 5 (pick and place)'
+PICK_GOAL = (0.45, -0.15, 0.15)   # m: where the stand-in's cube, at (0.5, 0, 0.02) m, goes
+PICK_TIMEOUT = 20.0        # s: the env's 200 control steps (10 s), with margin
 
 
 @dataclass
@@ -59,8 +65,10 @@ class Demo:
     success_radius: float
     validate_episodes: int
     progress: Progress
+    pick_policy: Path
     bags: dict[str, Path] = field(default_factory=dict)
     goals: list[Goal] = field(default_factory=list)
+    pick: Goal | None = None
 
     def log(self, name: str) -> Path:
         """The log file of a step's process."""
@@ -214,6 +222,46 @@ def validate(demo: Demo, fitted: Path) -> list[Validation]:
                      ok=VERDICT_CODES, echo=_verdict_echo(demo, physics))
             results.append(Validation.load(f'{physics} physics', folder / 'validation.json'))
     return results
+
+
+def pick_on_standin(demo: Demo) -> None:
+    """Step 5: one pick-and-place episode on the stand-in (real_robot profile)."""
+    step = STEP_PICK
+    values = {'standin': 'true', 'record': 'false', 'task': 'pick_place',
+              'policy': str(demo.pick_policy)}
+    launch = [demo.tool(step, 'simops_bringup', 'simops-launch'), 'real_robot',
+              *(f'{name}:={value}' for name, value in values.items())]
+    goal = np.array(PICK_GOAL)
+    with demo.progress.step(5, 'Pick and place the cube on the stand-in'), \
+            Child(launch, demo.log('launch_pick'), demo.env) as graph:
+        operator = Operator(demo.spec.base_frame)
+        try:
+            if not operator.wait_for_arm(STARTUP) or not graph.running():
+                raise StepError(step, 'the stand-in and the pick-and-place policy did not '
+                                f'come up within {STARTUP:.0f} s', demo.log('launch_pick'))
+            operator.publish_goal(goal)
+            operator.enable(True)
+            if not operator.wait_state('RUNNING', STARTUP):
+                raise StepError(step, 'the policy did not reach RUNNING (state '
+                                f'{operator.state})', demo.log('launch_pick'))
+            started = time.monotonic()
+            placed = wait_until(lambda: operator.distance(goal, 'object') < demo.success_radius,
+                                PICK_TIMEOUT, interval=0.01)
+            seconds = time.monotonic() - started
+            time.sleep(DWELL)
+            demo.pick = Goal(PICK_GOAL, placed, seconds, operator.distance(goal, 'object'))
+            operator.enable(False)
+        except OperatorError as exc:
+            raise StepError(step, str(exc), demo.log('launch_pick')) from None
+        finally:
+            operator.close()
+        demo.progress.note(f'cube to {PICK_GOAL} m: ' + (
+            f'placed in {seconds:.1f} s' if placed else f'not placed in {PICK_TIMEOUT:.0f} s')
+            + f'; {demo.pick.final * 1e3:.1f} mm from the goal after {DWELL:.0f} s more')
+        code = graph.stop()
+    if code != 0:
+        raise StepError(step, f'simops-launch exited with code {code} on Ctrl-C instead of 0',
+                        demo.log('launch_pick'))
 
 
 def _verdict_echo(demo: Demo, physics: str) -> Callable[[str], None]:

@@ -1,10 +1,11 @@
 """The demo's operator: an rclpy node that does what a person at the arm would do.
 
 It calls the recorder's ``~/start``/``~/stop`` and the policy's and excite's ``~/enable``,
-publishes goals on /goal_pose and watches /policy/state and /ee_pose (100 Hz; it leaves the
-1 kHz joint states alone, to keep the CPU for the stand-in's real-time physics). Topic names
-come from config/topics.yaml, node names are the bringup graph's. The caller must have put the
-isolated DDS environment into ``os.environ`` before creating it.
+publishes goals on /goal_pose and watches /policy/state, /ee_pose (100 Hz) and /object_pose
+(50 Hz); it leaves the 1 kHz joint states alone, to keep the CPU for the stand-in's
+real-time physics. Topic names come from config/topics.yaml, node names are the bringup
+graph's. The caller must have put the isolated DDS environment into ``os.environ`` before
+creating it.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ class Operator(BackgroundNode):
         self._lock = threading.Lock()
         self.state = ''
         self.ee: np.ndarray | None = None
+        self.object: np.ndarray | None = None
         super().__init__('simops_demo_operator')
 
         def qos(key: str) -> QoSProfile:
@@ -52,6 +54,8 @@ class Operator(BackgroundNode):
         node.create_subscription(String, topics['policy_state'].name, self._on_state,
                                  qos('policy_state'))
         node.create_subscription(PoseStamped, topics['ee_pose'].name, self._on_ee, qos('ee_pose'))
+        node.create_subscription(PoseStamped, topics['object_pose'].name, self._on_object,
+                                 qos('object_pose'))
         self._goal = node.create_publisher(PoseStamped, topics['goal_pose'].name,
                                            qos('goal_pose'))
         self._info = node.create_publisher(String, f'{RECORDER}/episode_info', 10)
@@ -64,6 +68,11 @@ class Operator(BackgroundNode):
         p = msg.pose.position
         with self._lock:
             self.ee = np.array([p.x, p.y, p.z])
+
+    def _on_object(self, msg: PoseStamped) -> None:
+        p = msg.pose.position
+        with self._lock:
+            self.object = np.array([p.x, p.y, p.z])
 
     # --- services ------------------------------------------------------------------------
 
@@ -117,8 +126,11 @@ class Operator(BackgroundNode):
         """Wait until the policy's state is ``state``."""
         return wait_until(lambda: self.state == state, timeout)
 
-    def distance(self, goal: np.ndarray) -> float:
-        """The flange's current distance (m) to ``goal``; inf before the first pose."""
+    def distance(self, goal: np.ndarray, what: str = 'ee') -> float:
+        """Current distance (m) to ``goal``; inf before the first pose.
+
+        Of the flange (``what`` ``ee``) or of the object (``object``).
+        """
         with self._lock:
-            ee = self.ee
-        return float('inf') if ee is None else float(np.linalg.norm(ee - goal))
+            pose = self.ee if what == 'ee' else self.object
+        return float('inf') if pose is None else float(np.linalg.norm(pose - goal))

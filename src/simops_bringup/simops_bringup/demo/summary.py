@@ -124,6 +124,7 @@ class Summary:
     validations: list[Validation]
     durations: Mapping[str, float]
     fitted_seconds: float | None = None   # s of recording the fit used (its provenance)
+    pick: Goal | None = None              # the pick-and-place episode: the cube's goal
 
     def lines(self) -> list[str]:
         """The summary as aligned text lines (what the terminal shows)."""
@@ -161,6 +162,13 @@ class Summary:
             out.append(f'  goal ({g.position[0]:.2f}, {g.position[1]:.2f}, {g.position[2]:.2f})'
                        f' m: ' + (f'reached in {g.seconds:.1f} s' if g.reached else
                                   'not reached') + f', then {g.final * 1e3:.1f} mm away')
+        if self.pick is not None:
+            p = self.pick
+            out += ['', 'Pick and place on the stand-in (gripper through franka_gripper): the '
+                    'cube ' + (f'reached the goal in {p.seconds:.1f} s' if p.reached else
+                               'did NOT reach the goal')
+                    + f', then {p.final * 1e3:.1f} mm from ({p.position[0]:.2f}, '
+                    f'{p.position[1]:.2f}, {p.position[2]:.2f}) m']
         out += ['', 'Validation of the shipped policy',
                 f'  {"simulator physics":<30}{"verdict":>10}{"mean":>9}{"min":>9}']
         for v in self.validations:
@@ -180,6 +188,7 @@ class Summary:
             'goals': [asdict(g) for g in self.goals],
             'validation': [asdict(v) for v in self.validations],
             'durations_s': dict(self.durations), 'fitted_seconds': self.fitted_seconds,
+            'pick_and_place': asdict(self.pick) if self.pick is not None else None,
         }
 
 
