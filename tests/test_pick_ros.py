@@ -1,0 +1,143 @@
+"""The shipped pick-and-place policy through the ROS graph: sim node and policy node over DDS.
+
+Per episode: policy disabled, sim reset (the cube back at the scene's (0.5, 0, 0.02) m), a
+goal on /goal_pose, policy enabled; success when /object_pose comes within 2 cm of the goal
+within the episode's 200 periods. Goals are the env's for that cube (``episode_task``).
+
+- realtime, as deployed: at least 8 of 10 episodes succeed, the gripper included;
+- lockstep, against ``SimOps/FR3PickPlace-v0`` with the same cube and goals: the first 20
+  commands (arm targets and gripper width) are identical and the outcomes agree.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from geometry_msgs.msg import PoseStamped
+from policy_helpers import SPEC, STATE, TOPICS, call_enable, qos, states
+from ros_helpers import REPO, NodeProcess, RosProbe, wait_until
+from std_msgs.msg import Float64MultiArray, String
+from std_srvs.srv import Trigger
+
+from simops_core.policy_step import StepSettings
+from simops_learning.pick_env import MAX_EPISODE_STEPS, SUCCESS_RADIUS, FR3PickPlaceEnv
+from simops_policy.model import load_model
+
+POLICY = REPO / 'models/policy/fr3_pick_place.pt'
+CUBE = (0.5, 0.0, 0.0)          # x, y m and yaw rad: where the scene (and a reset) puts it
+SAFETY = StepSettings(ramp_time=0.0)
+COMMANDS = TOPICS['joint_commands'].name
+OBJECT_POSE = TOPICS['object_pose'].name
+COMPARED_COMMANDS = 20
+
+
+def episode_goal(episode: int) -> np.ndarray:
+    """The env's goal (3,) m for the scene's cube, episode ``episode``."""
+    env = FR3PickPlaceEnv()
+    env.reset(seed=episode, options={'object': CUBE})
+    return env.goal.copy()
+
+
+def call_reset(probe: RosProbe) -> None:
+    client = probe.node.create_client(Trigger, '/sim/reset')
+    assert client.wait_for_service(timeout_sec=10)
+    future = client.call_async(Trigger.Request())
+    assert wait_until(future.done, 10) and future.result().success
+
+
+def publish_goal(probe: RosProbe, publisher: object, goal: np.ndarray) -> None:
+    msg = PoseStamped()
+    msg.header.frame_id = SPEC.base_frame
+    msg.pose.position.x, msg.pose.position.y, msg.pose.position.z = (float(v) for v in goal)
+    msg.pose.orientation.w = 1.0
+    publisher.publish(msg)
+
+
+def placed(probe: RosProbe, since: int, goal: np.ndarray) -> bool:
+    for msg in probe.messages(OBJECT_POSE)[since:]:
+        p = msg.pose.position
+        if np.linalg.norm([p.x - goal[0], p.y - goal[1], p.z - goal[2]]) < SUCCESS_RADIUS:
+            return True
+    return False
+
+
+def run_graph(probe: RosProbe, tmp_path: Path, episodes: int, sim_args: list[str]
+              ) -> tuple[list[bool], np.ndarray]:
+    """Episodes through the graph; successes and episode 0's first commands (N, 8)."""
+    probe.subscribe(COMMANDS, Float64MultiArray, 2000)
+    probe.subscribe(OBJECT_POSE, PoseStamped, 20000)
+    probe.subscribe(STATE, String, qos('policy_state'))
+    goal_pub = probe.publisher(TOPICS['goal_pose'].name, PoseStamped, qos('goal_pose'))
+    successes, first = [], np.zeros((0, 8))
+    with NodeProcess.ros2_run('simops_sim', 'sim', '--ros-args', *sim_args,
+                              log_path=tmp_path / 'sim.log') as sim, \
+        NodeProcess.ros2_run(
+            'simops_policy', 'policy', '--ros-args', '-p', f'model_path:={POLICY}',
+            '-p', 'start_enabled:=false', '-p', 'stale_state_timeout:=10.0',
+            *SAFETY.ros_args(), log_path=tmp_path / 'policy.log') as policy:
+        assert wait_until(lambda: states(probe)[-1:] == ['DISABLED'], 30), policy.output
+        for episode in range(episodes):
+            goal = episode_goal(episode)
+            time.sleep(0.3)                     # in-flight commands land before the reset
+            call_reset(probe)
+            publish_goal(probe, goal_pub, goal)
+            time.sleep(0.3)                     # the goal and the reset state reach the policy
+            poses, commands = len(probe.messages(OBJECT_POSE)), len(probe.messages(COMMANDS))
+            assert call_enable(probe, True).success
+            for _ in range(5):   # a reset state sent before discovery never reached the policy
+                if wait_until(lambda: states(probe)[-1:] == ['RUNNING'], 2.0):
+                    break
+                call_reset(probe)
+            def over(g: np.ndarray = goal, p: int = poses, c: int = commands) -> bool:
+                return (placed(probe, p, g)
+                        or len(probe.messages(COMMANDS)) - c >= MAX_EPISODE_STEPS)
+            wait_until(over, MAX_EPISODE_STEPS * 0.05 * 4 + 10)
+            assert call_enable(probe, False).success
+            assert wait_until(lambda: states(probe)[-1:] == ['DISABLED'], 10)
+            successes.append(placed(probe, poses, goal))
+            if episode == 0:
+                first = np.array([m.data for m in probe.messages(COMMANDS)[
+                    commands:commands + COMPARED_COMMANDS]])
+        assert policy.stop() == 0, policy.output
+        assert sim.stop() == 0, sim.output
+    return successes, first
+
+
+@pytest.mark.slow
+def test_the_shipped_policy_picks_and_places_through_the_graph(ros_probe: RosProbe,
+                                                               tmp_path: Path) -> None:
+    successes, _ = run_graph(ros_probe, tmp_path, 10, [])
+    print(f'graph (realtime): {sum(successes)} of {len(successes)} placed')
+    assert sum(successes) >= 8, successes
+
+
+def env_rollouts(episodes: int) -> tuple[list[bool], np.ndarray]:
+    env = FR3PickPlaceEnv(card_path=POLICY.with_suffix('.yaml'), safety=SAFETY)
+    model = load_model(POLICY, env.card)
+    successes, commands = [], []
+    for episode in range(episodes):
+        obs, _ = env.reset(seed=episode, options={'object': CUBE})
+        while True:
+            obs, _, terminated, truncated, info = env.step(model.infer(obs))
+            if episode == 0 and len(commands) < COMPARED_COMMANDS:
+                commands.append(info['command'])
+            if terminated or truncated:
+                break
+        successes.append(bool(info['is_success']))
+    return successes, np.array(commands)
+
+
+@pytest.mark.slow
+def test_graph_in_lockstep_matches_the_env(ros_probe: RosProbe, tmp_path: Path) -> None:
+    env_success, env_commands = env_rollouts(10)
+    graph_success, graph_commands = run_graph(
+        ros_probe, tmp_path, 10, ['-p', 'sync_mode:=lockstep', '-p', 'control_period:=0.05',
+                                  '-p', 'lockstep_timeout:=3600.0'])
+    print(f'graph {graph_success}, env {env_success}; first {COMPARED_COMMANDS} commands '
+          f'differ by at most {np.abs(graph_commands - env_commands).max():.1e}')
+    np.testing.assert_allclose(graph_commands, env_commands, atol=1e-5)
+    assert abs(np.mean(graph_success) - np.mean(env_success)) <= 0.10, (graph_success,
+                                                                         env_success)
