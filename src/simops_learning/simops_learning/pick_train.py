@@ -37,6 +37,7 @@ from simops_learning.pick_env import PICK_HISTORY, FR3PickPlaceEnv
 from simops_learning.pick_expert import PickExpert, PickGains
 from simops_learning.pick_network import MOVE_UNIT, PickPolicy
 from simops_learning.pick_ppo import PPOConfig, fine_tune
+from simops_learning.seeding import seeded_torch
 from simops_sim.randomization import DomainRandomization, default_randomization
 
 Log = Callable[[str], None]
@@ -173,9 +174,7 @@ def run_round(pool: Any, config: PickTrainConfig, policy: bytes | None, first_se
 
 def train_pick(config: PickTrainConfig, log: Log = print) -> tuple[PickPolicy, dict[str, Any]]:
     """DAgger with the curriculum; return the policy and the training metadata for its card."""
-    torch.set_num_threads(1)
-    torch.manual_seed(config.seed)
-    generator = torch.Generator().manual_seed(config.seed)
+    generator = seeded_torch(config.seed)
     started = time.monotonic()
     env = FR3PickPlaceEnv(robot=config.robot)
     policy = new_policy(env, config)

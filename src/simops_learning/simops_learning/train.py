@@ -35,6 +35,7 @@ from simops_learning.expert import ExpertGains, ReachExpert
 from simops_learning.network import PosturePolicy, export_policy
 from simops_learning.pick_train import PickTrainConfig, train_pick_and_export
 from simops_learning.reach_env import WORKSPACE_HIGH, WORKSPACE_LOW, FR3ReachEnv
+from simops_learning.seeding import seeded_torch
 from simops_sim.randomization import (
     DomainRandomization,
     default_randomization,
@@ -135,9 +136,7 @@ def flange_errors(env: FR3ReachEnv, postures: np.ndarray, goals: np.ndarray) -> 
 
 def train(config: TrainConfig, log: Any = print) -> tuple[PosturePolicy, dict[str, Any]]:
     """Label, fit and evaluate; return the policy and the training metadata for its card."""
-    torch.set_num_threads(1)
-    torch.manual_seed(config.seed)
-    generator = torch.Generator().manual_seed(config.seed)
+    generator = seeded_torch(config.seed)
     started = time.monotonic()
     env = FR3ReachEnv(robot=config.robot)
     rng = np.random.default_rng(config.seed)
