@@ -12,6 +12,7 @@ grid. The report (``validation.md`` with the heat map and the worst cells) lands
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -56,11 +57,13 @@ def main() -> int:
     parser.add_argument('--episodes', type=int, default=10, help='per configuration')
     parser.add_argument('--out', type=Path, default=OUT)
     args = parser.parse_args()
-    policy = write_open_hand(args.out)
+    out = args.out.resolve()
+    policy = write_open_hand(out)
+    # paths relative to the workspace, so the report reads the same on every clone
     return subprocess.run(
         [str(REPO / '.venv/bin/simops-validate'), '--task', 'pick-place', '--policy',
-         str(policy), '--episodes', str(args.episodes), '--workers', '2', '--out',
-         str(args.out)], check=False).returncode
+         os.path.relpath(policy, REPO), '--episodes', str(args.episodes), '--workers', '2',
+         '--out', os.path.relpath(out, REPO)], check=False, cwd=REPO).returncode
 
 
 if __name__ == '__main__':

@@ -23,7 +23,8 @@ from std_msgs.msg import Float64MultiArray, String
 from std_srvs.srv import Trigger
 
 from simops_core.policy_step import StepSettings
-from simops_learning.pick_env import MAX_EPISODE_STEPS, SUCCESS_RADIUS, FR3PickPlaceEnv
+from simops_learning.pick_env import MAX_EPISODE_STEPS, FR3PickPlaceEnv
+from simops_learning.reach_env import SUCCESS_RADIUS
 from simops_policy.model import load_model
 
 POLICY = REPO / 'models/policy/fr3_pick_place.pt'

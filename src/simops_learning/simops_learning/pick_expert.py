@@ -7,18 +7,18 @@ to the phase's target through the policy's own
 :class:`~simops_learning.pick_network.TaskSpaceLaw` (the hand kept pointing down, its fingers
 square to the cube's faces):
 
-============  ===================================================  ========
-phase         when                                                 gripper
-============  ===================================================  ========
-``carry``     the hand is shut on the cube: lift it to ``lift``,   closed
-              move over the goal, lower it onto the goal
+============  =======================================================  =======
+phase         when, and where the grasp point goes                     gripper
+============  =======================================================  =======
+``carry``     the hand is shut on the cube: lift it to ``lift``, move  closed
+              over the goal, lower it (no lower than ``clear``)
 ``close``     the grasp point is on the cube, or the hand is closing   closed
               around it
-``descend``   the hand is over the cube: down, at most ``descent``  open
-              per step
+``descend``   the hand is over the cube: down toward at most           open
+              ``descent`` below the grasp point
 ``approach``  otherwise: ``hover`` over the cube (straight up first    open
               when the hand is low beside it)
-============  ===================================================  ========
+============  =======================================================  =======
 
 The phase is a function of the observation, so a learner imitates it without hidden state:
 the expert's decision (the step and the gripper command) is what the policy network learns.
@@ -51,7 +51,9 @@ class PickGains:
     far the cube may sit from the grasp point while descending, closing or carried;
     ``held``: the largest opening that counts as shut on the cube; ``open``: below this
     opening, with the cube between the fingers, the hand keeps closing (the vertical
-    tolerance then no longer applies, so a delayed arm's bobbing does not reopen it).
+    tolerance then no longer applies, so a delayed arm's bobbing does not reopen it);
+    ``clear``: the carried cube's lowest bottom above the table (a goal on the table is
+    then reached within the 2 cm success radius).
     """
 
     gain: float = 0.3
@@ -63,6 +65,7 @@ class PickGains:
     near: float = 0.02
     at: float = 0.006
     held: float = 2 * CUBE_HALF + 0.006
+    clear: float = 0.01
     open: float = 0.075
 
 
@@ -117,12 +120,16 @@ class PickExpert:
         return np.append(arm.numpy().astype(float), gripper)
 
     def _carry_target(self, cube: np.ndarray, goal: np.ndarray) -> np.ndarray:
-        """Where the carried cube's centre goes next: up, across at ``lift``, down."""
+        """Where the carried cube's centre goes next: up, across at ``lift``, down.
+
+        Never lower than ``clear`` above the table: a delayed arm overshoots, and pressing
+        a held cube into the table trips the collision reflex.
+        """
         g = self.gains
         travel = float(np.linalg.norm(goal[:2] - cube[:2]))
         cruise = max(g.lift, float(goal[2]))
         if travel < g.over:
-            return goal.copy()
+            return np.array([goal[0], goal[1], max(float(goal[2]), CUBE_HALF + g.clear)])
         if cube[2] < cruise - 0.02:
             return np.array([cube[0], cube[1], cruise])
         return np.array([goal[0], goal[1], cruise])
