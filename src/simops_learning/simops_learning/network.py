@@ -36,8 +36,8 @@ class PosturePolicy(nn.Module):
     def __init__(self, card: PolicyCard, spec: RobotSpec, hidden: Sequence[int],
                  gain: float) -> None:
         super().__init__()
-        goal_at, goal_scale, goal_offset = _locate(card, 'goal_position', ('x', 'y', 'z'))
-        q_at, q_scale, q_offset = _locate(card, 'joint_position', spec.arm_joints)
+        goal_at, goal_scale, goal_offset = newest_slots(card, 'goal_position', ('x', 'y', 'z'))
+        q_at, q_scale, q_offset = newest_slots(card, 'joint_position', spec.arm_joints)
         self.register_buffer('goal_at', goal_at)
         self.register_buffer('goal_scale', goal_scale)
         self.register_buffer('goal_offset', goal_offset)
@@ -82,8 +82,8 @@ class PosturePolicy(nn.Module):
         return dq
 
 
-def _locate(card: PolicyCard, source: str, names: Sequence[str]
-            ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def newest_slots(card: PolicyCard, source: str, names: Sequence[str]
+                 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Observation indices of ``source``'s ``names`` in the newest frame, scale and offset.
 
     float32 tensors, so that ``raw = value / scale + offset``.
@@ -97,7 +97,7 @@ def _locate(card: PolicyCard, source: str, names: Sequence[str]
             return (torch.tensor(index), torch.tensor(term.scale[slots], dtype=torch.float32),
                     torch.tensor(term.offset[slots], dtype=torch.float32))
         start += len(term.fields)
-    raise ValueError(f'the card observes no {source}; the reach policy needs it')
+    raise ValueError(f'the card observes no {source}; the policy needs it')
 
 
 def export_policy(policy: nn.Module, spec: RobotSpec, stem: Path, observation_size: int,

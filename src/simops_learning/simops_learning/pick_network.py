@@ -31,7 +31,7 @@ from torch import nn
 
 from simops_core.policy_card import PolicyCard
 from simops_core.robot_spec import RobotSpec
-from simops_learning.network import _locate
+from simops_learning.network import newest_slots
 from simops_learning.pick_env import GRASP_DEPTH
 from simops_sim.physics import ModelIndex
 
@@ -164,7 +164,7 @@ class PickPolicy(nn.Module):
         super().__init__()
         self.law = TaskSpaceLaw(ArmKinematics(model, index, HAND_BODY), spec.home,
                                 card.action.scale)
-        located = [_locate(card, source, fields) for source, fields in (
+        located = [newest_slots(card, source, fields) for source, fields in (
             ('joint_position', spec.arm_joints), ('object_position', ('x', 'y', 'z')),
             ('object_quaternion', ('x', 'y', 'z', 'w')), ('goal_position', ('x', 'y', 'z')),
             ('gripper_width', ('width',)))]
