@@ -25,6 +25,7 @@ from tensordict import TensorDict
 
 from simops_learning.pick_env import MAX_EPISODE_STEPS, FR3PickPlaceEnv
 from simops_learning.pick_network import MOVE_UNIT, PickPolicy
+from simops_learning.seeding import seeded_torch
 from simops_sim.randomization import DomainRandomization
 
 DECISION_SIZE = 4   # the grasp point's step (3, in MOVE_UNIT) and the gripper command
@@ -113,7 +114,7 @@ def fine_tune(policy: PickPolicy, iterations: int, randomization: DomainRandomiz
     Returns the success rate of the episodes that ended during training.
     """
     c = config or PPOConfig()
-    torch.manual_seed(seed)
+    seeded_torch(seed)   # RSL-RL samples its actions from torch's global stream
     env = DecisionEnv(policy, c.num_envs, randomization, seed * 1_000_003 + 700_000)
     cfg = {
         'algorithm': {'class_name': 'PPO', 'learning_rate': c.learning_rate,
