@@ -24,7 +24,8 @@ ROS_PACKAGES = {'rclpy', 'sensor_msgs', 'geometry_msgs', 'std_msgs', 'std_srvs',
                 'rosidl_runtime_py', 'rcl_interfaces', 'control_msgs', 'franka_msgs'}
 # Python module -> PyPI distribution in requirements-python.txt (no rosdep key exists).
 PIP_ONLY = {'mujoco': 'mujoco', 'torch': 'torch', 'rosbags': 'rosbags',
-            'gymnasium': 'gymnasium', 'mcap': 'mcap', 'mcap_ros2': 'mcap-ros2-support'}
+            'gymnasium': 'gymnasium', 'mcap': 'mcap', 'mcap_ros2': 'mcap-ros2-support',
+            'rsl_rl': 'rsl-rl-lib', 'tensordict': 'tensordict'}
 
 
 def imported_modules(package: str) -> set[str]:
