@@ -23,8 +23,8 @@ from std_msgs.msg import Float64MultiArray, String
 from std_srvs.srv import Trigger
 
 from simops_core.policy_step import StepSettings
-from simops_learning.reach_env import MAX_EPISODE_STEPS, SUCCESS_RADIUS, FR3ReachEnv
-from simops_learning.rollout import episode_goal, run_episodes
+from simops_learning.reach_env import MAX_EPISODE_STEPS, SUCCESS_RADIUS, FR3ReachEnv, episode_goal
+from simops_learning.rollout import run_episodes
 from simops_policy.model import load_model
 
 EPISODES = 20

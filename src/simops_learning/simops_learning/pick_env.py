@@ -157,17 +157,21 @@ class FR3PickPlaceEnv(FR3ReachEnv):
         mujoco.mju_rotVecQuat(axis, np.array([0.0, 0.0, 1.0]), quat)
         return position + GRASP_DEPTH * axis
 
+    def episode_options(self, seed: int, episode: int) -> dict[str, Any]:
+        """No options: the reset seed draws the episode's cube and goal."""
+        return {}
+
+    def _tracked(self) -> np.ndarray:
+        return self.object_position()
+
     def _info(self, fault: bool) -> dict[str, Any]:
         info = super()._info(fault)
         cube = self.object_position()
-        distance = float(np.linalg.norm(cube - self.goal))
         grasped = self.grasped()
         info.update(
-            distance=distance, reach_distance=float(np.linalg.norm(self.grasp_point() - cube)),
-            is_success=self.physics.stop is None and distance < self.success_radius,
-            grasped=grasped, lifted=grasped and cube[2] > CUBE_HALF + 0.005,
-            object_position=cube, peak_joint_speed=self.peak_speed,
-            peak_contact_force=self.peak_force,
+            reach_distance=float(np.linalg.norm(self.grasp_point() - cube)), grasped=grasped,
+            lifted=grasped and cube[2] > CUBE_HALF + 0.005, object_position=cube,
+            peak_joint_speed=self.peak_speed, peak_contact_force=self.peak_force,
             unsafe=self.peak_speed > SAFE_JOINT_SPEED or self.peak_force > SAFE_CONTACT_FORCE)
         return info
 

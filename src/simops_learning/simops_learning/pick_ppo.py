@@ -66,25 +66,23 @@ class DecisionEnv(VecEnv):
         self._seeds = itertools.count(seed)
         self.successes: list[bool] = []
         self._observations = np.stack([self._reset(env) for env in self.envs])
+        self.get_observations()
 
     def _reset(self, env: FR3PickPlaceEnv) -> np.ndarray:
         return env.reset(seed=next(self._seeds), options={'level': 1.0})[0]
 
-    def _inputs(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        with torch.no_grad():
-            return self.policy.inputs(torch.as_tensor(self._observations))
-
     def get_observations(self) -> TensorDict:
-        """The network's standardised inputs of every env."""
-        features, _, _ = self._inputs()
+        """The network's standardised inputs of every env (what :meth:`step` acts from)."""
+        with torch.no_grad():
+            features, self._q, self._cube_yaw = self.policy.inputs(
+                torch.as_tensor(self._observations))
         standard = (features - self.policy.input_mean) / self.policy.input_std
         return TensorDict({'policy': standard}, batch_size=[self.num_envs])
 
     def step(self, actions: torch.Tensor) -> tuple[TensorDict, torch.Tensor, torch.Tensor, dict]:
         """Apply decisions (num_envs, 4); reset finished episodes."""
-        _, q, cube_yaw = self._inputs()
-        with torch.no_grad():
-            arm = self.policy.law(q, actions[:, :3] * MOVE_UNIT, cube_yaw)
+        with torch.no_grad():   # at the joints and cube of the last get_observations()
+            arm = self.policy.law(self._q, actions[:, :3] * MOVE_UNIT, self._cube_yaw)
             full = torch.cat([arm, torch.clamp(actions[:, 3:], -1.0, 1.0)], dim=1).numpy()
         rewards = torch.zeros(self.num_envs)
         dones = torch.zeros(self.num_envs, dtype=torch.long)

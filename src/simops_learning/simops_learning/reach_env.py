@@ -60,6 +60,11 @@ DEFAULT_MODEL = 'models/{robot}/scene.xml'   # the robot's shipped scene
 DEFAULT_KEYFRAME = 'home'
 
 
+def episode_goal(seed: int, episode: int) -> np.ndarray:
+    """The goal (3,) m of episode ``episode`` of a run seeded ``seed`` (uniform workspace)."""
+    return np.random.default_rng([seed, episode]).uniform(WORKSPACE_LOW, WORKSPACE_HIGH)
+
+
 class FR3ReachEnv(gym.Env):
     """Gymnasium env of the FR3 reach task; see the module docstring.
 
@@ -146,6 +151,10 @@ class FR3ReachEnv(gym.Env):
         obs = self.policy_step.restart(float(self.policy_step.raw.joint_position[arm:].sum()))
         return obs.copy(), self._info(fault=False)
 
+    def episode_options(self, seed: int, episode: int) -> dict[str, Any]:
+        """``reset`` options fixing episode ``episode`` of a run seeded ``seed``: its goal."""
+        return {'goal': episode_goal(seed, episode)}
+
     def _sample_goal(self, rng: np.random.Generator) -> np.ndarray:
         """A goal (3,) m, base frame, when ``reset`` is given none: uniform in the workspace."""
         return rng.uniform(WORKSPACE_LOW, WORKSPACE_HIGH)
@@ -223,8 +232,12 @@ class FR3ReachEnv(gym.Env):
         """The flange position (3,) m in the base frame (true, without noise)."""
         return self.physics.body_pose(self.physics.index.flange_body)[0]
 
+    def _tracked(self) -> np.ndarray:
+        """What must reach the goal: the flange (3,) m, base frame, true."""
+        return self.flange_position()
+
     def _info(self, fault: bool) -> dict[str, Any]:
-        distance = float(np.linalg.norm(self.flange_position() - self.goal))
+        distance = float(np.linalg.norm(self._tracked() - self.goal))
         state = self.policy_step.state
         command = np.append(state.target, state.gripper) if state is not None else None
         stop = self.physics.stop

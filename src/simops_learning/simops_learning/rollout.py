@@ -1,8 +1,8 @@
 """Run a loaded policy in an env for a batch of episodes (validation, parity, tests).
 
-Each episode's task is fixed by the run's seed and its index (the reach goal from
-``episode_goal(seed, episode)``; the pick-and-place cube and goal from the reset seed), so
-every physics configuration of a validation grid sees the same tasks (paired comparison).
+Each episode's task is fixed by the run's seed and its index (the env's ``episode_options``:
+the reach goal from ``reach_env.episode_goal``; the pick-and-place cube and goal from the
+reset seed), so every configuration of a validation grid sees the same tasks (paired).
 """
 
 from __future__ import annotations
@@ -12,8 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from simops_learning.pick_env import FR3PickPlaceEnv
-from simops_learning.reach_env import WORKSPACE_HIGH, WORKSPACE_LOW, FR3ReachEnv
+from simops_learning.reach_env import FR3ReachEnv
 from simops_sim.randomization import Conditions
 
 Policy = Callable[[np.ndarray], np.ndarray]
@@ -38,20 +37,15 @@ class EpisodeResult:
     peak_force: float = float('nan')
 
 
-def episode_goal(seed: int, episode: int) -> np.ndarray:
-    """The goal (3,) m of episode ``episode`` of a run seeded ``seed`` (uniform workspace)."""
-    return np.random.default_rng([seed, episode]).uniform(WORKSPACE_LOW, WORKSPACE_HIGH)
-
-
 def run_episodes(env: FR3ReachEnv, policy: Policy, episodes: range, seed: int,
                  conditions: Conditions | None = None) -> list[EpisodeResult]:
     """Roll ``policy`` (observation → raw action) out for the given episode indices.
 
-    ``env`` is a reach env or a subclass (pick-and-place draws its own task from the seed).
+    Each episode's task comes from :meth:`FR3ReachEnv.episode_options`.
     """
     results = []
     for episode in episodes:
-        options = {} if isinstance(env, FR3PickPlaceEnv) else {'goal': episode_goal(seed, episode)}
+        options = env.episode_options(seed, episode)
         if conditions is not None:
             options['conditions'] = conditions
         obs, info = env.reset(seed=seed * 1_000_003 + episode, options=options)

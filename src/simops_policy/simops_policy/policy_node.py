@@ -3,9 +3,7 @@
 Wiring over :class:`simops_core.policy_step.PolicyStep` (the envs' tick too), the supervisor's
 modes, ``inputs`` and ``loop_stats``: a control thread on absolute deadlines polls the joint
 states, object pose and robot state, ticks, publishes, and sends diagnostics in its slack.
-The policy acts once per measured state: a tick that finds no joint state newer than the one
-it last acted on sends nothing (the controller keeps its target), so a lockstep simulator
-gets one command per period, as the env steps.
+A tick with no joint state newer than the last one read sends nothing (as the env steps).
 """
 
 from __future__ import annotations
@@ -55,11 +53,9 @@ class PolicyNode(Node):
         self._configure()
         self._lock = threading.Lock()      # goal, supervisor and statistics
         self._goal: np.ndarray | None = None   # base frame (3,) m, from the executor thread
-        self._have_object = False
-        self._acted_ns = 0   # receipt (ns) of the joint state the policy last acted on
+        self._have_object, self._running = False, threading.Event()
         self._stats, self._scheduling = LoopStats(self.period), 'default'
         self._create_interfaces()
-        self._running = threading.Event()
         self._running.set()
         self._thread = threading.Thread(target=self._control_loop, name='control', daemon=True)
         self._thread.start()
@@ -183,11 +179,10 @@ class PolicyNode(Node):
         """Observation, inference, safety pipeline, publish; any bad input holds instead."""
         received_ns, tick_ns = self._joint_states.received_ns, time.time_ns()
         with self._lock:
-            if received_ns == self._acted_ns and not decision.restart:
+            if not (self._joint_states.fresh or decision.restart):
                 self._stats.repeated_states += 1   # one command per measured state
                 return
             self._stats.timing['state_age'].add(1e-9 * (tick_ns - received_ns))
-        self._acted_ns = received_ns
         problem = self._joint_states.read(self.inputs.joint_state)
         if problem is not None:
             self._bad_message('joint_states', problem, '; holding')
@@ -202,10 +197,10 @@ class PolicyNode(Node):
         self._action_pub.publish(Float64MultiArray(data=action.tolist()))
         with self._lock:
             self._stats.tick_done(received_ns, tick_ns, done_ns, tick.inference)
-            if out.fault:
+        if out.fault:
+            with self._lock:
                 self._stats.fault('nonfinite_action')
                 self.supervisor.hold_once('non-finite policy output')
-        if out.fault:
             self._warn('nonfinite', f'policy output {action.tolist()} is not finite; holding')
 
     def _stop(self, reason: str, fault: str | None = None) -> None:
@@ -225,9 +220,8 @@ class PolicyNode(Node):
     def _publish_command(self, state: safety.SafetyState) -> None:
         """Publish ``state``'s target; measure the period here."""
         self._command(state.target, state.gripper if self.hand else None)
-        now = time.monotonic()
         with self._lock:
-            self._stats.command_sent(now)
+            self._stats.command_sent(time.monotonic())
 
     def _publish_diagnostics(self) -> None:
         """Mode, counters and timing percentiles (:class:`~simops_policy.loop_stats.LoopStats`)."""

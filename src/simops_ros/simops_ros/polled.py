@@ -49,6 +49,12 @@ class Polled:
     subscription: Subscription
     raw: bytes | None = None
     received_ns: int = 0
+    read_ns: int = 0   # receipt time (ns) of the message :meth:`read` last decoded
+
+    @property
+    def fresh(self) -> bool:
+        """Whether the newest message arrived after the one :meth:`read` last decoded."""
+        return self.received_ns != self.read_ns
 
     def take_newest(self) -> bool:
         """Drain the subscription's queue, keep the newest message; True if one arrived."""
@@ -67,6 +73,7 @@ class Polled:
 
     def read(self, check: Callable[[Any], T]) -> T | str:
         """``check(message)`` on the newest message, or the problem if its bytes don't decode."""
+        self.read_ns = self.received_ns
         try:
             message = deserialize_message(self.raw, self.subscription.msg_type)
         except Exception as exc:  # bytes rclpy cannot decode
