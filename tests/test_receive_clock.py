@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from simops_sysid.dataset import ReceiveClock
+from simops_core.receive_clock import ReceiveClock
 
 OFFSET = 1_700_000_000.0   # s from the arm's stamp clock to the recorder's receive clock
 

@@ -39,6 +39,7 @@ from simops_core.bag_series import (
     joint_series,
 )
 from simops_core.paths import resolve_resource
+from simops_core.receive_clock import ReceiveClock
 from simops_core.robot_spec import RobotSpec, load_robot_spec
 from simops_core.topics import TopicSpec
 from simops_sim.joint_commands import limit_violation
@@ -49,7 +50,6 @@ STREAM_HOLD = 0.5           # s a streamed command stays in force (the node's co
 MIN_SEQUENCE = 2.0          # s, shortest sequence worth fitting
 MAX_GAP = 0.05              # s, longest gap between joint states inside the data
 MAX_LAG = 0.02             # s a joint state may arrive later than the fastest one did
-STALL = 0.005              # s without a newer joint state that means the arm ran late
 EFFORT_WINDOW = 0.1         # s, moving average on the effort before it is compared
 START_WINDOW = 0.04         # s each side of a sequence start for its smoothed start position
 LIMIT_SLACK = 0.1           # rad a measured position or a command may lie outside the limits
@@ -265,38 +265,6 @@ def _joint_states(raw: RawBag, candidates: list[str], spec: RobotSpec, store: ob
         raise DataError(f'{raw.path}: joint names do not match robot {spec.name} (expected '
                         f'{", ".join(spec.arm_joints)}): {detail}')
     return best, joint_series(raw, best, spec.joint_names, store)
-
-
-@dataclass(frozen=True)
-class ReceiveClock:
-    """Maps receive times (s) onto the joint-state stamp clock through the joint states.
-
-    ``received`` (N,) s when each joint state was recorded, ``stamps`` (N,) s its header stamp.
-    The smallest ``received - stamps`` is the clock offset (plus the least transport
-    latency); a message received at ``w`` reached the arm at ``w`` minus that offset, as the
-    recorder and the arm receive it alike. When the arm ran late (a stalled simulator catching
-    up, an overloaded driver), so did its joint states, and a command took effect half a
-    joint-state period after the newest state published before it was received (plus the
-    usual delivery latency of a joint state). That estimate holds when it is more than
-    :data:`STALL` earlier than the first (shorter gaps are delivery jitter, not a late arm).
-    """
-
-    received: np.ndarray
-    stamps: np.ndarray
-
-    def __call__(self, when: np.ndarray) -> np.ndarray:
-        """Stamp-clock times (M,) s of the receive times ``when`` (M,) s."""
-        order = np.argsort(self.received, kind='stable')
-        received, stamps = self.received[order], self.stamps[order]
-        lag = received - stamps
-        offset, usual = float(lag.min()), float(np.median(lag))
-        when = np.asarray(when, dtype=float)
-        direct = when - offset
-        newest = np.maximum.accumulate(stamps)
-        half = 0.5 * float(np.median(np.diff(stamps))) if stamps.size > 1 else 0.0
-        index = np.searchsorted(received, when, side='right') - 1
-        late = newest[np.maximum(index, 0)] + half + (usual - offset)
-        return np.where((index >= 0) & (late < direct - STALL), late, direct)
 
 
 def _commands(raw: RawBag, topic: str, spec: RobotSpec, store: object, clock: ReceiveClock,

@@ -1,0 +1,48 @@
+"""When a recorded command reached the arm: receive times mapped onto the joint-state clock.
+
+A recorder stamps every message with its receive time (its own clock); an arm's joint states
+carry header stamps on the arm driver's clock (system time on a real arm, sim time under
+/clock). :class:`ReceiveClock` maps one onto the other through the joint states themselves.
+``fit`` times streamed and unstamped commands with it, and ``simops-dataset export`` takes
+every command at the time it gives. No rclpy here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+STALL = 0.005              # s without a newer joint state that means the arm ran late
+
+
+@dataclass(frozen=True)
+class ReceiveClock:
+    """Maps receive times (s) onto the joint-state stamp clock through the joint states.
+
+    ``received`` (N,) s when each joint state was recorded, ``stamps`` (N,) s its header stamp.
+    The smallest ``received - stamps`` is the clock offset (plus the least transport
+    latency); a message received at ``w`` reached the arm at ``w`` minus that offset, as the
+    recorder and the arm receive it alike. When the arm ran late (a stalled simulator catching
+    up, an overloaded driver), so did its joint states, and a command took effect half a
+    joint-state period after the newest state published before it was received (plus the
+    usual delivery latency of a joint state). That estimate holds when it is more than
+    :data:`STALL` earlier than the first (shorter gaps are delivery jitter, not a late arm).
+    """
+
+    received: np.ndarray
+    stamps: np.ndarray
+
+    def __call__(self, when: np.ndarray) -> np.ndarray:
+        """Stamp-clock times (M,) s of the receive times ``when`` (M,) s."""
+        order = np.argsort(self.received, kind='stable')
+        received, stamps = self.received[order], self.stamps[order]
+        lag = received - stamps
+        offset, usual = float(lag.min()), float(np.median(lag))
+        when = np.asarray(when, dtype=float)
+        direct = when - offset
+        newest = np.maximum.accumulate(stamps)
+        half = 0.5 * float(np.median(np.diff(stamps))) if stamps.size > 1 else 0.0
+        index = np.searchsorted(received, when, side='right') - 1
+        late = newest[np.maximum(index, 0)] + half + (usual - offset)
+        return np.where((index >= 0) & (late < direct - STALL), late, direct)
