@@ -1,0 +1,404 @@
+"""One rosbag2 episode as frames at a fixed rate, aligned explicitly (no rclpy).
+
+Topics arrive asynchronously and late; a frame at time ``t`` (the joint-state clock: the
+arm driver's header stamps) takes each input by one stated rule:
+
+- **joint states** are interpolated linearly between the two samples around ``t``, in one
+  streaming pass (an hour of 1 kHz states never sits in memory); a frame whose two samples
+  lie more than ``max_age`` apart is dropped;
+- **commands** are taken at their effective time, as ``fit`` takes them
+  (:class:`~simops_core.receive_clock.ReceiveClock`: receive time less the clock offset, or
+  when a late arm caught up; never before a trajectory's stamp). A frame's action is the
+  newest command in force before the next frame (LeRobot's convention: the action taken
+  after observing frame ``t``); the policy's raw output on ``/policy/action`` likewise;
+- **slower topics** (object pose) are held: the newest sample stamped at or before ``t``;
+  latched topics (the goal pose, ``transient_local`` in config/topics.yaml) hold until
+  replaced, others only up to ``max_age``.
+
+A frame whose held inputs are older than ``max_age`` (or that has none yet) is dropped;
+frames before the first and after the last complete one are trimmed; both are counted, and
+the worst age of every input is reported per episode. Each frame keeps the header stamps
+and receive times of the messages its inputs came from (``source.*`` columns).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from array import array
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from simops_core.bag_reader import BagError, MissingTopicsError, message_typestore, read_bag
+from simops_core.bag_series import FLOAT_ARRAY, JOINT_STATE, TRAJECTORY
+from simops_core.bag_stream import stream_messages
+from simops_core.receive_clock import ReceiveClock
+from simops_core.robot_spec import RobotSpec
+from simops_core.topics import TopicSpec
+from simops_learning.episode_schema import EpisodeFrames, Schema, empty_columns
+
+DEFAULT_FPS = 20.0      # Hz, the policies' control rate
+DEFAULT_MAX_AGE = 0.25  # s, the oldest a held input may be at a frame
+POLICY_ACTION = 'policy_action'
+
+
+class EpisodeError(ValueError):
+    """A bag cannot become an episode of this card; the one-line message says why."""
+
+
+@dataclass(frozen=True)
+class Alignment:
+    """Frame rate ``fps`` (Hz) and the oldest input ``max_age`` (s) a frame may hold."""
+
+    fps: float = DEFAULT_FPS
+    max_age: float = DEFAULT_MAX_AGE
+
+    @property
+    def period(self) -> float:
+        """S between frames."""
+        return 1.0 / self.fps
+
+
+@dataclass
+class _Held:
+    """A held input's samples: effective time, stamp, receive time (s) and values (M, k)."""
+
+    t: np.ndarray
+    stamp: np.ndarray
+    received: np.ndarray
+    values: np.ndarray
+
+
+class _Resampler:
+    """Joint states interpolated onto the frame grid, one message at a time.
+
+    The grid starts at the first stamp, every ``period`` s. For each frame it keeps the
+    interpolated positions and velocities (J,) in ``joints`` order, the stamp and receive time
+    of the sample before it and the gap between the two samples around it.
+    """
+
+    def __init__(self, joints: tuple[str, ...], fingers: tuple[str, ...], period: float) -> None:
+        self.joints, self.fingers, self.period = joints, fingers, period
+        self.t0: float | None = None
+        self.rows: list[np.ndarray] = []
+        self.stamps = array('d')
+        self.received = array('d')
+        self._columns: dict[tuple[str, ...], np.ndarray] = {}
+        self._prev: tuple[float, np.ndarray, float] | None = None
+
+    def add(self, names: tuple[str, ...], position: np.ndarray, velocity: np.ndarray,
+            stamp: float, received: float) -> None:
+        """Take one joint state (stamp and receive time in s)."""
+        pick = self._columns.get(names)
+        if pick is None:
+            column = {name: i for i, name in enumerate(names)}
+            missing = [j for j in (*self.joints, *self.fingers) if j not in column]
+            if missing:
+                raise EpisodeError(f'a joint state names {list(names)}, without {missing}')
+            pick = self._columns[names] = np.array([column[j] for j in self.joints + self.fingers])
+        n = len(self.joints) + len(self.fingers)
+        values = np.empty(2 * n)
+        values[:n] = position[pick]
+        values[n:] = velocity[pick] if len(velocity) == len(position) else np.nan
+        if self.stamps and stamp <= self.stamps[-1]:
+            raise EpisodeError(f'joint state header stamps are not strictly increasing '
+                               f'(message {len(self.stamps)} at {stamp:.6f} s follows '
+                               f'{self.stamps[-1]:.6f} s)')
+        self.stamps.append(stamp)
+        self.received.append(received)
+        if self._prev is None:
+            self.t0 = stamp
+            self.rows.append(np.concatenate([values, [stamp, received, 0.0]]))
+        else:
+            last_t, last_v, last_received = self._prev
+            gap = stamp - last_t
+            k = len(self.rows)
+            while (t := self.t0 + k * self.period) <= stamp:
+                w = (t - last_t) / gap
+                self.rows.append(np.concatenate([last_v + w * (values - last_v),
+                                                 [last_t, last_received, gap]]))
+                k += 1
+        self._prev = (stamp, values, received)
+
+
+def topic_first(bag: Path, topic: str, type_name: str, store: Any) -> Any:
+    """The first message of ``topic``, decoded."""
+    for _, _, data in stream_messages(bag, [topic]):
+        return store.deserialize_cdr(data, type_name)
+    raise EpisodeError(f'{bag}: {topic} has no messages')
+
+
+def bag_episode(bag: str | Path, schema: Schema, spec: RobotSpec,
+                topics: Mapping[str, TopicSpec], alignment: Alignment,
+                task: str = '') -> EpisodeFrames:
+    """Read ``bag`` as one episode of ``schema``; raise :class:`EpisodeError` naming the problem.
+
+    ``topics`` are config/topics.yaml's (pose and command topic names, latched QoS);
+    ``task`` is the task text when the episode's metadata names none.
+    """
+    path = Path(bag)
+    try:
+        listing = read_bag(path, topics=())
+    except BagError as exc:
+        raise EpisodeError(str(exc)) from None
+    found = {name: t for name, t in listing.topics.items() if t.count}
+    custom = listing.custom_data
+    robot = custom.get('simops.robot', '')
+    if robot and robot != schema.robot:
+        raise EpisodeError(f'{path}: recorded on robot {robot!r}, the card is for '
+                           f'{schema.robot!r}; export it with a {robot} card')
+    store = message_typestore(listing)
+    fingers = spec.gripper.joints if schema.gripper_width else ()
+    state_topic = _state_topic(path, found, schema.joints + fingers, store)
+    command_topic = _command_topic(path, found, topics, listing)
+    pose_topics = {name: topics[name].name for name in schema.inputs
+                   if name in ('object_pose', 'goal_pose')}
+    missing = [t for t in pose_topics.values() if t not in found]
+    if missing:
+        raise EpisodeError(str(MissingTopicsError(path, missing, listing.info())) +
+                           '; the card observes them')
+    action_topic = topics[POLICY_ACTION].name
+    wanted = {state_topic, command_topic, *pose_topics.values()}
+    if action_topic in found:
+        wanted.add(action_topic)
+    resampler = _Resampler(schema.joints, fingers, alignment.period)
+    slow: dict[str, list[tuple[float, Any]]] = {t: [] for t in wanted - {state_topic}}
+    state_type = found[state_topic].type
+    try:
+        for topic, log_time, data in stream_messages(path, wanted):
+            received = log_time * 1e-9
+            if topic == state_topic:
+                msg = store.deserialize_cdr(data, state_type)
+                stamp = msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec
+                resampler.add(tuple(msg.name), np.asarray(msg.position),
+                              np.asarray(msg.velocity), stamp if stamp > 0 else received,
+                              received)
+            else:
+                slow[topic].append((received, store.deserialize_cdr(data, found[topic].type)))
+    except BagError as exc:
+        raise EpisodeError(str(exc)) from None
+    except EpisodeError as exc:
+        raise EpisodeError(f'{path}: {state_topic}: {exc}') from None
+    if len(resampler.rows) < 2:
+        raise EpisodeError(f'{path}: {state_topic} spans less than one frame '
+                           f'({1e3 * alignment.period:.0f} ms at {alignment.fps:g} fps); '
+                           'the episode is too short to export')
+    received = np.frombuffer(resampler.received)
+    stamps = np.frombuffer(resampler.stamps)
+    clock = ReceiveClock(received, stamps)
+    held = {'command': _commands(slow[command_topic], found[command_topic].type,
+                                 schema.action, clock)}
+    if action_topic in slow:
+        held[POLICY_ACTION] = _actions(slow[action_topic], len(schema.action), clock)
+    for name, topic in pose_topics.items():
+        held[name] = _poses(slow[topic], clock)
+    latched = {name for name, topic in pose_topics.items()
+               if topics[name].qos.durability == 'transient_local'}
+    frames = _assemble(np.stack(resampler.rows), resampler.t0 or 0.0, schema, held, latched,
+                       alignment)
+    if frames is None:
+        raise EpisodeError(f'{path}: no frame has every input within {alignment.max_age:g} s '
+                           f'(joint states {state_topic}, commands {command_topic}); the '
+                           'episode is shorter than one frame')
+    timestamp, columns, report = frames
+    report.update(topics={'joint_states': state_topic, 'command': command_topic,
+                          **pose_topics})
+    meta = _episode_meta(path, custom, robot or schema.robot)
+    episode_task = custom.get('simops.task') or task or meta['label'] or 'episode'
+    return EpisodeFrames(timestamp, columns, episode_task, meta, report)
+
+
+def _state_topic(path: Path, found: Mapping[str, Any], joints: tuple[str, ...],
+                 store: Any) -> str:
+    """The JointState topic naming every joint the schema needs (the busiest wins)."""
+    candidates = sorted((n for n, t in found.items() if t.type == JOINT_STATE),
+                        key=lambda n: -found[n].count)
+    if not candidates:
+        have = ', '.join(f'{n} ({t.type}, {t.count})' for n, t in found.items()) or 'none'
+        raise EpisodeError(f'{path}: no sensor_msgs/msg/JointState topic with messages; the '
+                           f'bag has {have}')
+    named = {}
+    for topic in candidates:
+        names = tuple(topic_first(path, topic, JOINT_STATE, store).name)
+        if set(joints) <= set(names):
+            return topic
+        named[topic] = list(names)
+    detail = '; '.join(f'{t} has {n}' for t, n in named.items())
+    raise EpisodeError(f'{path}: joint names do not match the card (it needs {list(joints)}): '
+                       f'{detail}')
+
+
+def _command_topic(path: Path, found: Mapping[str, Any], topics: Mapping[str, TopicSpec],
+                   listing: Any) -> str:
+    """The busiest command topic: a JointTrajectory topic or config's joint_commands."""
+    names = [n for n, t in found.items() if t.type == TRAJECTORY
+             or (t.type == FLOAT_ARRAY and n == topics['joint_commands'].name)]
+    if not names:
+        raise EpisodeError(str(MissingTopicsError(
+            path, [topics['joint_commands'].name, topics['joint_trajectory'].name],
+            listing.info())) + '; an episode needs the commands sent to the arm')
+    return max(names, key=lambda n: found[n].count)
+
+
+def _commands(samples: list[tuple[float, Any]], type_name: str,
+              action: tuple[str, ...], clock: ReceiveClock) -> _Held:
+    """Commanded targets (M, len(action)) at their effective times."""
+    received = np.array([s[0] for s in samples])
+    values = np.full((len(samples), len(action)), np.nan)
+    stamps = np.full(len(samples), np.nan)
+    column = {name: i for i, name in enumerate(action)}
+    for row, (_, msg) in enumerate(samples):
+        if type_name == TRAJECTORY:
+            stamp = msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec
+            stamps[row] = stamp if stamp > 0 else np.nan
+            if msg.points:
+                for name, value in zip(msg.joint_names, msg.points[0].positions, strict=False):
+                    if name in column:
+                        values[row, column[name]] = value
+        else:
+            data = np.asarray(msg.data, dtype=float)[:len(action)]
+            values[row, :data.size] = data
+    effect = clock(received) if received.size else received
+    effect = np.where(np.isnan(stamps), effect, np.maximum(effect, np.nan_to_num(stamps)))
+    return _sorted(_Held(effect, stamps, received, values))
+
+
+def _actions(samples: list[tuple[float, Any]], size: int, clock: ReceiveClock) -> _Held:
+    """The policy's raw outputs (M, size) at the time they reached the arm's clock."""
+    received = np.array([s[0] for s in samples])
+    values = np.full((len(samples), size), np.nan)
+    for row, (_, msg) in enumerate(samples):
+        data = np.asarray(msg.data, dtype=float)[:size]
+        values[row, :data.size] = data
+    return _sorted(_Held(clock(received) if received.size else received,
+                         np.full(len(samples), np.nan), received, values))
+
+
+def _poses(samples: list[tuple[float, Any]], clock: ReceiveClock) -> _Held:
+    """Pose samples: position (3,) m then quaternion x, y, z, w, held from their stamps."""
+    received = np.array([s[0] for s in samples])
+    stamps = np.array([m.header.stamp.sec + 1e-9 * m.header.stamp.nanosec
+                       for _, m in samples])
+    values = np.array([[m.pose.position.x, m.pose.position.y, m.pose.position.z,
+                        m.pose.orientation.x, m.pose.orientation.y, m.pose.orientation.z,
+                        m.pose.orientation.w] for _, m in samples]).reshape(-1, 7)
+    when = np.where(stamps > 0, stamps, clock(received) if received.size else received)
+    return _sorted(_Held(when, np.where(stamps > 0, stamps, np.nan), received, values))
+
+
+def _sorted(held: _Held) -> _Held:
+    order = np.argsort(held.t, kind='stable')
+    return _Held(held.t[order], held.stamp[order], held.received[order], held.values[order])
+
+
+def _assemble(rows: np.ndarray, t0: float, schema: Schema, held: dict[str, _Held],
+              latched: set[str], alignment: Alignment
+              ) -> tuple[np.ndarray, dict[str, np.ndarray], dict[str, Any]] | None:
+    """The kept frames' timestamps and columns, and the alignment report (None: no frame)."""
+    n_joints = (rows.shape[1] - 3) // 2   # rows: positions, velocities, stamp, received, gap
+    t = t0 + np.arange(len(rows)) * alignment.period
+    period, max_age = alignment.period, alignment.max_age
+    invalid = {'joint_states': rows[:, -1] > max_age}
+    picks: dict[str, np.ndarray] = {}
+    ages = {'joint_states': t - rows[:, -3]}
+    for name, samples in held.items():
+        # A command or action is in force over the frame when it took effect before the next
+        # frame; an observed pose when it was stamped at or before the frame.
+        ahead = period if name in ('command', POLICY_ACTION) else 0.0
+        side = 'left' if ahead else 'right'
+        index = np.searchsorted(samples.t, t + ahead, side=side) - 1
+        have = index >= 0
+        age = np.where(have, t + ahead - samples.t[np.maximum(index, 0)], np.inf)
+        stale = ~have if name in latched else ~have | (age > max_age)
+        if name != POLICY_ACTION:
+            invalid[name] = stale
+        picks[name] = np.where(stale, -1, index)
+        ages[name] = age
+    bad = np.any(np.stack(list(invalid.values())), axis=0)
+    good = np.flatnonzero(~bad)
+    if good.size == 0:
+        return None
+    first, last = int(good[0]), int(good[-1])
+    keep = good
+    n = keep.size
+    columns = empty_columns(schema, n)
+    q = rows[keep, :n_joints]
+    qd = rows[keep, n_joints:2 * n_joints]
+    arm = len(schema.joints)
+    state = columns['observation.state']
+    state[:, :arm] = q[:, :arm]
+    if schema.gripper_width:
+        state[:, arm] = q[:, arm:].sum(axis=1)
+    if 'observation.velocity' in columns:
+        index = [schema.joints.index(j) for j in schema.velocity_joints]
+        columns['observation.velocity'][:] = qd[:, index]
+    columns['source.joint_states.stamp'][:, 0] = rows[keep, -3]
+    columns['source.joint_states.received'][:, 0] = rows[keep, -2]
+    for name, samples in held.items():
+        pick = picks[name][keep]
+        ok = pick >= 0
+        source = np.maximum(pick, 0)
+        columns[f'source.{name}.stamp'][ok, 0] = samples.stamp[source[ok]]
+        columns[f'source.{name}.received'][ok, 0] = samples.received[source[ok]]
+        values = samples.values[source]
+        values[~ok] = np.nan
+        if name == 'command':
+            columns['action'][:] = values
+            columns['source.command.effective'][ok, 0] = samples.t[source[ok]]
+        elif name == POLICY_ACTION:
+            columns['policy.action'][:] = values
+        else:
+            _pose_columns(columns, schema, name, values)
+    report = {
+        'frames': n, 'trimmed': int(first + len(rows) - 1 - last),
+        'dropped': int((last - first + 1) - n),
+        'dropped_by_input': {name: int(mask[first:last + 1].sum())
+                             for name, mask in invalid.items()},
+        'worst_age_s': {name: float(np.max(np.where(np.isfinite(age[keep]), age[keep], 0.0)))
+                        for name, age in ages.items()},
+        'worst_joint_state_gap_s': float(rows[keep, -1].max()),
+    }
+    return (t[keep] - t[first]).astype(np.float64), columns, report
+
+
+def _pose_columns(columns: dict[str, np.ndarray], schema: Schema, topic: str,
+                  values: np.ndarray) -> None:
+    """Write a pose topic's (n, 7) held values into the pose features that read it."""
+    axes = {'object_position': ('x', 'y', 'z'), 'object_quaternion': ('x', 'y', 'z', 'w'),
+            'goal_position': ('x', 'y', 'z')}
+    offsets = {'object_position': 0, 'object_quaternion': 3, 'goal_position': 0}
+    for source, fields in schema.poses.items():
+        if (topic == 'goal_pose') != (source == 'goal_position'):
+            continue
+        index = [offsets[source] + axes[source].index(f) for f in fields]
+        columns[f'observation.{source}'][:] = values[:, index]
+
+
+def _episode_meta(path: Path, custom: Mapping[str, str], robot: str) -> dict[str, Any]:
+    """The episode table's columns from the bag's ``custom_data`` and the bag's hash."""
+    success = custom.get('simops.success', '')
+    return {
+        'success': success == 'true', 'success_known': success in ('true', 'false'),
+        'outcome': custom.get('simops.end_reason', ''),
+        'notes': custom.get('simops.notes', ''), 'label': custom.get('simops.label', ''),
+        'source': 'real' if custom.get('simops.mode') == 'real' else (
+            custom.get('simops.mode') or 'recorded'),
+        'bag': str(path), 'bag_sha256': bag_sha256(path), 'robot': robot,
+        'sim_params_sha256': custom.get('simops.sim_params_sha256', ''),
+        'policy_sha256': custom.get('simops.policy_sha256', ''),
+        'conditions': '',
+    }
+
+
+def bag_sha256(path: Path) -> str:
+    """Sha256 over the bag's ``metadata.yaml`` and storage files, in name order."""
+    digest = hashlib.sha256()
+    for file in sorted(p for p in path.iterdir() if p.is_file()):
+        digest.update(file.name.encode())
+        with file.open('rb') as stream:
+            for block in iter(lambda: stream.read(1 << 20), b''):
+                digest.update(block)
+    return digest.hexdigest()

@@ -1,0 +1,167 @@
+"""``simops-dataset export``: rosbag2 episodes to a LeRobot v3.0 dataset with the card's schema.
+
+``simops-dataset export BAG... --card CARD --out DIR [--fps 20] [--task "..."]`` reads each
+bag as one episode (:mod:`simops_learning.bag_frames`: joint states interpolated at the frame
+times, commands at their effective time, slower topics held up to ``--max-age``), in
+parallel worker processes, and writes the dataset (:mod:`simops_learning.lerobot_writer`)
+atomically: a failed export leaves ``--out`` as it was. ``--append`` adds the episodes to
+the dataset at ``--out``. Per episode it prints frames kept, dropped and trimmed and the
+worst age of each input.
+
+Exit codes: 0 written, 2 bad command line, 3 a bag cannot be exported (no joint states or
+commands, the card's topics or joints missing, another robot, shorter than one frame; the
+line names the bag), 4 bad card or robot spec, 5 the output cannot take the episodes.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import json
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import yaml
+
+from simops_core.command_line import CommandLineParser, exit_codes, fail
+from simops_core.policy_card import CardError, PolicyCard, load_policy_card
+from simops_core.robot_spec import RobotSpec, SpecError, load_robot_spec
+from simops_core.topics import load_topics
+from simops_learning.bag_frames import (
+    DEFAULT_FPS,
+    DEFAULT_MAX_AGE,
+    Alignment,
+    EpisodeError,
+    bag_episode,
+)
+from simops_learning.episode_schema import EpisodeFrames, card_schema
+from simops_learning.lerobot_writer import DatasetError, Written, write_dataset
+
+PROG = 'simops-dataset'
+EXIT_OK, EXIT_USAGE, EXIT_DATA, EXIT_CONFIG, EXIT_OUTPUT = 0, 2, 3, 4, 5
+
+
+def load_card(path: str | Path) -> tuple[PolicyCard, RobotSpec]:
+    """The card at ``path`` and the robot spec it names; raise CardError or SpecError."""
+    try:
+        raw = yaml.safe_load(Path(path).read_text())
+    except FileNotFoundError:
+        raise CardError(f'policy card {path} does not exist') from None
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise CardError(f'{path}: cannot parse policy card: {exc}') from None
+    robot = raw.get('robot') if isinstance(raw, dict) else None
+    if not isinstance(robot, str):
+        raise CardError(f'{path}: robot is missing; name the robot spec the policy is for')
+    spec = load_robot_spec(robot)
+    return load_policy_card(path, spec.joint_names, spec.arm_joints), spec
+
+
+def _export_one(bag: str, card_path: str, alignment: Alignment, task: str) -> EpisodeFrames:
+    """Worker: one bag as an episode (the card is loaded again in the worker process)."""
+    card, spec = load_card(card_path)
+    return bag_episode(bag, card_schema(card), spec, load_topics(), alignment, task)
+
+
+def episodes_in_parallel(bags: Sequence[str], card_path: str, alignment: Alignment,
+                         task: str, workers: int) -> Iterator[EpisodeFrames]:
+    """Each bag's episode, in the bags' order, converted by ``workers`` processes."""
+    if workers <= 1:
+        for bag in bags:
+            yield _export_one(bag, card_path, alignment, task)
+        return
+    with concurrent.futures.ProcessPoolExecutor(max_workers=workers) as pool:
+        futures = [pool.submit(_export_one, bag, card_path, alignment, task) for bag in bags]
+        try:
+            for future in futures:
+                yield future.result()
+        finally:
+            for future in futures:
+                future.cancel()
+
+
+def describe(episode: EpisodeFrames) -> str:
+    """One progress line: frames kept, dropped (by input), trimmed and worst input ages."""
+    report = episode.report
+    ages = ', '.join(f'{name} {1e3 * age:.0f} ms' for name, age in
+                     report.get('worst_age_s', {}).items())
+    dropped = {k: v for k, v in report.get('dropped_by_input', {}).items() if v}
+    return (f'{report["frames"]} frames, {report["dropped"]} dropped'
+            + (f' ({", ".join(f"{k} {v}" for k, v in dropped.items())})' if dropped else '')
+            + f', {report["trimmed"]} trimmed; worst input age: {ages}')
+
+
+def _episodes_in(out: Path) -> int:
+    """Episodes already in the dataset at ``out`` (0 when there is none or it is unreadable)."""
+    try:
+        return int(json.loads((out / 'meta' / 'info.json').read_text())['total_episodes'])
+    except (OSError, ValueError, KeyError, TypeError):
+        return 0
+
+
+def export(args: object) -> int:
+    """``export``: see the module docstring."""
+    bags, out = [str(b) for b in args.bags], Path(args.out)
+    try:
+        card, _ = load_card(args.card)
+    except (CardError, SpecError) as exc:
+        return fail(PROG, EXIT_CONFIG, str(exc))
+    missing = [b for b in bags if not Path(b).is_dir()]
+    if missing:
+        return fail(PROG, EXIT_DATA, f'{missing[0]} is not a rosbag2 directory')
+    alignment = Alignment(args.fps, args.max_age)
+    started, total = time.monotonic(), len(bags)
+    first = _episodes_in(out) if args.append else 0
+
+    def progress(episode: EpisodeFrames, index: int) -> None:
+        done = index - first + 1
+        print(f'[{done}/{total}] {Path(episode.meta["bag"]).name} -> episode {index}: '
+              f'{describe(episode)} ({time.monotonic() - started:.1f} s)', flush=True)
+
+    try:
+        written: Written = write_dataset(
+            out, card_schema(card), args.fps,
+            episodes_in_parallel(bags, args.card, alignment, args.task, args.workers),
+            append=args.append, progress=progress)
+    except EpisodeError as exc:
+        return fail(PROG, EXIT_DATA, f'{exc}; {out} is unchanged')
+    except DatasetError as exc:
+        return fail(PROG, EXIT_OUTPUT, str(exc))
+    except OSError as exc:
+        return fail(PROG, EXIT_OUTPUT, f'cannot write {out}: {exc}; it is unchanged')
+    print(f'{out}: {written.episodes} episodes, {written.frames} frames written at '
+          f'{args.fps:g} fps (dataset: {written.total_episodes} episodes, '
+          f'{written.total_frames} frames) in {time.monotonic() - started:.1f} s')
+    return EXIT_OK
+
+
+def main(argv: list[str] | None = None) -> int:
+    """CLI entry point; see ``simops-dataset --help``."""
+    parser = CommandLineParser(
+        PROG, 'Export rosbag2 episodes to a LeRobot v3.0 dataset in a policy card\'s schema.',
+        exit_codes({EXIT_OK: 'written', EXIT_USAGE: 'bad command line',
+                    EXIT_DATA: 'a bag cannot be exported (the line names it)',
+                    EXIT_CONFIG: 'bad policy card or robot spec',
+                    EXIT_OUTPUT: 'the output cannot take the episodes (left unchanged)'}))
+    commands = parser.add_subparsers(dest='command', required=True)
+    sub = commands.add_parser('export', description='Export bags, an episode each.')
+    sub.add_argument('bags', nargs='+', metavar='BAG', help='rosbag2 directories, an episode each')
+    sub.add_argument('--card', required=True, help='policy card (YAML) whose schema to use')
+    sub.add_argument('--out', required=True, help='dataset directory (must not exist, or '
+                                                  'pass --append)')
+    sub.add_argument('--fps', type=float, default=DEFAULT_FPS, help='frames per second')
+    sub.add_argument('--task', default='', help='task text for episodes whose metadata has '
+                                                'none (default: the episode label)')
+    sub.add_argument('--max-age', type=float, default=DEFAULT_MAX_AGE,
+                     help='s, the oldest a held input (command, pose) may be at a frame')
+    sub.add_argument('--append', action='store_true', help='add to the dataset at --out')
+    sub.add_argument('--workers', type=int, default=2, help='parallel worker processes')
+    args = parser.parse_args(argv)
+    if args.fps <= 0 or args.max_age <= 0 or args.workers < 1:
+        parser.error('--fps and --max-age must be > 0 and --workers >= 1')
+    return export(args)
+
+
+def cli() -> None:
+    """Console-script wrapper: exit with :func:`main`'s code."""
+    sys.exit(main())

@@ -1,0 +1,132 @@
+"""The one frame schema of SimOps datasets, derived from a policy card (no rclpy).
+
+Recorded episodes (``simops-dataset export``) and simulated ones (``simops-rollout``) both
+become :class:`EpisodeFrames` with these columns, so one policy trains on either. Every
+value feature is float64 (commands and states bit for bit as sent and measured), in the
+robot's base frame and SI units, named entry by entry in the card's order:
+
+- ``observation.state``: the card's ``joint_position`` fields (rad), then ``gripper``
+  (width, m) when the card observes the gripper width;
+- ``observation.velocity``: the card's ``joint_velocity`` fields (rad/s), when it has them;
+- ``observation.object_position``, ``observation.object_quaternion`` (x, y, z, w),
+  ``observation.goal_position`` (m): the card's pose terms, when it has them;
+- ``action``: the commanded position targets of the card's action joints (rad), then the
+  gripper width target (m) when the card's action has a gripper; NaN where the arm was sent
+  none (a gripper driven through franka_gripper's action server is not on a topic);
+- ``policy.action``: the policy's raw output in the card's action units, NaN when the
+  episode has none (an excitation);
+- ``source.<input>.stamp`` / ``.received`` (s): the header stamp and receive time of the
+  message each frame's input came from (NaN where it has none); ``source.command.effective``
+  (s): when the frame's command took effect on the arm.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from simops_core.policy_card import POSE_FIELDS, PolicyCard
+
+GRIPPER = 'gripper'
+INDEX_COLUMNS = ('timestamp', 'frame_index', 'episode_index', 'index', 'task_index')
+INDEX_DTYPES = {'timestamp': 'float32', 'frame_index': 'int64', 'episode_index': 'int64',
+                'index': 'int64', 'task_index': 'int64'}
+POSE_FEATURES = {'object_position': 'observation.object_position',
+                 'object_quaternion': 'observation.object_quaternion',
+                 'goal_position': 'observation.goal_position'}
+POSE_TOPICS = {'object_position': 'object_pose', 'object_quaternion': 'object_pose',
+               'goal_position': 'goal_pose'}
+
+
+@dataclass(frozen=True)
+class Feature:
+    """One float64 column: ``key`` and the names of its (len(names),) entries."""
+
+    key: str
+    names: tuple[str, ...]
+
+    def info(self) -> dict[str, Any]:
+        """The feature's entry in LeRobot's ``meta/info.json``."""
+        return {'dtype': 'float64', 'shape': [len(self.names)], 'names': list(self.names)}
+
+
+@dataclass(frozen=True)
+class Schema:
+    """The features of one card: values first, then the ``source.*`` provenance columns.
+
+    ``joints`` are the card's ``joint_position`` fields, ``velocity_joints`` its
+    ``joint_velocity`` fields, ``gripper_width`` whether it observes the gripper width,
+    ``poses`` the pose terms it has (source -> fields), ``inputs`` the inputs a frame records
+    provenance for (``joint_states``, ``command``, ``policy_action``, and ``object_pose`` /
+    ``goal_pose`` as the pose terms need them).
+    """
+
+    robot: str
+    joints: tuple[str, ...]
+    velocity_joints: tuple[str, ...]
+    gripper_width: bool
+    poses: dict[str, tuple[str, ...]]
+    action: tuple[str, ...]
+    inputs: tuple[str, ...]
+    features: tuple[Feature, ...] = field(default=())
+
+    def info_features(self) -> dict[str, dict[str, Any]]:
+        """The whole ``features`` mapping of ``meta/info.json``, index columns included."""
+        out = {key: {'dtype': INDEX_DTYPES[key], 'shape': [1], 'names': None}
+               for key in INDEX_COLUMNS}
+        out.update({f.key: f.info() for f in self.features})
+        return out
+
+
+def card_schema(card: PolicyCard) -> Schema:
+    """The dataset schema of episodes for ``card``; see the module docstring."""
+    sources = {term.source: term.fields for term in card.terms}
+    joints = sources.get('joint_position', card.action.joints)
+    velocity = sources.get('joint_velocity', ())
+    gripper = 'gripper_width' in sources
+    poses = {name: sources[name] for name in POSE_FIELDS if name != 'gripper_width'
+             and name in sources}
+    features = [Feature('observation.state', (*joints, *((GRIPPER,) if gripper else ())))]
+    if velocity:
+        features.append(Feature('observation.velocity', velocity))
+    features += [Feature(POSE_FEATURES[name], fields) for name, fields in poses.items()]
+    features += [Feature('action', card.action.fields),
+                 Feature('policy.action', card.action.fields)]
+    pose_inputs = tuple(dict.fromkeys(POSE_TOPICS[name] for name in poses))
+    inputs = ('joint_states', 'command', 'policy_action', *pose_inputs)
+    for name in inputs:
+        features += [Feature(f'source.{name}.stamp', ('s',)),
+                     Feature(f'source.{name}.received', ('s',))]
+    features.append(Feature('source.command.effective', ('s',)))
+    return Schema(card.robot, tuple(joints), tuple(velocity), gripper, poses,
+                  card.action.fields, inputs, tuple(features))
+
+
+@dataclass
+class EpisodeFrames:
+    """One episode's frames and what is known about it.
+
+    ``columns`` maps each schema feature key to an (n, len(names)) float64 array;
+    ``timestamp`` (n,) s from the episode's first frame (on the fps grid: a dropped frame
+    leaves its gap); ``task`` the task text; ``meta`` the episode table's extra columns
+    (success, outcome, notes, label, provenance; str, bool, int or float values);
+    ``report`` the alignment figures (frames dropped per input, worst input ages).
+    """
+
+    timestamp: np.ndarray
+    columns: dict[str, np.ndarray]
+    task: str
+    meta: dict[str, Any]
+    report: dict[str, Any]
+
+    @property
+    def length(self) -> int:
+        """Frames in the episode."""
+        return int(self.timestamp.size)
+
+
+def empty_columns(schema: Schema, n: int) -> dict[str, np.ndarray]:
+    """Every feature of ``schema`` as an (n, width) float64 array of NaN."""
+    return {f.key: np.full((n, len(f.names)), np.nan) for f in schema.features}

@@ -1,0 +1,97 @@
+"""Simulated episodes as dataset frames, exactly as the policy step saw them (no rclpy).
+
+Each control step of an env (:class:`~simops_learning.reach_env.FR3ReachEnv` or the
+pick-and-place env) is one frame at sim time ``k / control_rate``: the raw inputs the
+policy step built its observation from (``policy_step.raw``: measured joints with the
+episode's noise, object pose, goal), the policy's raw action, and the command the safety
+pipeline made of it, bit for bit (float64; the action as the policy returned it). The
+episode's randomised physics (:class:`~simops_sim.randomization.Conditions` and the ramp)
+goes into its metadata, so every episode says what world it ran in.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import asdict
+from typing import Any
+
+import numpy as np
+
+from simops_learning.episode_schema import EpisodeFrames, Schema, empty_columns
+from simops_learning.reach_env import FR3ReachEnv
+
+Policy = Callable[[np.ndarray], np.ndarray]
+"""Observation (card.observation_size,) float32 -> raw action (card.action.size,)."""
+
+
+def sim_episode(env: FR3ReachEnv, policy: Policy, schema: Schema, seed: int, episode: int,
+                provenance: dict[str, Any]) -> EpisodeFrames:
+    """Run episode ``episode`` of a run seeded ``seed`` and return its frames.
+
+    The task (goal, cube) comes from ``env.episode_options``, the physics from the env's
+    randomisation drawn by the reset seed, as :func:`simops_learning.rollout.run_episodes`
+    fixes them, at the randomisation's full ranges. ``provenance`` fills the episode
+    table's policy and sim-params hashes.
+    """
+    options = env.episode_options(seed, episode) | {'level': 1.0}
+    obs, info = env.reset(seed=seed * 1_000_003 + episode, options=options)
+    spec = env.spec_robot
+    names = spec.joint_names
+    joints = [names.index(j) for j in schema.joints]
+    velocity = [names.index(j) for j in schema.velocity_joints]
+    fingers = [names.index(j) for j in spec.gripper.joints]
+    command_index = [spec.arm_joints.index(j) for j in schema.action[:len(spec.arm_joints)]]
+    raw = env.policy_step.raw
+    rows: list[dict[str, np.ndarray]] = []
+    while True:
+        row = {'q': raw.joint_position.copy(), 'qd': raw.joint_velocity.copy(),
+               'object': np.concatenate([raw.object_position, raw.object_quaternion]),
+               'goal': raw.goal_position.copy()}
+        action = np.asarray(policy(obs))
+        obs, _, terminated, truncated, info = env.step(action)
+        row['action'] = action.astype(np.float64)
+        row['command'] = np.asarray(info['command'], dtype=np.float64)
+        rows.append(row)
+        if terminated or truncated:
+            break
+    n = len(rows)
+    t = np.arange(n) * env.period
+    columns = empty_columns(schema, n)
+    q = np.stack([r['q'] for r in rows])
+    state = columns['observation.state']
+    state[:, :len(joints)] = q[:, joints]
+    if schema.gripper_width:
+        state[:, len(joints)] = q[:, fingers[0]] + q[:, fingers[1]]
+    if velocity:
+        columns['observation.velocity'][:] = np.stack([r['qd'] for r in rows])[:, velocity]
+    obj = np.stack([r['object'] for r in rows])
+    goal = np.stack([r['goal'] for r in rows])
+    for source, fields in schema.poses.items():
+        axes = ('x', 'y', 'z', 'w')
+        offset, values = ((3, obj) if source == 'object_quaternion' else
+                          (0, goal if source == 'goal_position' else obj))
+        columns[f'observation.{source}'][:] = values[:, [offset + axes.index(f)
+                                                         for f in fields]]
+    command = np.stack([r['command'] for r in rows])
+    arm = len(spec.arm_joints)
+    columns['action'][:, :arm] = command[:, command_index]
+    if len(schema.action) > arm:
+        columns['action'][:, arm] = command[:, arm]
+    columns['policy.action'][:] = np.stack([r['action'] for r in rows])
+    for name in schema.inputs:     # in the sim every input is read at its own stamp
+        columns[f'source.{name}.stamp'][:, 0] = t
+        columns[f'source.{name}.received'][:, 0] = t
+    columns['source.command.effective'][:, 0] = t
+    stop = info['protective_stop']
+    outcome = ('success' if info['is_success'] else f'protective stop: {stop}' if stop
+               else 'out of domain' if info.get('out_of_domain') else 'timeout')
+    meta = {'success': bool(info['is_success']), 'success_known': True, 'outcome': outcome,
+            'notes': '', 'label': 'rollout', 'source': 'sim', 'bag': '', 'bag_sha256': '',
+            'robot': schema.robot, **provenance,
+            'conditions': json.dumps(asdict(env.conditions_now) | {
+                'ramp_time': env.ramp_time, 'seed': seed, 'episode': episode},
+                sort_keys=True)}
+    report = {'frames': n, 'trimmed': 0, 'dropped': 0, 'dropped_by_input': {},
+              'worst_age_s': {}, 'worst_joint_state_gap_s': 0.0}
+    return EpisodeFrames(t, columns, '', meta, report)
