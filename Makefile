@@ -48,9 +48,11 @@ $(BIN)/python:
 		  apt-get update -qq && apt-get install -y -qq python3-venv; }
 	$(PYTHON) -m venv $(VENV)
 
-$(REQS_STAMP): requirements.txt requirements-python.txt | $(BIN)/python
+$(REQS_STAMP): requirements.txt requirements-python.txt requirements-lerobot.txt \
+		requirements-nodeps.txt | $(BIN)/python
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -r requirements.txt
+	$(BIN)/python -m pip install --quiet -r requirements.txt -r requirements-lerobot.txt
+	$(BIN)/python -m pip install --quiet --no-deps -r requirements-nodeps.txt
 	@touch $@
 
 $(EDITABLE_STAMP): $(REQS_STAMP) $(PACKAGES)

@@ -17,7 +17,7 @@ EXPECTED = ['simops_bringup', 'simops_core', 'simops_learning', 'simops_policy',
 ROSDEP_KEYS = {
     'numpy': 'python3-numpy', 'yaml': 'python3-yaml', 'scipy': 'python3-scipy',
     'matplotlib': 'python3-matplotlib', 'launch': 'launch', 'launch_ros': 'launch_ros',
-    'ament_index_python': 'ament_index_python',
+    'ament_index_python': 'ament_index_python', 'pandas': 'python3-pandas',
 }
 ROS_PACKAGES = {'rclpy', 'sensor_msgs', 'geometry_msgs', 'std_msgs', 'std_srvs',
                 'trajectory_msgs', 'rosgraph_msgs', 'diagnostic_msgs', 'builtin_interfaces',
@@ -25,7 +25,7 @@ ROS_PACKAGES = {'rclpy', 'sensor_msgs', 'geometry_msgs', 'std_msgs', 'std_srvs',
 # Python module -> PyPI distribution in requirements-python.txt (no rosdep key exists).
 PIP_ONLY = {'mujoco': 'mujoco', 'torch': 'torch', 'rosbags': 'rosbags',
             'gymnasium': 'gymnasium', 'mcap': 'mcap', 'mcap_ros2': 'mcap-ros2-support',
-            'rsl_rl': 'rsl-rl-lib', 'tensordict': 'tensordict'}
+            'rsl_rl': 'rsl-rl-lib', 'tensordict': 'tensordict', 'pyarrow': 'pyarrow'}
 
 
 def imported_modules(package: str) -> set[str]:
