@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from simops_core.bag_reader import BagError, MissingTopicsError, message_typestore, read_bag
-from simops_core.bag_series import FLOAT_ARRAY, JOINT_STATE, TRAJECTORY
+from simops_core.bag_series import FLOAT_ARRAY, JOINT_STATE, POSE, TRAJECTORY
 from simops_core.bag_stream import stream_messages
 from simops_core.receive_clock import ReceiveClock
 from simops_core.robot_spec import RobotSpec
@@ -165,7 +165,12 @@ def bag_episode(bag: str | Path, schema: Schema, spec: RobotSpec,
     if action_topic in found:
         wanted.add(action_topic)
     resampler = _Resampler(schema.joints, fingers, alignment.period)
-    slow: dict[str, list[tuple[float, Any]]] = {t: [] for t in wanted - {state_topic}}
+    # Slower topics are kept as float rows, never as decoded messages (an hour of 100 Hz
+    # poses as message objects would take hundreds of MB).
+    logs = {command_topic: _Log(found[command_topic].type, len(schema.action), schema.action)}
+    logs |= {topic: _Log(POSE, 7) for topic in pose_topics.values()}
+    if action_topic in wanted:
+        logs[action_topic] = _Log(FLOAT_ARRAY, len(schema.action))
     state_type = found[state_topic].type
     try:
         for topic, log_time, data in stream_messages(path, wanted):
@@ -177,7 +182,8 @@ def bag_episode(bag: str | Path, schema: Schema, spec: RobotSpec,
                               np.asarray(msg.velocity), stamp if stamp > 0 else received,
                               received)
             else:
-                slow[topic].append((received, store.deserialize_cdr(data, found[topic].type)))
+                log = logs[topic]
+                log.add(received, store.deserialize_cdr(data, log.type_name))
     except BagError as exc:
         raise EpisodeError(str(exc)) from None
     except EpisodeError as exc:
@@ -186,15 +192,12 @@ def bag_episode(bag: str | Path, schema: Schema, spec: RobotSpec,
         raise EpisodeError(f'{path}: {state_topic} spans less than one frame '
                            f'({1e3 * alignment.period:.0f} ms at {alignment.fps:g} fps); '
                            'the episode is too short to export')
-    received = np.frombuffer(resampler.received)
-    stamps = np.frombuffer(resampler.stamps)
-    clock = ReceiveClock(received, stamps)
-    held = {'command': _commands(slow[command_topic], found[command_topic].type,
-                                 schema.action, clock)}
-    if action_topic in slow:
-        held[POLICY_ACTION] = _actions(slow[action_topic], len(schema.action), clock)
+    clock = ReceiveClock(np.frombuffer(resampler.received), np.frombuffer(resampler.stamps))
+    held = {'command': logs[command_topic].held(clock, not_before_stamp=True)}
+    if action_topic in logs:
+        held[POLICY_ACTION] = logs[action_topic].held(clock)
     for name, topic in pose_topics.items():
-        held[name] = _poses(slow[topic], clock)
+        held[name] = logs[topic].held(clock, from_stamp=True)
     latched = {name for name, topic in pose_topics.items()
                if topics[name].qos.durability == 'transient_local'}
     frames = _assemble(np.stack(resampler.rows), resampler.t0 or 0.0, schema, held, latched,
@@ -206,7 +209,8 @@ def bag_episode(bag: str | Path, schema: Schema, spec: RobotSpec,
     timestamp, columns, report = frames
     report.update(topics={'joint_states': state_topic, 'command': command_topic,
                           **pose_topics})
-    meta = _episode_meta(path, custom, robot or schema.robot)
+    meta = _episode_meta(path, custom, robot or schema.robot) | {
+        'start_time': report['start_time']}
     episode_task = custom.get('simops.task') or task or meta['label'] or 'episode'
     return EpisodeFrames(timestamp, columns, episode_task, meta, report)
 
@@ -243,50 +247,57 @@ def _command_topic(path: Path, found: Mapping[str, Any], topics: Mapping[str, To
     return max(names, key=lambda n: found[n].count)
 
 
-def _commands(samples: list[tuple[float, Any]], type_name: str,
-              action: tuple[str, ...], clock: ReceiveClock) -> _Held:
-    """Commanded targets (M, len(action)) at their effective times."""
-    received = np.array([s[0] for s in samples])
-    values = np.full((len(samples), len(action)), np.nan)
-    stamps = np.full(len(samples), np.nan)
-    column = {name: i for i, name in enumerate(action)}
-    for row, (_, msg) in enumerate(samples):
-        if type_name == TRAJECTORY:
-            stamp = msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec
-            stamps[row] = stamp if stamp > 0 else np.nan
-            if msg.points:
-                for name, value in zip(msg.joint_names, msg.points[0].positions, strict=False):
-                    if name in column:
-                        values[row, column[name]] = value
+class _Log:
+    """One slower topic's samples as float rows: receive time, stamp, values (s, SI).
+
+    ``type_name`` is the message type: a JointTrajectory (its first point's positions by
+    ``names``, NaN for joints it does not set), a Float64MultiArray (its first ``width``
+    values) or a PoseStamped (position, then quaternion x, y, z, w). A zero or absent stamp
+    is NaN.
+    """
+
+    def __init__(self, type_name: str, width: int, names: tuple[str, ...] = ()) -> None:
+        self.type_name, self.width = type_name, width
+        self.rows = array('d')
+        self._column = {name: i for i, name in enumerate(names)}
+
+    def add(self, received: float, msg: Any) -> None:
+        """Append one decoded message received at ``received`` s."""
+        values = [np.nan] * self.width
+        stamp = np.nan
+        if self.type_name == FLOAT_ARRAY:
+            data = list(msg.data)[:self.width]
+            values[:len(data)] = data
         else:
-            data = np.asarray(msg.data, dtype=float)[:len(action)]
-            values[row, :data.size] = data
-    effect = clock(received) if received.size else received
-    effect = np.where(np.isnan(stamps), effect, np.maximum(effect, np.nan_to_num(stamps)))
-    return _sorted(_Held(effect, stamps, received, values))
+            header = msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec
+            stamp = header if header > 0 else np.nan
+            if self.type_name == POSE:
+                position, orientation = msg.pose.position, msg.pose.orientation
+                values = [position.x, position.y, position.z, orientation.x, orientation.y,
+                          orientation.z, orientation.w]
+            elif msg.points:
+                for name, value in zip(msg.joint_names, msg.points[0].positions, strict=False):
+                    if name in self._column:
+                        values[self._column[name]] = value
+        self.rows.extend([received, stamp, *values])
 
+    def held(self, clock: ReceiveClock, not_before_stamp: bool = False,
+             from_stamp: bool = False) -> _Held:
+        """The samples sorted by when they took effect on the joint-state clock.
 
-def _actions(samples: list[tuple[float, Any]], size: int, clock: ReceiveClock) -> _Held:
-    """The policy's raw outputs (M, size) at the time they reached the arm's clock."""
-    received = np.array([s[0] for s in samples])
-    values = np.full((len(samples), size), np.nan)
-    for row, (_, msg) in enumerate(samples):
-        data = np.asarray(msg.data, dtype=float)[:size]
-        values[row, :data.size] = data
-    return _sorted(_Held(clock(received) if received.size else received,
-                         np.full(len(samples), np.nan), received, values))
-
-
-def _poses(samples: list[tuple[float, Any]], clock: ReceiveClock) -> _Held:
-    """Pose samples: position (3,) m then quaternion x, y, z, w, held from their stamps."""
-    received = np.array([s[0] for s in samples])
-    stamps = np.array([m.header.stamp.sec + 1e-9 * m.header.stamp.nanosec
-                       for _, m in samples])
-    values = np.array([[m.pose.position.x, m.pose.position.y, m.pose.position.z,
-                        m.pose.orientation.x, m.pose.orientation.y, m.pose.orientation.z,
-                        m.pose.orientation.w] for _, m in samples]).reshape(-1, 7)
-    when = np.where(stamps > 0, stamps, clock(received) if received.size else received)
-    return _sorted(_Held(when, np.where(stamps > 0, stamps, np.nan), received, values))
+        That is the receive time mapped by ``clock``; no earlier than the stamp with
+        ``not_before_stamp`` (a trajectory starts at its stamp); the stamp itself, where
+        there is one, with ``from_stamp`` (an observed pose holds from when it was taken).
+        """
+        table = np.frombuffer(self.rows).reshape(-1, 2 + self.width)
+        received, stamp = table[:, 0], table[:, 1]
+        when = clock(received) if received.size else received.copy()
+        has = ~np.isnan(stamp)
+        if not_before_stamp:
+            when[has] = np.maximum(when[has], stamp[has])
+        if from_stamp:
+            when[has] = stamp[has]
+        return _sorted(_Held(when, stamp, received, table[:, 2:]))
 
 
 def _sorted(held: _Held) -> _Held:
@@ -360,6 +371,7 @@ def _assemble(rows: np.ndarray, t0: float, schema: Schema, held: dict[str, _Held
         'worst_age_s': {name: float(np.max(np.where(np.isfinite(age[keep]), age[keep], 0.0)))
                         for name, age in ages.items()},
         'worst_joint_state_gap_s': float(rows[keep, -1].max()),
+        'start_time': float(t[first]),
     }
     return (t[keep] - t[first]).astype(np.float64), columns, report
 

@@ -88,7 +88,7 @@ def sim_episode(env: FR3ReachEnv, policy: Policy, schema: Schema, seed: int, epi
                else 'out of domain' if info.get('out_of_domain') else 'timeout')
     meta = {'success': bool(info['is_success']), 'success_known': True, 'outcome': outcome,
             'notes': '', 'label': 'rollout', 'source': 'sim', 'bag': '', 'bag_sha256': '',
-            'robot': schema.robot, **provenance,
+            'robot': schema.robot, 'start_time': 0.0, **provenance,
             'conditions': json.dumps(asdict(env.conditions_now) | {
                 'ramp_time': env.ramp_time, 'seed': seed, 'episode': episode},
                 sort_keys=True)}

@@ -1,12 +1,14 @@
 """``simops-demo``: the SimOps loop against the stand-in robot (README command 1).
 
 Excite the stand-in arm and record, run a policy episode while recording, ``fit`` the
-simulator to the recordings, and validate the policy in the nominal and the calibrated
-simulator (:mod:`simops_bringup.demo.loop`). Prints progress and a final summary table:
-parameter recovery against the stand-in's hidden truth, replay error before and after the
-fit, the policy episode and the validation verdicts. Everything (logs, bags, fitted
-SimParams, reports, plots, summary) goes to ``--out`` (default ``demo_out/``). Every process
-runs in a ROS domain of its own with DDS on loopback.
+simulator to the recordings, validate the policy in the nominal and the calibrated
+simulator, run a pick-and-place episode, and export the policy episode with simulated
+rollouts as one LeRobot dataset (:mod:`simops_bringup.demo.loop`). Prints progress and a
+final summary table: parameter recovery against the stand-in's hidden truth, replay error
+before and after the fit, the policy episode, the dataset and the validation verdicts.
+Everything (logs, bags, fitted SimParams, reports, plots, dataset, summary) goes to
+``--out`` (default ``demo_out/``). Every process runs in a ROS domain of its own with DDS
+on loopback.
 
 Exit codes: 0 every step ran (a fit that misses the sysid bar is reported in the summary and
 on stderr); 1 a step failed (one line on stderr names the step and its log), or with
@@ -23,13 +25,21 @@ from pathlib import Path
 
 import numpy as np
 
-from simops_bringup.demo.loop import Demo, fit, pick_on_standin, record_on_standin, validate
+from simops_bringup.demo.loop import (
+    Demo,
+    export_dataset,
+    fit,
+    pick_on_standin,
+    record_on_standin,
+    validate,
+)
 from simops_bringup.demo.plots import plot_policy_episode, plot_recovery
 from simops_bringup.demo.steps import Progress, StepError
 from simops_bringup.demo.summary import (
     MAX_ERROR,
     MAX_OFFSET_ERROR,
     MEDIAN_ERROR,
+    Dataset,
     Summary,
     Validation,
     recovery,
@@ -48,7 +58,7 @@ from simops_learning.reach_env import SUCCESS_RADIUS
 
 PROG = 'simops-demo'
 NOMINAL_PARAMS = 'config/sim_params/fr3_nominal.yaml'
-STEPS = 5
+STEPS = 6
 MARKER = '.simops-demo'
 
 
@@ -106,7 +116,8 @@ def main(argv: list[str] | None = None) -> int:
         fitted = fit(demo)
         validations = validate(demo, fitted)
         pick_on_standin(demo)
-        summary = _summarize(demo, fitted, validations)
+        dataset = export_dataset(demo)
+        summary = _summarize(demo, fitted, validations, dataset)
     except StepError as exc:
         print(f'{PROG}: error: {exc}', file=sys.stderr)
         return 1
@@ -117,7 +128,8 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         claim.release()
     print('\n' + '\n'.join(summary.lines()))
-    print(f'\nWrote {out}: summary.txt, summary.json, plots/, fit/, validate/, episodes/, logs/')
+    print(f'\nWrote {out}: summary.txt, summary.json, plots/, fit/, validate/, episodes/, '
+          'dataset/, logs/')
     if not within_bar(summary.recovered):
         relative = [r for r in summary.recovered if not r.absolute]
         worst = max(relative, key=lambda r: r.error)
@@ -133,7 +145,8 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _summarize(demo: Demo, fitted_path: Path, validations: list[Validation]) -> Summary:
+def _summarize(demo: Demo, fitted_path: Path, validations: list[Validation],
+               dataset: Dataset) -> Summary:
     """Read what the tools wrote, compare with the hidden truth, plot, write the summary."""
     step = 'summary'
     try:
@@ -145,7 +158,7 @@ def _summarize(demo: Demo, fitted_path: Path, validations: list[Validation]) -> 
             'residual_training': 'excitation (fitted on)',
             'residual_holdout': 'policy episode (held out)'})
         summary = Summary(rows, replay, demo.goals, validations, demo.progress.durations,
-                          fitted.provenance.get('data_s'), demo.pick)
+                          fitted.provenance.get('data_s'), demo.pick, dataset)
         plots = demo.out / 'plots'
         plots.mkdir()
         plot_recovery(rows, plots / 'parameter_recovery.png')

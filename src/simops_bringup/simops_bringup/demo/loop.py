@@ -29,7 +29,7 @@ from simops_bringup.command_lines import (
 )
 from simops_bringup.demo.ros_operator import EXCITE, Operator, OperatorError
 from simops_bringup.demo.steps import Child, Progress, StepError, run_tool
-from simops_bringup.demo.summary import Goal, Validation
+from simops_bringup.demo.summary import Dataset, Goal, Validation
 from simops_bringup.graph import build_graph
 from simops_core.robot_spec import RobotSpec
 from simops_core.waiting import wait_until
@@ -50,6 +50,9 @@ VERDICT_CODES = (0, 3, 4)  # simops-validate: pass, marginal, fail (1, 2: it bro
 STEP_EXCITE = 'step 1 (excite and record)'
 STEP_POLICY = 'step 2 (policy episode)'
 STEP_PICK = 'step 5 (pick and place)'
+STEP_DATASET = 'step 6 (dataset)'
+ROLLOUTS = 20              # simulated episodes beside the recorded one in the dataset
+DATASET_TIMEOUT = 300.0    # s
 PICK_GOAL = (0.45, -0.15, 0.15)   # m: where the stand-in's cube, at (0.5, 0, 0.02) m, goes
 PICK_TIMEOUT = 20.0        # s: the env's 200 control steps (10 s), with margin
 
@@ -169,6 +172,8 @@ def _policy_episode(demo: Demo, graph: Child, operator: Operator) -> None:
         if not graph.running():
             raise StepError(step, 'simops-launch stopped during the episode', demo.log('launch'))
     operator.enable(False)
+    reached = sum(g.reached for g in demo.goals)
+    operator.report_outcome(reached == len(GOALS), f'{reached}/{len(GOALS)} goals reached')
     demo.bags['policy'] = Path(operator.stop_recording())
     demo.progress.note('policy disabled through ~/enable; episode closed')
 
@@ -268,4 +273,29 @@ def _verdict_echo(demo: Demo, physics: str) -> Callable[[str], None]:
     def echo(line: str) -> None:
         if line.startswith('verdict:'):
             demo.progress.note(f'{physics}: {line.strip()}')
+    return echo
+
+
+def export_dataset(demo: Demo) -> Dataset:
+    """Step 6: the recorded policy episode and simulated rollouts as one LeRobot dataset."""
+    step = STEP_DATASET
+    out = demo.out / 'dataset'
+    with demo.progress.step(6, 'Export the policy episode and simulated rollouts as a '
+                               'LeRobot dataset'):
+        card = demo.policy.with_suffix('.yaml')
+        run_tool(step, [demo.tool(step, 'simops_learning', 'simops-dataset'), 'export',
+                        str(demo.bags['policy']), '--card', str(card), '--out', str(out),
+                        '--task', 'reach five goals'], demo.log('dataset_export'), demo.env,
+                 DATASET_TIMEOUT, echo=lambda line: demo.progress.note(line.strip()))
+        run_tool(step, [demo.tool(step, 'simops_learning', 'simops-rollout'), '--policy',
+                        str(demo.policy), '--out', str(out), '--append', '--episodes',
+                        str(ROLLOUTS), '--workers', '2'], demo.log('dataset_rollout'),
+                 demo.env, DATASET_TIMEOUT, echo=_rollout_echo(demo))
+    return Dataset.load(out)
+
+
+def _rollout_echo(demo: Demo) -> Callable[[str], None]:
+    def echo(line: str) -> None:
+        if 'episodes/s' in line:
+            demo.progress.note(f'simops-rollout: {line.strip()}')
     return echo

@@ -100,6 +100,11 @@ class Operator(BackgroundNode):
         time.sleep(0.2)  # the label reaches the recorder before the start request
         return self._call(Trigger, f'{RECORDER}/start', Trigger.Request()).message
 
+    def report_outcome(self, success: bool, notes: str) -> None:
+        """Label the open episode's outcome on the recorder's ``~/episode_info``."""
+        self._info.publish(String(data=json.dumps({'success': success, 'notes': notes})))
+        time.sleep(0.2)  # the outcome reaches the recorder before the stop request
+
     def stop_recording(self) -> str:
         """Finish the open episode; return its bag directory."""
         return self._call(Trigger, f'{RECORDER}/stop', Trigger.Request()).message

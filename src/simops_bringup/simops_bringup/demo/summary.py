@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pyarrow.parquet as pq
 
 from simops_core.sim_params import SimParams
 
@@ -114,6 +115,41 @@ class Validation:
                    len(data['configs']))
 
 
+@dataclass(frozen=True)
+class Dataset:
+    """The LeRobot dataset of step 6: where, and what its episode table says."""
+
+    path: str
+    fps: float
+    episodes: int
+    frames: int
+    recorded: int        # episodes from bags
+    recorded_success: list[bool]
+    frames_dropped: int  # over the recorded episodes
+    simulated: int
+    simulated_success: int
+
+    @classmethod
+    def load(cls, folder: Path) -> Dataset:
+        """Read ``folder``'s meta/info.json and episode table."""
+        info = json.loads((folder / 'meta' / 'info.json').read_text())
+        rows = pq.read_table(sorted((folder / 'meta' / 'episodes').rglob('*.parquet'))
+                             ).to_pylist()
+        real = [r for r in rows if r['source'] != 'sim']
+        sim = [r for r in rows if r['source'] == 'sim']
+        return cls(str(folder), float(info['fps']), int(info['total_episodes']),
+                   int(info['total_frames']), len(real), [bool(r['success']) for r in real],
+                   sum(int(r['frames_dropped']) for r in real), len(sim),
+                   sum(bool(r['success']) for r in sim))
+
+    def line(self) -> str:
+        """One summary line."""
+        return (f'LeRobot v3.0 dataset {self.path}: {self.episodes} episodes, {self.frames} '
+                f'frames at {self.fps:g} fps: {self.recorded} recorded (success '
+                f'{self.recorded_success}, {self.frames_dropped} frames dropped) and '
+                f'{self.simulated} simulated ({self.simulated_success} successes)')
+
+
 @dataclass
 class Summary:
     """Everything the final table shows."""
@@ -125,6 +161,7 @@ class Summary:
     durations: Mapping[str, float]
     fitted_seconds: float | None = None   # s of recording the fit used (its provenance)
     pick: Goal | None = None              # the pick-and-place episode: the cube's goal
+    dataset: Dataset | None = None        # step 6's dataset
 
     def lines(self) -> list[str]:
         """The summary as aligned text lines (what the terminal shows)."""
@@ -169,6 +206,8 @@ class Summary:
                                'did NOT reach the goal')
                     + f', then {p.final * 1e3:.1f} mm from ({p.position[0]:.2f}, '
                     f'{p.position[1]:.2f}, {p.position[2]:.2f}) m']
+        if self.dataset is not None:
+            out += ['', self.dataset.line()]
         out += ['', 'Validation of the shipped policy',
                 f'  {"simulator physics":<30}{"verdict":>10}{"mean":>9}{"min":>9}']
         for v in self.validations:
@@ -189,6 +228,7 @@ class Summary:
             'validation': [asdict(v) for v in self.validations],
             'durations_s': dict(self.durations), 'fitted_seconds': self.fitted_seconds,
             'pick_and_place': asdict(self.pick) if self.pick is not None else None,
+            'dataset': asdict(self.dataset) if self.dataset is not None else None,
         }
 
 
