@@ -72,7 +72,7 @@ def test_delay_first_guess_finds_the_hidden_delay(problem: tuple) -> None:
 
 
 def test_bag_hash_is_stable_and_follows_the_content(tmp_path: Path) -> None:
-    from simops_sysid.fit_cli import bag_sha256
+    from simops_core.bag_reader import bag_sha256
 
     a = write_bag(tmp_path / 'a', simulate(6.0))
     assert bag_sha256(a) == bag_sha256(a)

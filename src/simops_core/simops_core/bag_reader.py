@@ -12,6 +12,7 @@ No rclpy here: messages are decoded with the rosbags typestore (CDR).
 
 from __future__ import annotations
 
+import hashlib
 import sqlite3
 import struct
 from collections import defaultdict
@@ -184,6 +185,20 @@ def storage_files(bag: Path, metadata: dict[str, Any]) -> list[Path]:
         raise BagError(f'{bag}: storage files {absent} listed in {METADATA_FILE} are missing '
                        f'(found {sorted(p.name for p in bag.iterdir())})')
     return files
+
+
+def bag_sha256(bag: Path) -> str:
+    """SHA-256 over a bag's storage files, in recording order.
+
+    metadata.yaml names the bag's folder, so it is left out: a recording hashes the same
+    wherever it lies.
+    """
+    digest = hashlib.sha256()
+    for file in storage_files(bag, read_metadata(bag)):
+        with file.open('rb') as stream:
+            for block in iter(lambda: stream.read(1 << 20), b''):
+                digest.update(block)
+    return digest.hexdigest()
 
 
 def message_typestore(bag: RawBag | None = None) -> Typestore:

@@ -23,7 +23,6 @@ and receive times of the messages its inputs came from (``source.*`` columns).
 
 from __future__ import annotations
 
-import hashlib
 from array import array
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -32,7 +31,13 @@ from typing import Any
 
 import numpy as np
 
-from simops_core.bag_reader import BagError, MissingTopicsError, message_typestore, read_bag
+from simops_core.bag_reader import (
+    BagError,
+    MissingTopicsError,
+    bag_sha256,
+    message_typestore,
+    read_bag,
+)
 from simops_core.bag_series import FLOAT_ARRAY, JOINT_STATE, POSE, TRAJECTORY
 from simops_core.bag_stream import stream_messages
 from simops_core.receive_clock import ReceiveClock
@@ -403,14 +408,3 @@ def _episode_meta(path: Path, custom: Mapping[str, str], robot: str) -> dict[str
         'policy_sha256': custom.get('simops.policy_sha256', ''),
         'conditions': '',
     }
-
-
-def bag_sha256(path: Path) -> str:
-    """Sha256 over the bag's ``metadata.yaml`` and storage files, in name order."""
-    digest = hashlib.sha256()
-    for file in sorted(p for p in path.iterdir() if p.is_file()):
-        digest.update(file.name.encode())
-        with file.open('rb') as stream:
-            for block in iter(lambda: stream.read(1 << 20), b''):
-                digest.update(block)
-    return digest.hexdigest()

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import hashlib
 import logging
 import os
 import sys
@@ -30,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from simops_core.bag_reader import BagError, read_metadata, storage_files
+from simops_core.bag_reader import BagError, bag_sha256
 from simops_core.command_line import CommandLineParser, exit_codes, fail
 from simops_core.paths import resolve_resource
 from simops_core.robot_spec import SpecError, load_robot_spec
@@ -397,20 +396,6 @@ def _provenance(options: argparse.Namespace, model: Path, result: fitting.FitRes
         entries['holdout'] = [{'path': str(b), 'sha256': hashes[b]} for b in options.holdout]
         entries['residual_holdout'] = residuals(held)
     return entries
-
-
-def bag_sha256(bag: Path) -> str:
-    """SHA-256 over a bag's storage files, in recording order.
-
-    metadata.yaml names the bag's folder, so it is left out: a recording hashes the same
-    wherever it lies.
-    """
-    digest = hashlib.sha256()
-    for file in storage_files(bag, read_metadata(bag)):
-        with file.open('rb') as stream:
-            for block in iter(lambda: stream.read(1 << 20), b''):
-                digest.update(block)
-    return digest.hexdigest()
 
 
 def cli() -> None:
