@@ -25,7 +25,8 @@ ROS_PACKAGES = {'rclpy', 'sensor_msgs', 'geometry_msgs', 'std_msgs', 'std_srvs',
 # Python module -> PyPI distribution in requirements-python.txt (no rosdep key exists).
 PIP_ONLY = {'mujoco': 'mujoco', 'torch': 'torch', 'rosbags': 'rosbags',
             'gymnasium': 'gymnasium', 'mcap': 'mcap', 'mcap_ros2': 'mcap-ros2-support',
-            'rsl_rl': 'rsl-rl-lib', 'tensordict': 'tensordict', 'pyarrow': 'pyarrow'}
+            'rsl_rl': 'rsl-rl-lib', 'tensordict': 'tensordict', 'pyarrow': 'pyarrow',
+            'ray': 'ray'}
 
 
 def imported_modules(package: str) -> set[str]:

@@ -25,6 +25,7 @@ setup(
         'console_scripts': [
             'fit = simops_sysid.fit_cli:cli',
             'excite = simops_sysid.excite_node:main',
+            'fit-fleet = simops_sysid.fleet:cli',
         ],
     },
 )

@@ -8,13 +8,16 @@ config/randomization.yaml (full ranges), and writes each episode as
 :func:`simops_learning.sim_episodes.sim_episode` records it, through the same writer as
 ``simops-dataset export``.
 
-Exit codes: 0 written, 2 bad command line, 4 bad policy, card, robot, randomisation or sim
-params, 5 the output cannot take the episodes (left unchanged).
+Episodes run in chunks on local worker processes, or with ``--ray ADDRESS`` on a Ray
+cluster (:mod:`simops_core.executor`).
+
+Exit codes: 0 written, 1 the workers failed, 2 bad command line, 4 bad policy, card, robot,
+randomisation or sim params, 5 the output cannot take the episodes, 130 interrupted (the
+output is left unchanged in every failing case).
 """
 
 from __future__ import annotations
 
-import concurrent.futures
 import sys
 import time
 from collections.abc import Iterator
@@ -22,6 +25,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from simops_core.command_line import CommandLineParser, exit_codes, fail
+from simops_core.executor import (
+    Executor,
+    ExecutorError,
+    isolate_for_local_ray,
+    make_executor,
+    run_tasks,
+)
 from simops_core.policy_card import CardError, file_sha256
 from simops_core.robot_spec import SpecError
 from simops_core.sim_params import SimParamsError
@@ -31,7 +41,7 @@ from simops_learning.lerobot_writer import DatasetError, write_dataset
 from simops_sim.randomization import RandomizationError, default_randomization
 
 PROG = 'simops-rollout'
-EXIT_OK, EXIT_USAGE, EXIT_CONFIG, EXIT_OUTPUT = 0, 2, 4, 5
+EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_CONFIG, EXIT_OUTPUT = 0, 1, 2, 4, 5
 PROFILES = {'reach': 'randomization', 'pick-place': 'pick_and_place'}
 TASK_TEXT = {'reach': 'reach the goal with the flange',
              'pick-place': 'pick up the cube and place it at the goal'}
@@ -84,15 +94,14 @@ def run_job(job: Job) -> list[EpisodeFrames]:
     return out
 
 
-def rollouts(jobs: list[Job], workers: int) -> Iterator[EpisodeFrames]:
-    """Every job's episodes in order, run by ``workers`` processes."""
-    if workers <= 1:
-        for job in jobs:
-            yield from run_job(job)
-        return
-    with concurrent.futures.ProcessPoolExecutor(max_workers=workers) as pool:
-        for part in pool.map(run_job, jobs):
-            yield from part
+def rollouts(jobs: list[Job], executor: Executor) -> Iterator[EpisodeFrames]:
+    """Every job's episodes in order, run on ``executor`` with a progress line per job."""
+    def progress(line: str) -> None:
+        print(f'rollouts: {line}', file=sys.stderr, flush=True)
+
+    parts = run_tasks(executor, run_job, jobs, units=len, unit='episodes', progress=progress)
+    for part in parts:
+        yield from part
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -100,9 +109,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = CommandLineParser(
         PROG, 'Roll a policy out in the simulator under domain randomisation and write the '
               'episodes as a LeRobot v3.0 dataset.',
-        exit_codes({EXIT_OK: 'written', EXIT_USAGE: 'bad command line',
+        exit_codes({EXIT_OK: 'written', EXIT_ERROR: 'the workers failed (the output is unchanged)',
+                    EXIT_USAGE: 'bad command line',
                     EXIT_CONFIG: 'bad policy, card, robot, randomisation or sim params',
-                    EXIT_OUTPUT: 'the output cannot take the episodes (left unchanged)'}))
+                    EXIT_OUTPUT: 'the output cannot take the episodes (left unchanged)',
+                    130: 'interrupted (every worker stopped, the output unchanged)'}))
     parser.add_argument('--policy', help='TorchScript .pt or .pt2 policy')
     parser.add_argument('--card', help='policy card (default: the policy path with .yaml)')
     parser.add_argument('--expert', action='store_true',
@@ -115,7 +126,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument('--randomization', help='profile of config/randomization.yaml '
                                                 '(default: the task\'s)')
     parser.add_argument('--sim-params', help='SimParams YAML (calibrated physics)')
-    parser.add_argument('--workers', type=int, default=2)
+    parser.add_argument('--workers', type=int, default=2,
+                        help='local worker processes (or CPUs of --ray local)')
+    parser.add_argument('--ray', metavar='ADDRESS',
+                        help='run on a Ray cluster: HOST:PORT, or "local" (127.0.0.1 only)')
     parser.add_argument('--append', action='store_true', help='add to the dataset at --out')
     args = parser.parse_args(argv)
     if args.episodes < 1 or args.workers < 1:
@@ -124,6 +138,11 @@ def main(argv: list[str] | None = None) -> int:
         parser.error('give exactly one of --policy and --expert')
     if args.expert and (args.task != 'reach' or not args.card):
         parser.error('--expert runs the reach task and needs --card')
+    if args.ray == 'local':
+        try:
+            isolate_for_local_ray([sys.argv[0], *(sys.argv[1:] if argv is None else argv)])
+        except ExecutorError as exc:
+            return fail(PROG, EXIT_USAGE, str(exc))
     card_path = args.card or str(Path(args.policy).with_suffix('.yaml'))
     profile = args.randomization or PROFILES[args.task]
     try:
@@ -142,14 +161,19 @@ def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
 
     def progress(episode: EpisodeFrames, index: int) -> None:
-        elapsed = time.monotonic() - started
-        print(f'episode {index}: {episode.length} frames, {episode.meta["outcome"]} '
-              f'({elapsed:.1f} s)', flush=True)
+        print(f'episode {index}: {episode.length} frames, {episode.meta["outcome"]}',
+              flush=True)
 
     try:
         written = write_dataset(args.out, card_schema(card), card.control_rate,
-                                rollouts(jobs, args.workers), append=args.append,
-                                progress=progress)
+                                rollouts(jobs, make_executor(args.ray, args.workers)),
+                                append=args.append, progress=progress)
+    except ExecutorError as exc:
+        return fail(PROG, EXIT_ERROR, f'{exc}; {args.out} is unchanged')
+    except KeyboardInterrupt:
+        print(f'{PROG}: interrupted; every worker has been stopped, {args.out} is unchanged',
+              file=sys.stderr)
+        return 130
     except DatasetError as exc:
         return fail(PROG, EXIT_OUTPUT, str(exc))
     except OSError as exc:

@@ -6,13 +6,16 @@ goals, in parallel worker processes. Writes ``validation.json``, ``validation.md
 ``validation_heatmap.png``; on a marginal or failing verdict also ``dr_suggestion.yaml``, a
 randomisation range update that ``simops-train --randomization`` reads.
 
-Exit codes: 0 pass, 3 marginal, 4 fail, 2 usage or configuration error, 1 runtime error.
+``--ray ADDRESS`` runs the same tasks on a Ray cluster (``local``: one started on this
+machine, loopback only); the verdicts are the same as with local workers.
+
+Exit codes: 0 pass, 3 marginal, 4 fail, 2 usage or configuration error, 1 runtime error,
+130 interrupted (every worker stopped).
 """
 
 from __future__ import annotations
 
 import itertools
-import multiprocessing
 import sys
 import time
 from dataclasses import dataclass, fields
@@ -22,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from simops_core.command_line import CommandLineParser, exit_codes
+from simops_core.executor import Executor, ExecutorError, LocalExecutor, Tally, make_executor
 from simops_core.policy_card import CardError, file_sha256, load_policy_card
 from simops_core.robot_spec import SpecError, load_robot_spec
 from simops_core.sim_params import SimParamsError, load_sim_params
@@ -113,33 +117,41 @@ def run_task(task: Task) -> tuple[int, list[Outcome]]:
 
 def validate(policy: Path, card: Path, sim_params: Path | None, grid: dict[str, list[float]],
              episodes: int, workers: int, seed: int, robot: str = 'fr3',
-             progress: bool = True, task: str = 'reach') -> Report:
-    """Run the grid of ``task`` (reach or pick-place); return the report (not yet written)."""
+             progress: bool = True, task: str = 'reach',
+             executor: Executor | None = None) -> Report:
+    """Run the grid of ``task`` (reach or pick-place); return the report (not yet written).
+
+    Each configuration's episodes run in chunks of up to 10, one task each, on ``executor``
+    (default: ``workers`` local processes); every configuration gets every episode exactly
+    once, whatever worker died and was retried on the way.
+    """
     configs = grid_conditions(grid)
     chunk = max(1, min(episodes, 10))
     tasks = [Task(i, c, range(start, min(start + chunk, episodes)), policy, card, sim_params,
                   seed, robot, task)
              for i, c in enumerate(configs) for start in range(0, episodes, chunk)]
-    results: list[list[Outcome]] = [[] for _ in configs]
+    left = [sum(t.config == i for t in tasks) for i in range(len(configs))]
+    tally = Tally(len(configs))
     started = time.monotonic()
-    context = multiprocessing.get_context('spawn')
-    with context.Pool(workers) as pool:
-        for done, (config, part) in enumerate(pool.imap_unordered(run_task, tasks), 1):
-            results[config] += part
-            if progress:
-                _progress(done, len(tasks), time.monotonic() - started)
+
+    def on_result(_: int, result: tuple[int, list[Outcome]]) -> None:
+        config, part = result
+        left[config] -= 1
+        if left[config] == 0:
+            tally.done += 1
+        tally.units += len(part)
+        if progress:
+            print(f'\rvalidating: {tally.line("episodes").replace("tasks", "configurations")}',
+                  end='', file=sys.stderr, flush=True)
+
+    parts = (executor or LocalExecutor(workers)).map(run_task, tasks, on_result)
     if progress:
         print(file=sys.stderr)
+    results: list[list[Outcome]] = [[] for _ in configs]
+    for config, part in parts:
+        results[config] += part
     return Report.build(policy, file_sha256(policy), sim_params, grid, configs, results,
                         episodes, seed, time.monotonic() - started)
-
-
-def _progress(done: int, total: int, elapsed: float) -> None:
-    width = 30
-    filled = round(width * done / total)
-    eta = elapsed / done * (total - done)
-    print(f'\rvalidating [{"#" * filled}{"." * (width - filled)}] {done}/{total} tasks, '
-          f'{elapsed:.0f} s elapsed, ~{eta:.0f} s left', end='', file=sys.stderr, flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -150,7 +162,8 @@ def main(argv: list[str] | None = None) -> int:
         exit_codes({EXIT_PASS: 'PASS', EXIT_ERROR: 'runtime error',
                     EXIT_USAGE: 'bad command line, policy, card or sim params',
                     EXIT_MARGINAL: 'MARGINAL (dr_suggestion.yaml written)',
-                    EXIT_FAIL: 'FAIL (dr_suggestion.yaml written)'}))
+                    EXIT_FAIL: 'FAIL (dr_suggestion.yaml written)',
+                    130: 'interrupted (every worker stopped)'}))
     parser.add_argument('--policy', required=True, help='TorchScript .pt or .pt2 policy')
     parser.add_argument('--card', help='policy card (default: policy path with .yaml)')
     parser.add_argument('--sim-params', help='SimParams YAML (calibrated physics)')
@@ -161,7 +174,11 @@ def main(argv: list[str] | None = None) -> int:
                         help=f'NAME=V1,V2,... axes from {", ".join(AXES)} (default reach: '
                              f'{" ".join(DEFAULT_GRID)}; pick-place: {" ".join(PICK_GRID)})')
     parser.add_argument('--episodes', type=int, default=30, help='episodes per configuration')
-    parser.add_argument('--workers', type=int, default=2)
+    parser.add_argument('--workers', type=int, default=2,
+                        help='local worker processes (or CPUs of --ray local)')
+    parser.add_argument('--ray', metavar='ADDRESS',
+                        help='run the grid on a Ray cluster: HOST:PORT of a running one, or '
+                             '"local" to start one on this machine (127.0.0.1 only)')
     parser.add_argument('--seed', type=int, default=0, help='goal seed')
     parser.add_argument('--robot', default='fr3', help='robot spec name or YAML')
     parser.add_argument('--out', help='report directory (default: the policy\'s directory)')
@@ -188,10 +205,17 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_USAGE
     try:
         report = validate(policy, card, sim_params, grid, args.episodes, args.workers,
-                          args.seed, args.robot, task=args.task)
+                          args.seed, args.robot, task=args.task,
+                          executor=make_executor(args.ray, args.workers))
         report = report.judge(thresholds)
         out = Path(args.out) if args.out else policy.parent
         paths = write_reports(report, out, trained)
+    except ExecutorError as exc:
+        print(f'simops-validate: error: {exc}', file=sys.stderr)
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        print('simops-validate: interrupted; every worker has been stopped', file=sys.stderr)
+        return 130
     except Exception as exc:  # report any failure in one line with a distinct exit code
         print(f'simops-validate: error: {type(exc).__name__}: {exc}', file=sys.stderr)
         return EXIT_ERROR
