@@ -1,12 +1,14 @@
 """Gate throughput: physics steps per second inside `simops-validate` against raw stepping.
 
 Raw stepping is the arm scene's ``mj_step`` with nothing around it, once in C
-(``mujoco.rollout``, one thread) and once from a Python loop. The gate figure counts the
-physics steps its episodes simulated (50 per 20 Hz control step) over its wall time,
-process start-up included, with one worker and with one per core; the share of raw C
-stepping per core is what batching (#18) is meant to raise.
+(``mujoco.rollout``, one thread) and once from a Python loop. In one process, the gate's
+episodes (policy, safety pipeline, the controller's law, reflexes: everything) run one env
+at a time (``run_episodes``, the path before #18) and ``--batch`` envs stepped together
+(``run_episodes_batched``). Then the whole gate (``validate``) with local worker processes
+and on a Ray cluster started on 127.0.0.1, 1 and 2 workers, process start-up included.
+Physics steps are counted as 50 per 20 Hz control step.
 
-    .venv/bin/python bench/validate_throughput.py [--episodes 10] [--steps 20000]
+    .venv/bin/python bench/validate_throughput.py [--episodes 10] [--steps 20000] [--no-ray]
 """
 
 from __future__ import annotations
@@ -20,8 +22,13 @@ import mujoco
 import numpy as np
 from mujoco import rollout
 
+from simops_core.executor import LocalExecutor, RayExecutor
 from simops_core.paths import resolve_resource
-from simops_learning.validate import validate
+from simops_learning.reach_env import FR3ReachEnv
+from simops_learning.rollout import run_episodes, run_episodes_batched
+from simops_learning.validate import BATCH, validate
+from simops_policy.model import load_model
+from simops_sim.randomization import Conditions
 
 POLICY = Path('models/policy/fr3_reach.pt')
 GRID = {'friction': [0.3, 1.5], 'delay': [0.0, 2.0]}   # 4 configurations
@@ -47,10 +54,26 @@ def raw_rates(steps: int) -> tuple[float, float]:
     return in_c, steps / (time.perf_counter() - started)
 
 
-def gate_rate(episodes: int, workers: int) -> tuple[float, float]:
-    """Physics steps/s of the gate over GRID with ``workers`` processes; and its wall s."""
-    report = validate(POLICY, POLICY.with_suffix('.yaml'), None, GRID, episodes, workers,
-                      seed=0, progress=False)
+def in_process(episodes: int, batch: int) -> tuple[float, float]:
+    """Physics steps/s of the gate's episodes in this process: one env, and ``batch`` envs."""
+    conditions = Conditions(friction=0.8, delay=1)
+    envs = [FR3ReachEnv(card_path=POLICY.with_suffix('.yaml'), conditions=conditions)
+            for _ in range(batch)]
+    model = load_model(POLICY, envs[0].card)
+    rates = []
+    for run in (lambda: run_episodes(envs[0], model.infer, range(episodes), 0),
+                lambda: run_episodes_batched(envs, model.infer, range(episodes), 0)):
+        started = time.perf_counter()
+        results = run()
+        rates.append(sum(r.steps for r in results) * PHYSICS_PER_CONTROL
+                     / (time.perf_counter() - started))
+    return rates[0], rates[1]
+
+
+def gate_rate(episodes: int, executor: LocalExecutor | RayExecutor) -> tuple[float, float]:
+    """Physics steps/s of the gate over GRID on ``executor``; and its wall s."""
+    report = validate(POLICY, POLICY.with_suffix('.yaml'), None, GRID, episodes, 1,
+                      seed=0, progress=False, executor=executor)
     control_steps = sum(c.mean_steps * c.episodes for c in report.configs)
     return control_steps * PHYSICS_PER_CONTROL / report.wall_time_s, report.wall_time_s
 
@@ -59,17 +82,40 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument('--episodes', type=int, default=10, help='episodes per configuration')
     parser.add_argument('--steps', type=int, default=20000, help='raw physics steps')
+    parser.add_argument('--batch', type=int, default=BATCH, help='envs stepped together')
+    parser.add_argument('--no-ray', action='store_true', help='skip the Ray cluster runs')
     args = parser.parse_args()
     cores = os.cpu_count() or 1
     print(f'{cores} cores, load average {os.getloadavg()[0]:.1f}')
     in_c, in_python = raw_rates(args.steps)
     print(f'raw mj_step, C (mujoco.rollout, 1 thread): {in_c:9.0f} steps/s')
     print(f'raw mj_step, Python loop:                  {in_python:9.0f} steps/s')
+    alone, together = in_process(4 * args.episodes, args.batch)
+    print(f'gate episodes in one process, one env:     {alone:9.0f} physics steps/s '
+          f'({alone / in_c:5.1%} of raw C)')
+    print(f'gate episodes in one process, {args.batch:2d} envs:    {together:9.0f} physics '
+          f'steps/s ({together / in_c:5.1%} of raw C)')
+    configs = len(GRID['friction']) * len(GRID['delay'])
     for workers in sorted({1, cores}):
-        rate, wall = gate_rate(args.episodes, workers)
-        print(f'gate, {workers} worker(s), {len(GRID["friction"]) * len(GRID["delay"])} '
-              f'configs x {args.episodes} episodes: {rate:9.0f} physics steps/s in {wall:.1f} s, '
-              f'{rate / workers / in_c:5.1%} of raw C stepping per core')
+        rate, wall = gate_rate(args.episodes, LocalExecutor(workers))
+        print(f'gate, {workers} local worker(s), {configs} configs x {args.episodes} episodes, '
+              f'process start-up included: {rate:9.0f} physics steps/s in {wall:.1f} s, '
+              f'{rate / workers / in_c:5.1%} of raw C per core')
+    if args.no_ray:
+        return
+    import ray
+    for workers in sorted({1, cores}):
+        # a cluster on 127.0.0.1 with this many CPUs, its workers warmed by a first small run
+        ray.init(num_cpus=workers, include_dashboard=False, _node_ip_address='127.0.0.1',
+                 log_to_driver=False, configure_logging=False)
+        try:
+            gate_rate(1, RayExecutor('local'))
+            rate, wall = gate_rate(args.episodes, RayExecutor('local'))
+        finally:
+            ray.shutdown()
+        print(f'gate, Ray cluster on 127.0.0.1 with {workers} worker(s), warm, {configs} '
+              f'configs x {args.episodes} episodes: {rate:9.0f} physics steps/s in {wall:.1f} '
+              f's, {rate / workers / in_c:5.1%} of raw C per core')
 
 
 if __name__ == '__main__':

@@ -99,7 +99,10 @@ def test_failing_policy_fails_with_feedback(tmp_path: Path) -> None:
                           '--episodes', '1', '--workers', '2', '--out', str(tmp_path / 'r')],
                          capture_output=True, text=True, timeout=300)
     assert run.returncode == 4, run.stderr
-    assert 'verdict: FAIL' in run.stdout and 'validating [' in run.stderr
+    assert 'verdict: FAIL' in run.stdout
+    # progress: configurations done, episodes per second, time left
+    assert 'validating: 2/2 configurations' in run.stderr
+    assert 'episodes/s' in run.stderr and 's left' in run.stderr
     result = json.loads((tmp_path / 'r' / 'validation.json').read_text())
     assert result['verdict'] == 'fail' and result['min_success'] == 0.0
     assert result['mean_success'] == 0.0 and len(result['configs']) == 2

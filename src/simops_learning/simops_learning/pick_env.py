@@ -57,6 +57,7 @@ class FR3PickPlaceEnv(FR3ReachEnv):
     """
 
     card_history = PICK_HISTORY
+    sample_steps = SAMPLE_STEPS
 
     def __init__(self, **kwargs: Any) -> None:
         kwargs.setdefault('max_episode_steps', MAX_EPISODE_STEPS)
@@ -102,16 +103,8 @@ class FR3PickPlaceEnv(FR3ReachEnv):
 
     # --- stepping and safety -------------------------------------------------------------
 
-    def _advance(self) -> None:
-        """One control period in chunks of ``SAMPLE_STEPS``, sampling the safety figures."""
-        done = 0
-        while done < self.substeps:
-            chunk = min(SAMPLE_STEPS, self.substeps - done)
-            self.physics.step(chunk)
-            done += chunk
-            self._sample_safety()
-
-    def _sample_safety(self) -> None:
+    def _sample(self) -> None:
+        """After each chunk of ``SAMPLE_STEPS`` physics steps: peak joint speed and force."""
         physics = self.physics
         speeds = physics.data.qvel[physics.index.dof_adr[:physics.index.arm_dof]]
         self.peak_speed = max(self.peak_speed, float(np.max(np.abs(speeds))))

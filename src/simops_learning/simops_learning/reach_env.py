@@ -78,6 +78,7 @@ class FR3ReachEnv(gym.Env):
 
     metadata: dict[str, Any] = {'render_modes': []}  # noqa: RUF012 - gymnasium's API
     card_history = HISTORY   # frames of the default card layout
+    sample_steps: int | None = None   # physics steps between two _sample calls (None: 1 period)
 
     def __init__(self, card_path: str | Path | None = None,
                  sim_params_file: str | Path | None = None,
@@ -163,8 +164,18 @@ class FR3ReachEnv(gym.Env):
         """Place the scene's objects after the keyframe reset (the reach task leaves them)."""
 
     def _advance(self) -> None:
-        """Run one control period of physics steps."""
-        self.physics.step(self.substeps)
+        """Run one control period of physics steps, in chunks of ``sample_steps``."""
+        for chunk in self.chunks():
+            self.physics.step(chunk)
+            self._sample()
+
+    def chunks(self) -> list[int]:
+        """The physics steps of one control period, cut where the env samples its figures."""
+        size = self.sample_steps or self.substeps
+        return [min(size, self.substeps - done) for done in range(0, self.substeps, size)]
+
+    def _sample(self) -> None:
+        """After each chunk of physics steps (the reach task samples nothing)."""
 
     def _reward(self, info: dict[str, Any], action: np.ndarray) -> float:
         """Minus the flange-goal distance (m), plus the success bonus."""
@@ -180,6 +191,17 @@ class FR3ReachEnv(gym.Env):
 
     def step(self, action: np.ndarray) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
         """One policy-node tick and one lockstep period of the simulator."""
+        self.begin_step(action)
+        self._advance()
+        return self.finish_step()
+
+    def begin_step(self, action: np.ndarray) -> None:
+        """The first part of :meth:`step`: the policy node's tick, the command to the arm.
+
+        A batch runner calls it, advances many envs' physics together
+        (:func:`simops_sim.physics_batch.step_together`, :meth:`chunks`, :meth:`_sample`),
+        then calls :meth:`finish_step`; the result is :meth:`step`'s, bit for bit.
+        """
         blend = (1.0 if self.ramp_time <= 0
                  else min(self._steps * self.policy_step.period / self.ramp_time, 1.0))
         out = self.policy_step.command(action, blend)
@@ -188,7 +210,11 @@ class FR3ReachEnv(gym.Env):
                                       physics.arm_target))
         if self.card.action.gripper:
             physics.set_gripper_width(out.state.gripper)
-        self._advance()
+        self._out = out
+
+    def finish_step(self) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
+        """The last part of :meth:`step`: measure, observe, judge the period."""
+        out = self._out
         self._steps += 1
         self._measure()
         obs = self.policy_step.observe()

@@ -3,19 +3,30 @@
 Each episode's task is fixed by the run's seed and its index (the env's ``episode_options``:
 the reach goal from ``reach_env.episode_goal``; the pick-and-place cube and goal from the
 reset seed), so every configuration of a validation grid sees the same tasks (paired).
+
+:func:`run_episodes` steps one env; :func:`run_episodes_batched` steps many envs of one
+kind in lockstep, their physics advanced together
+(:func:`simops_sim.physics_batch.step_together`), a new episode starting in an env as soon
+as its last one ends. Both give the same results for the same seeds, bit for bit: the
+policy still infers one observation at a time, as the policy node does (a batched forward
+pass differs from it in the last bits).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from simops_learning.reach_env import FR3ReachEnv
+from simops_sim.physics_batch import step_together
 from simops_sim.randomization import Conditions
 
 Policy = Callable[[np.ndarray], np.ndarray]
+StepHook = Callable[[FR3ReachEnv, int, np.ndarray, np.ndarray, dict[str, Any]], None]
+"""(env, episode, observation acted on, raw action, the step's info), after each env step."""
 
 
 @dataclass(frozen=True)
@@ -45,19 +56,73 @@ def run_episodes(env: FR3ReachEnv, policy: Policy, episodes: range, seed: int,
     """
     results = []
     for episode in episodes:
-        options = env.episode_options(seed, episode)
-        if conditions is not None:
-            options['conditions'] = conditions
-        obs, info = env.reset(seed=seed * 1_000_003 + episode, options=options)
+        obs, _ = _start(env, episode, seed, conditions)
         steps = 0
         while True:
             obs, _, terminated, truncated, info = env.step(policy(obs))
             steps += 1
             if terminated or truncated:
                 break
-        results.append(EpisodeResult(
-            bool(info['is_success']), info['distance'], steps,
-            int(info['protective_stop'] != ''), int(info.get('unsafe', False)),
-            float(info.get('peak_joint_speed', float('nan'))),
-            float(info.get('peak_contact_force', float('nan')))))
+        results.append(episode_result(info, steps))
     return results
+
+
+def run_episodes_batched(envs: Sequence[FR3ReachEnv], policy: Policy, episodes: range,
+                         seed: int, conditions: Conditions | None = None,
+                         on_step: StepHook | None = None) -> list[EpisodeResult]:
+    """:func:`run_episodes` over ``len(envs)`` envs of one kind stepped together.
+
+    ``on_step`` is called after every step of every env with (env, episode, observation
+    the action was taken on, action, the step's info), in no particular order across envs.
+    """
+    pending = list(episodes)
+    running: dict[int, list] = {}     # env slot -> [episode, observation, steps]
+    results: dict[int, EpisodeResult] = {}
+
+    def start(slot: int) -> None:
+        episode = pending.pop(0)
+        obs, _ = _start(envs[slot], episode, seed, conditions)
+        running[slot] = [episode, obs, 0]
+
+    for slot in range(min(len(envs), len(pending))):
+        start(slot)
+    while running:
+        slots = list(running)
+        actions = {}
+        for slot in slots:
+            actions[slot] = policy(running[slot][1])
+            envs[slot].begin_step(actions[slot])
+        first = envs[slots[0]]
+        for chunk in first.chunks():
+            step_together([envs[slot].physics for slot in slots], chunk)
+            for slot in slots:
+                envs[slot]._sample()
+        for slot in slots:
+            episode, seen, steps = running[slot]
+            obs, _, terminated, truncated, info = envs[slot].finish_step()
+            if on_step is not None:
+                on_step(envs[slot], episode, seen, actions[slot], info)
+            running[slot][1:] = [obs, steps + 1]
+            if terminated or truncated:
+                results[episode] = episode_result(info, steps + 1)
+                del running[slot]
+                if pending:
+                    start(slot)
+    return [results[episode] for episode in episodes]
+
+
+def _start(env: FR3ReachEnv, episode: int, seed: int,
+           conditions: Conditions | None) -> tuple[np.ndarray, dict[str, Any]]:
+    options = env.episode_options(seed, episode)
+    if conditions is not None:
+        options['conditions'] = conditions
+    return env.reset(seed=seed * 1_000_003 + episode, options=options)
+
+
+def episode_result(info: dict[str, Any], steps: int) -> EpisodeResult:
+    """The :class:`EpisodeResult` of an episode that ended with ``info`` after ``steps``."""
+    return EpisodeResult(
+        bool(info['is_success']), info['distance'], steps,
+        int(info['protective_stop'] != ''), int(info.get('unsafe', False)),
+        float(info.get('peak_joint_speed', float('nan'))),
+        float(info.get('peak_contact_force', float('nan'))))

@@ -25,7 +25,14 @@ from typing import Any
 import numpy as np
 
 from simops_core.command_line import CommandLineParser, exit_codes
-from simops_core.executor import Executor, ExecutorError, LocalExecutor, Tally, make_executor
+from simops_core.executor import (
+    Executor,
+    ExecutorError,
+    LocalExecutor,
+    Tally,
+    isolate_for_local_ray,
+    make_executor,
+)
 from simops_core.policy_card import CardError, file_sha256, load_policy_card
 from simops_core.robot_spec import SpecError, load_robot_spec
 from simops_core.sim_params import SimParamsError, load_sim_params
@@ -98,20 +105,35 @@ class Task:
     task: str = 'reach'
 
 
+BATCH = 20          # envs a worker steps together
+TASK_EPISODES = 60  # episodes of one configuration in one task (a new one starts as one ends)
+_WORKER: dict[tuple[Any, ...], tuple[list[Any], Any]] = {}   # per worker process: envs, model
+
+
 def run_task(task: Task) -> tuple[int, list[Outcome]]:
-    """Worker: load the policy as the node does, run the episodes; (config, results)."""
+    """Worker: run the task's episodes, its envs stepped together; (config, results).
+
+    The policy is loaded as the node loads it and infers one observation at a time. A worker
+    keeps its envs and model across tasks of the same policy and physics; each episode sets
+    its configuration's conditions at reset.
+    """
     from dataclasses import astuple
 
     from simops_learning.pick_env import FR3PickPlaceEnv
     from simops_learning.reach_env import FR3ReachEnv
-    from simops_learning.rollout import run_episodes
+    from simops_learning.rollout import run_episodes_batched
     from simops_policy.model import load_model
 
-    kind = FR3PickPlaceEnv if task.task == 'pick-place' else FR3ReachEnv
-    env = kind(card_path=task.card, sim_params_file=task.sim_params,
-               conditions=task.conditions, robot=task.robot)
-    model = load_model(task.policy, env.card)
-    results = run_episodes(env, model.infer, task.episodes, task.seed)
+    key = (task.task, task.card, task.sim_params, task.robot, task.policy)
+    if key not in _WORKER:
+        _WORKER.clear()
+        kind = FR3PickPlaceEnv if task.task == 'pick-place' else FR3ReachEnv
+        envs = [kind(card_path=task.card, sim_params_file=task.sim_params, robot=task.robot)
+                for _ in range(BATCH)]
+        _WORKER[key] = envs, load_model(task.policy, envs[0].card)
+    envs, model = _WORKER[key]
+    results = run_episodes_batched(envs[:len(task.episodes)], model.infer, task.episodes,
+                                   task.seed, task.conditions)
     return task.config, [astuple(r) for r in results]
 
 
@@ -121,12 +143,12 @@ def validate(policy: Path, card: Path, sim_params: Path | None, grid: dict[str, 
              executor: Executor | None = None) -> Report:
     """Run the grid of ``task`` (reach or pick-place); return the report (not yet written).
 
-    Each configuration's episodes run in chunks of up to 10, one task each, on ``executor``
+    Each configuration's episodes run in chunks of up to 60, one task each, on ``executor``
     (default: ``workers`` local processes); every configuration gets every episode exactly
     once, whatever worker died and was retried on the way.
     """
     configs = grid_conditions(grid)
-    chunk = max(1, min(episodes, 10))
+    chunk = max(1, min(episodes, TASK_EPISODES))
     tasks = [Task(i, c, range(start, min(start + chunk, episodes)), policy, card, sim_params,
                   seed, robot, task)
              for i, c in enumerate(configs) for start in range(0, episodes, chunk)]
@@ -187,6 +209,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument('--pass-min', type=float, default=defaults.pass_min)
     parser.add_argument('--marginal-mean', type=float, default=defaults.marginal_mean)
     args = parser.parse_args(argv)
+    if args.ray == 'local':
+        try:
+            isolate_for_local_ray([sys.argv[0], *(sys.argv[1:] if argv is None else argv)])
+        except ExecutorError as exc:
+            print(f'simops-validate: error: {exc}', file=sys.stderr)
+            return EXIT_USAGE
     try:
         policy = Path(args.policy)
         if not policy.is_file():

@@ -448,6 +448,22 @@ class SmoothFriction:
         data.qfrc_applied.put(self.dofs, force)
 
 
+def contact_generalised(model: mujoco.MjModel, data: mujoco.MjData, out: np.ndarray) -> None:
+    """Write the generalised force (nv,) of the contact rows of the constraint solution.
+
+    ``J^T f``: what the arm's external-torque estimate sees of a collision (joint limits and
+    the other constraints excluded). MuJoCo orders the rows equality, friction, limit,
+    contact, so the contact rows are the last ``nefc - (ne + nf + nl)``.
+    """
+    first = data.ne + data.nf + data.nl
+    if data.nefc == first:
+        out[:] = 0.0
+        return
+    force = np.zeros(data.nefc)
+    force[first:] = data.efc_force[first:]
+    mujoco.mj_mulJacTVec(model, data, out, force)
+
+
 def friction_transitions(params: SimParams, index: ModelIndex) -> np.ndarray:
     """Each joint's smooth-friction transition (9,) rad/s: ``params``' or the model's; 0: dry."""
     transition = index.nominal_transition.copy()
@@ -657,19 +673,9 @@ class Physics:
     def contact_torque(self, out: np.ndarray) -> None:
         """Write the joint torques (7,) N*m that the contacts apply to the arm into ``out``.
 
-        The generalised force of the contact rows of the constraint solution, ``J^T f``:
-        what the arm's external-torque estimate sees of a collision (joint limits and the
-        other constraints excluded). MuJoCo orders the rows equality, friction, limit,
-        contact, so the contact rows are the last ``nefc - (ne + nf + nl)``.
+        See :func:`contact_generalised`; the arm's entries of it.
         """
-        data = self.data
-        first = data.ne + data.nf + data.nl
-        if data.nefc == first:
-            out[:] = 0.0
-            return
-        force = np.zeros(data.nefc)
-        force[first:] = data.efc_force[first:]
-        mujoco.mj_mulJacTVec(self.model, data, self._generalised, force)
+        contact_generalised(self.model, self.data, self._generalised)
         self._generalised.take(self._arm_dofs, out=out)
 
     def set_arm_target(self, q: np.ndarray, qd: np.ndarray | None = None) -> None:

@@ -168,8 +168,9 @@ class TrajectoryPlan:
     def __init__(self, goal: TrajectoryGoal, start: float, current: np.ndarray,
                  now: float | None = None) -> None:
         times, pos, vel = goal.times, goal.positions.copy(), goal.velocities
-        keep = np.setdiff1d(np.arange(len(current)), goal.joints)
-        pos[:, keep] = current[keep]
+        if len(goal.joints) < len(current):   # joints it does not name keep their target
+            keep = np.setdiff1d(np.arange(len(current)), goal.joints)
+            pos[:, keep] = current[keep]
         self._sent = _sent_speed(times, pos, vel, current)
         taken = 0.0 if now is None else now - start
         if times[0] > taken + KNOT_TOLERANCE:  # a first segment from the current target, at rest

@@ -1,0 +1,57 @@
+"""The batched evaluation path gives today's per-episode outcomes for the same seeds: the
+gate's tasks (envs stepped together, reused across configurations) against one fresh env
+per configuration stepping alone."""
+
+from __future__ import annotations
+
+from dataclasses import astuple
+from pathlib import Path
+
+import numpy as np
+import pytest
+from ros_helpers import REPO
+
+from simops_learning.pick_env import FR3PickPlaceEnv
+from simops_learning.reach_env import FR3ReachEnv
+from simops_learning.rollout import run_episodes, run_episodes_batched
+from simops_learning.validate import Task, run_task
+from simops_policy.model import load_model
+from simops_sim.randomization import Conditions
+
+CASES = {
+    'reach': (FR3ReachEnv, REPO / 'models/policy/fr3_reach.pt',
+              [Conditions(friction=0.3, mass=1.5, delay=3), Conditions(friction=1.5),
+               Conditions(mass=0.5, delay=1)]),
+    'pick-place': (FR3PickPlaceEnv, REPO / 'models/policy/fr3_pick_place.pt',
+                   [Conditions(friction=0.3, object_mass=2.0, delay=3),
+                    Conditions(friction=1.0, object_mass=0.5)]),
+}
+
+
+def same(a: tuple, b: tuple) -> bool:
+    return np.array_equal(np.array(a, dtype=float), np.array(b, dtype=float), equal_nan=True)
+
+
+@pytest.mark.parametrize('task', list(CASES))
+def test_batched_gate_tasks_give_the_single_env_outcomes(task: str) -> None:
+    kind, policy, grid = CASES[task]
+    card = policy.with_suffix('.yaml')
+    episodes = range(2, 9)   # 7 episodes: one env of the batch runs two
+    for config, conditions in enumerate(grid):
+        env = kind(card_path=card, conditions=conditions)
+        model = load_model(policy, env.card)
+        alone = [astuple(r) for r in run_episodes(env, model.infer, episodes, 5)]
+        index, batched = run_task(Task(config, conditions, episodes, policy, card, None, 5,
+                                       'fr3', task))
+        assert index == config
+        assert all(same(a, b) for a, b in zip(alone, batched, strict=True)), (alone, batched)
+
+
+def test_a_batch_of_one_is_the_single_env() -> None:
+    kind, policy, grid = CASES['reach']
+    env, other = (kind(card_path=policy.with_suffix('.yaml')) for _ in range(2))
+    model = load_model(policy, env.card)
+    a = run_episodes(env, model.infer, range(3), 0, grid[0])
+    b = run_episodes_batched([other], model.infer, range(3), 0, grid[0])
+    assert all(same(astuple(x), astuple(y)) for x, y in zip(a, b, strict=True))
+    assert Path(policy).is_file()
