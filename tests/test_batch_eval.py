@@ -55,3 +55,33 @@ def test_a_batch_of_one_is_the_single_env() -> None:
     b = run_episodes_batched([other], model.infer, range(3), 0, grid[0])
     assert all(same(astuple(x), astuple(y)) for x, y in zip(a, b, strict=True))
     assert Path(policy).is_file()
+
+
+@pytest.mark.parametrize('env_id', ['SimOps/FR3Reach-v0', 'SimOps/FR3PickPlace-v0'])
+def test_make_vec_steps_the_envs_together_as_each_alone(env_id: str) -> None:
+    import gymnasium
+
+    import simops_learning  # noqa: F401 - registers the ids
+
+    vector = gymnasium.make_vec(env_id, num_envs=3, vectorization_mode='vector_entry_point',
+                                max_episode_steps=25)
+    kind = FR3PickPlaceEnv if 'Pick' in env_id else FR3ReachEnv
+    alone = [kind(max_episode_steps=25) for _ in range(3)]
+    ended = 0
+    obs, _ = vector.reset(seed=11)
+    expected = np.stack([env.reset(seed=11 + i)[0] for i, env in enumerate(alone)])
+    assert np.array_equal(obs, expected)
+    rng = np.random.default_rng(0)
+    for _ in range(80):   # long enough for episodes to end and autoreset
+        actions = rng.uniform(-0.3, 0.3, vector.action_space.shape).astype(np.float32)
+        obs, reward, terminated, truncated, infos = vector.step(actions)
+        for i, env in enumerate(alone):
+            o, r, term, trunc, _ = env.step(actions[i])
+            if term or trunc:
+                assert np.array_equal(infos['final_obs'][i], o)
+                o, _ = env.reset()
+                ended += 1
+            assert np.array_equal(obs[i], o) and reward[i] == r
+            assert (terminated[i], truncated[i]) == (term, trunc)
+    assert ended >= 6   # every sub-env ended and was reset at least twice
+    vector.close()

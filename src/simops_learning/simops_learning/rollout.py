@@ -25,8 +25,16 @@ from simops_sim.physics_batch import step_together
 from simops_sim.randomization import Conditions
 
 Policy = Callable[[np.ndarray], np.ndarray]
-StepHook = Callable[[FR3ReachEnv, int, np.ndarray, np.ndarray, dict[str, Any]], None]
-"""(env, episode, observation acted on, raw action, the step's info), after each env step."""
+INPUTS = ('joint_position', 'joint_velocity', 'object_position', 'object_quaternion',
+          'goal_position')
+StepHook = Callable[[FR3ReachEnv, int, dict[str, np.ndarray], np.ndarray, dict[str, Any]],
+                    None]
+"""(env, episode, inputs, raw action, the step's info), after each env step.
+
+``inputs`` are copies of what the policy step built the acted-on observation from:
+``joint_position``, ``joint_velocity`` (n,), ``object_position`` (3,), ``object_quaternion``
+(4,) x, y, z, w, ``goal_position`` (3,) (``env.policy_step.raw`` before the step).
+"""
 
 
 @dataclass(frozen=True)
@@ -69,11 +77,12 @@ def run_episodes(env: FR3ReachEnv, policy: Policy, episodes: range, seed: int,
 
 def run_episodes_batched(envs: Sequence[FR3ReachEnv], policy: Policy, episodes: range,
                          seed: int, conditions: Conditions | None = None,
-                         on_step: StepHook | None = None) -> list[EpisodeResult]:
+                         on_step: StepHook | None = None,
+                         level: float | None = None) -> list[EpisodeResult]:
     """:func:`run_episodes` over ``len(envs)`` envs of one kind stepped together.
 
-    ``on_step`` is called after every step of every env with (env, episode, observation
-    the action was taken on, action, the step's info), in no particular order across envs.
+    ``on_step`` (:data:`StepHook`) is called after every step of every env, in no
+    particular order across envs. ``level``: the curriculum level of randomised envs.
     """
     pending = list(episodes)
     running: dict[int, list] = {}     # env slot -> [episode, observation, steps]
@@ -81,15 +90,18 @@ def run_episodes_batched(envs: Sequence[FR3ReachEnv], policy: Policy, episodes: 
 
     def start(slot: int) -> None:
         episode = pending.pop(0)
-        obs, _ = _start(envs[slot], episode, seed, conditions)
+        obs, _ = _start(envs[slot], episode, seed, conditions, level)
         running[slot] = [episode, obs, 0]
 
     for slot in range(min(len(envs), len(pending))):
         start(slot)
     while running:
         slots = list(running)
-        actions = {}
+        actions, inputs = {}, {}
         for slot in slots:
+            if on_step is not None:
+                raw = envs[slot].policy_step.raw
+                inputs[slot] = {name: getattr(raw, name).copy() for name in INPUTS}
             actions[slot] = policy(running[slot][1])
             envs[slot].begin_step(actions[slot])
         first = envs[slots[0]]
@@ -98,10 +110,10 @@ def run_episodes_batched(envs: Sequence[FR3ReachEnv], policy: Policy, episodes: 
             for slot in slots:
                 envs[slot]._sample()
         for slot in slots:
-            episode, seen, steps = running[slot]
+            episode, _, steps = running[slot]
             obs, _, terminated, truncated, info = envs[slot].finish_step()
             if on_step is not None:
-                on_step(envs[slot], episode, seen, actions[slot], info)
+                on_step(envs[slot], episode, inputs[slot], actions[slot], info)
             running[slot][1:] = [obs, steps + 1]
             if terminated or truncated:
                 results[episode] = episode_result(info, steps + 1)
@@ -111,11 +123,13 @@ def run_episodes_batched(envs: Sequence[FR3ReachEnv], policy: Policy, episodes: 
     return [results[episode] for episode in episodes]
 
 
-def _start(env: FR3ReachEnv, episode: int, seed: int,
-           conditions: Conditions | None) -> tuple[np.ndarray, dict[str, Any]]:
+def _start(env: FR3ReachEnv, episode: int, seed: int, conditions: Conditions | None,
+           level: float | None = None) -> tuple[np.ndarray, dict[str, Any]]:
     options = env.episode_options(seed, episode)
     if conditions is not None:
         options['conditions'] = conditions
+    if level is not None:
+        options['level'] = level
     return env.reset(seed=seed * 1_000_003 + episode, options=options)
 
 

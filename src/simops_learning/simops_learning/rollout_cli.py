@@ -24,6 +24,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
 from simops_core.command_line import CommandLineParser, exit_codes, fail
 from simops_core.executor import (
     Executor,
@@ -38,6 +40,7 @@ from simops_core.sim_params import SimParamsError
 from simops_learning.dataset_cli import load_card
 from simops_learning.episode_schema import EpisodeFrames, card_schema
 from simops_learning.lerobot_writer import DatasetError, write_dataset
+from simops_learning.validate import BATCH, TASK_EPISODES
 from simops_sim.randomization import RandomizationError, default_randomization
 
 PROG = 'simops-rollout'
@@ -66,31 +69,32 @@ def run_job(job: Job) -> list[EpisodeFrames]:
     from simops_learning.expert import ReachExpert
     from simops_learning.pick_env import FR3PickPlaceEnv
     from simops_learning.reach_env import FR3ReachEnv
-    from simops_learning.sim_episodes import sim_episode
+    from simops_learning.sim_episodes import sim_episodes
     from simops_policy.model import load_model
 
     card, spec = load_card(job.card)
     kind = FR3PickPlaceEnv if job.task == 'pick-place' else FR3ReachEnv
-    env = kind(card_path=job.card, sim_params_file=job.sim_params,
-               randomization=default_randomization(job.profile), robot=spec.name)
-    if job.expert:
+    envs = [kind(card_path=job.card, sim_params_file=job.sim_params,
+                 randomization=default_randomization(job.profile), robot=spec.name)
+            for _ in range(min(BATCH, len(job.episodes)))]
+    if job.expert:   # the expert reads the env's raw state: one env, stepped alone
+        env = envs[0]
+        envs = [env]
         expert = ReachExpert(env.physics.model, env.physics.index, spec, card.action.scale)
 
-        def policy(_: object) -> object:
+        def policy(obs: np.ndarray) -> np.ndarray:
+            del obs
             raw = env.policy_step.raw
             return expert.act(raw.joint_position, raw.goal_position)
         policy_hash = 'expert:reach-ik'
     else:
-        policy = load_model(Path(job.policy), env.card).infer
+        policy = load_model(Path(job.policy), envs[0].card).infer
         policy_hash = file_sha256(Path(job.policy))
     provenance = {'policy_sha256': policy_hash, 'sim_params_sha256':
                   file_sha256(Path(job.sim_params)) if job.sim_params else ''}
-    schema = card_schema(card)
-    out = []
-    for episode in job.episodes:
-        frames = sim_episode(env, policy, schema, job.seed, episode, provenance)
+    out = sim_episodes(envs, policy, card_schema(card), job.seed, job.episodes, provenance)
+    for frames in out:
         frames.task = TASK_TEXT[job.task]
-        out.append(frames)
     return out
 
 
@@ -154,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
             raise SimParamsError(f'sim params {args.sim_params} does not exist')
     except (CardError, SpecError, RandomizationError, SimParamsError) as exc:
         return fail(PROG, EXIT_CONFIG, str(exc))
-    chunk = max(1, -(-args.episodes // (args.workers * 4)))
+    chunk = max(1, min(TASK_EPISODES, -(-args.episodes // args.workers)))
     jobs = [Job(args.policy or '', card_path, args.task, args.expert, profile,
                 args.sim_params, args.seed, range(s, min(s + chunk, args.episodes)))
             for s in range(0, args.episodes, chunk)]

@@ -12,61 +12,81 @@ goes into its metadata, so every episode says what world it ran in.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from typing import Any
 
 import numpy as np
 
+from simops_core.robot_spec import RobotSpec
 from simops_learning.episode_schema import EpisodeFrames, Schema, empty_columns
 from simops_learning.reach_env import FR3ReachEnv
+from simops_learning.rollout import run_episodes_batched
+
+FULL = 1.0   # curriculum level of the randomisation: its full ranges
 
 Policy = Callable[[np.ndarray], np.ndarray]
 """Observation (card.observation_size,) float32 -> raw action (card.action.size,)."""
 
 
-def sim_episode(env: FR3ReachEnv, policy: Policy, schema: Schema, seed: int, episode: int,
-                provenance: dict[str, Any]) -> EpisodeFrames:
-    """Run episode ``episode`` of a run seeded ``seed`` and return its frames.
+def sim_episodes(envs: Sequence[FR3ReachEnv], policy: Policy, schema: Schema, seed: int,
+                 episodes: range, provenance: dict[str, Any]) -> list[EpisodeFrames]:
+    """Run ``episodes`` of a run seeded ``seed`` on ``envs`` stepped together; their frames.
 
     The task (goal, cube) comes from ``env.episode_options``, the physics from the env's
     randomisation drawn by the reset seed, as :func:`simops_learning.rollout.run_episodes`
-    fixes them, at the randomisation's full ranges. ``provenance`` fills the episode
-    table's policy and sim-params hashes.
+    fixes them, at the randomisation's full ranges (:data:`FULL`): the same frames whatever
+    the number of envs. ``provenance`` fills the episode table's policy and sim-params
+    hashes.
     """
-    options = env.episode_options(seed, episode) | {'level': 1.0}
-    obs, info = env.reset(seed=seed * 1_000_003 + episode, options=options)
-    spec = env.spec_robot
+    rows: dict[int, list[dict[str, Any]]] = {episode: [] for episode in episodes}
+    worlds: dict[int, str] = {}
+
+    def record(env: FR3ReachEnv, episode: int, inputs: dict[str, np.ndarray],
+               action: np.ndarray, info: dict[str, Any]) -> None:
+        if not rows[episode]:
+            worlds[episode] = json.dumps(asdict(env.conditions_now) | {
+                'ramp_time': env.ramp_time, 'seed': seed, 'episode': episode}, sort_keys=True)
+        rows[episode].append(inputs | {'action': np.asarray(action, dtype=np.float64),
+                                       'command': np.asarray(info['command'], np.float64),
+                                       'info': info})
+
+    run_episodes_batched(envs, policy, episodes, seed, conditions=None, on_step=record,
+                         level=FULL)
+    spec = envs[0].spec_robot
+    return [_frames(rows[e], schema, spec, envs[0].period, provenance, worlds[e])
+            for e in episodes]
+
+
+def sim_episode(env: FR3ReachEnv, policy: Policy, schema: Schema, seed: int, episode: int,
+                provenance: dict[str, Any]) -> EpisodeFrames:
+    """Episode ``episode`` alone on ``env``: :func:`sim_episodes` with one env."""
+    return sim_episodes([env], policy, schema, seed, range(episode, episode + 1),
+                        provenance)[0]
+
+
+def _frames(rows: list[dict[str, Any]], schema: Schema, spec: RobotSpec, period: float,
+            provenance: dict[str, Any], world: str) -> EpisodeFrames:
+    """One episode's recorded steps as frames at sim time ``k * period``."""
     names = spec.joint_names
     joints = [names.index(j) for j in schema.joints]
     velocity = [names.index(j) for j in schema.velocity_joints]
     fingers = [names.index(j) for j in spec.gripper.joints]
     command_index = [spec.arm_joints.index(j) for j in schema.action[:len(spec.arm_joints)]]
-    raw = env.policy_step.raw
-    rows: list[dict[str, np.ndarray]] = []
-    while True:
-        row = {'q': raw.joint_position.copy(), 'qd': raw.joint_velocity.copy(),
-               'object': np.concatenate([raw.object_position, raw.object_quaternion]),
-               'goal': raw.goal_position.copy()}
-        action = np.asarray(policy(obs))
-        obs, _, terminated, truncated, info = env.step(action)
-        row['action'] = action.astype(np.float64)
-        row['command'] = np.asarray(info['command'], dtype=np.float64)
-        rows.append(row)
-        if terminated or truncated:
-            break
     n = len(rows)
-    t = np.arange(n) * env.period
+    t = np.arange(n) * period
     columns = empty_columns(schema, n)
-    q = np.stack([r['q'] for r in rows])
+    q = np.stack([r['joint_position'] for r in rows])
     state = columns['observation.state']
     state[:, :len(joints)] = q[:, joints]
     if schema.gripper_width:
         state[:, len(joints)] = q[:, fingers[0]] + q[:, fingers[1]]
     if velocity:
-        columns['observation.velocity'][:] = np.stack([r['qd'] for r in rows])[:, velocity]
-    obj = np.stack([r['object'] for r in rows])
-    goal = np.stack([r['goal'] for r in rows])
+        columns['observation.velocity'][:] = np.stack([r['joint_velocity'] for r in rows]
+                                                      )[:, velocity]
+    obj = np.stack([np.concatenate([r['object_position'], r['object_quaternion']])
+                    for r in rows])
+    goal = np.stack([r['goal_position'] for r in rows])
     for source, fields in schema.poses.items():
         axes = ('x', 'y', 'z', 'w')
         offset, values = ((3, obj) if source == 'object_quaternion' else
@@ -83,15 +103,13 @@ def sim_episode(env: FR3ReachEnv, policy: Policy, schema: Schema, seed: int, epi
         columns[f'source.{name}.stamp'][:, 0] = t
         columns[f'source.{name}.received'][:, 0] = t
     columns['source.command.effective'][:, 0] = t
+    info = rows[-1]['info']
     stop = info['protective_stop']
     outcome = ('success' if info['is_success'] else f'protective stop: {stop}' if stop
                else 'out of domain' if info.get('out_of_domain') else 'timeout')
     meta = {'success': bool(info['is_success']), 'success_known': True, 'outcome': outcome,
             'notes': '', 'label': 'rollout', 'source': 'sim', 'bag': '', 'bag_sha256': '',
-            'robot': schema.robot, 'start_time': 0.0, **provenance,
-            'conditions': json.dumps(asdict(env.conditions_now) | {
-                'ramp_time': env.ramp_time, 'seed': seed, 'episode': episode},
-                sort_keys=True)}
+            'robot': schema.robot, 'start_time': 0.0, **provenance, 'conditions': world}
     report = {'frames': n, 'trimmed': 0, 'dropped': 0, 'dropped_by_input': {},
               'worst_age_s': {}, 'worst_joint_state_gap_s': 0.0}
     return EpisodeFrames(t, columns, '', meta, report)
