@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 import time
 from pathlib import Path
 
@@ -22,7 +23,7 @@ import mujoco
 import numpy as np
 from mujoco import rollout
 
-from simops_core.executor import LocalExecutor, RayExecutor
+from simops_core.executor import LocalExecutor, RayExecutor, isolate_for_local_ray
 from simops_core.paths import resolve_resource
 from simops_learning.reach_env import FR3ReachEnv
 from simops_learning.rollout import run_episodes, run_episodes_batched
@@ -85,6 +86,8 @@ def main() -> None:
     parser.add_argument('--batch', type=int, default=BATCH, help='envs stepped together')
     parser.add_argument('--no-ray', action='store_true', help='skip the Ray cluster runs')
     args = parser.parse_args()
+    if not args.no_ray:   # Ray listens on every interface: run in a private network namespace
+        isolate_for_local_ray(sys.argv)
     cores = os.cpu_count() or 1
     print(f'{cores} cores, load average {os.getloadavg()[0]:.1f}')
     in_c, in_python = raw_rates(args.steps)

@@ -9,7 +9,9 @@ then each arm's own ``mj_step`` on its own model and data. Every arm ends bit fo
 is the same element by element, and MuJoCo's is untouched.
 
 Arms in a state the vectorised law does not cover (a multi-point or cubic plan, a gripper
-ramp, a World's shared data) are stepped on their own with ``Physics.step``.
+ramp, a World's shared data) are stepped on their own with ``Physics.step``. This module is
+``Physics.step``'s vectorised twin: it reads and writes the arms' private controller state
+on purpose, and ``tests/test_physics_batch.py`` holds the two to the same bits.
 """
 
 from __future__ import annotations
