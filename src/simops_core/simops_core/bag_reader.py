@@ -23,7 +23,7 @@ from typing import Any
 
 import yaml
 from mcap.exceptions import McapError
-from mcap.reader import make_reader
+from mcap.reader import McapReader, make_reader
 from mcap.records import Schema
 from rosbags.serde import SerdeError
 from rosbags.typesys import Stores, get_types_from_msg, get_typestore
@@ -235,7 +235,8 @@ def _read_mcap(file: Path, wanted: set[str] | None, out: dict[str, RawTopic]) ->
     try:
         with file.open('rb') as stream:
             reader = make_reader(stream)
-            for schema, channel, message in reader.iter_messages(log_time_order=False):
+            for schema, channel, message in reader.iter_messages(
+                    log_time_order=bounded_order(reader)):
                 topic = out.get(channel.topic)
                 if topic is None:
                     topic = out[channel.topic] = _mcap_topic(channel.topic, schema, wanted)
@@ -254,6 +255,20 @@ def _read_mcap(file: Path, wanted: set[str] | None, out: dict[str, RawTopic]) ->
             if channel.topic not in out:
                 schema = summary.schemas.get(channel.schema_id)
                 out[channel.topic] = _mcap_topic(channel.topic, schema, wanted)
+
+
+def bounded_order(reader: McapReader) -> bool:
+    """The ``log_time_order`` under which ``reader`` holds one chunk at a time.
+
+    Indexed files: time order (a heap of chunks; unordered, the mcap reader queues every
+    chunk's messages before it yields the first). Files without a chunk index (a crashed
+    recording): file order, which is read as a stream (time order would sort it all).
+    """
+    try:
+        summary = reader.get_summary()
+    except McapError:
+        return False
+    return bool(summary is not None and summary.chunk_indexes)
 
 
 def _mcap_topic(name: str, schema: Schema | None, wanted: set[str] | None) -> RawTopic:

@@ -18,14 +18,23 @@ from pathlib import Path
 from mcap.exceptions import McapError
 from mcap.reader import make_reader
 
-from simops_core.bag_reader import STORAGE_SUFFIXES, BagError, read_metadata, storage_files
+from simops_core.bag_reader import (
+    STORAGE_SUFFIXES,
+    BagError,
+    bounded_order,
+    read_metadata,
+    storage_files,
+)
 
 Message = tuple[str, int, bytes]
 """One stored message: topic name, receive time (ns since the epoch) and CDR payload."""
 
 
 def stream_messages(bag: str | Path, topics: Collection[str]) -> Iterator[Message]:
-    """Every message of ``topics`` in ``bag``, file by file, each file in receive-time order.
+    """Every message of ``topics`` in ``bag``, file by file, each in receive-time order.
+
+    (A file without a chunk index, from a crashed recording, is read in file order, which
+    the recorder wrote in receive order.)
 
     Raises :class:`~simops_core.bag_reader.BagError` for a missing or unreadable storage
     file (the message names the file and how to repair it).
@@ -48,8 +57,8 @@ def _mcap_messages(file: Path, wanted: set[str]) -> Iterator[Message]:
     try:
         with file.open('rb') as stream:
             reader = make_reader(stream)
-            for _, channel, message in reader.iter_messages(topics=list(wanted),
-                                                            log_time_order=True):
+            for _, channel, message in reader.iter_messages(
+                    topics=list(wanted), log_time_order=bounded_order(reader)):
                 yield channel.topic, message.log_time, message.data
     except (McapError, OSError, EOFError, ValueError, IndexError, KeyError,
             struct.error) as exc:
