@@ -6,7 +6,7 @@ The episode is recorded as ``simops-demo`` step 2 records it (``simops-launch re
 standin:=true`` with the shipped reach policy, the graph's recorder, the demo's operator:
 goals on /goal_pose, ``~/enable``, the outcome on ``~/episode_info``). The bag is read back
 with Foxglove's independent ``mcap`` / ``mcap_ros2`` decoder: joint states interpolated at the
-frame times equal the dataset's within float rounding, each frame's action equals the
+frame times equal the dataset's within interpolation error, each frame's action equals the
 recorded trajectory it names exactly, and the success flag is the one reported.
 """
 
@@ -104,7 +104,7 @@ def test_demo_policy_episode_and_rollouts_round_trip(tmp_path: Path, launch: obj
     assert real['success'] is True and real['success_known'] is True
     assert real['notes'] == '2/2 goals reached' and real['robot'] == 'fr3'
     n = real['length']
-    assert n > 20 * 8      # two goals reached and a second on each
+    assert n >= 2 * 20      # at least the 1 s dwell on each of the two goals
     data = pq.read_table(sorted((out / 'data').rglob('*.parquet'))).slice(0, n)
     column = {name: np.array(data.column(name).to_pylist()) for name in data.column_names}
     times = real['start_time'] + np.round(column['timestamp'].astype(float) * 20) / 20
@@ -116,9 +116,11 @@ def test_demo_policy_episode_and_rollouts_round_trip(tmp_path: Path, launch: obj
     names = list(source[state_topic][0][1].name)
     positions = np.array([[m.position[names.index(j)] for j in SPEC.arm_joints]
                           for _, m in source[state_topic]])
+    # Within interpolation error: a 1 kHz linear interpolation errs by |q''| dt^2 / 8, about
+    # 1e-6 rad here; the frame times, rebuilt in float64 at 1.7e9 s (0.24 us), add 1e-7.
     for joint in range(7):
         truth = np.interp(times, stamps, positions[:, joint])
-        assert np.max(np.abs(column['observation.state'][:, joint] - truth)) < 1e-9
+        assert np.max(np.abs(column['observation.state'][:, joint] - truth)) < 1e-6
     commands = {log_time: np.array(m.points[0].positions) for log_time, m in
                 source[command_topic]}
     for row in range(n):
