@@ -26,8 +26,8 @@ from mujoco import rollout
 from simops_core.executor import LocalExecutor, RayExecutor, isolate_for_local_ray
 from simops_core.paths import resolve_resource
 from simops_learning.reach_env import FR3ReachEnv
-from simops_learning.rollout import run_episodes, run_episodes_batched
-from simops_learning.validate import BATCH, validate
+from simops_learning.rollout import BATCH, run_episodes, run_episodes_batched
+from simops_learning.validate import validate
 from simops_policy.model import load_model
 from simops_sim.randomization import Conditions
 

@@ -43,7 +43,7 @@ from simops_core.bag_stream import stream_messages
 from simops_core.receive_clock import ReceiveClock
 from simops_core.robot_spec import RobotSpec
 from simops_core.topics import TopicSpec
-from simops_learning.episode_schema import EpisodeFrames, Schema, empty_columns
+from simops_learning.episode_schema import EpisodeFrames, Schema, empty_columns, write_pose
 
 DEFAULT_FPS = 20.0      # Hz, the policies' control rate
 DEFAULT_MAX_AGE = 0.25  # s, the oldest a held input may be at a frame
@@ -367,7 +367,7 @@ def _assemble(rows: np.ndarray, t0: float, schema: Schema, held: dict[str, _Held
         elif name == POLICY_ACTION:
             columns['policy.action'][:] = values
         else:
-            _pose_columns(columns, schema, name, values)
+            write_pose(columns, schema, name, values)
     report = {
         'frames': n, 'trimmed': int(first + len(rows) - 1 - last),
         'dropped': int((last - first + 1) - n),
@@ -379,19 +379,6 @@ def _assemble(rows: np.ndarray, t0: float, schema: Schema, held: dict[str, _Held
         'start_time': float(t[first]),
     }
     return (t[keep] - t[first]).astype(np.float64), columns, report
-
-
-def _pose_columns(columns: dict[str, np.ndarray], schema: Schema, topic: str,
-                  values: np.ndarray) -> None:
-    """Write a pose topic's (n, 7) held values into the pose features that read it."""
-    axes = {'object_position': ('x', 'y', 'z'), 'object_quaternion': ('x', 'y', 'z', 'w'),
-            'goal_position': ('x', 'y', 'z')}
-    offsets = {'object_position': 0, 'object_quaternion': 3, 'goal_position': 0}
-    for source, fields in schema.poses.items():
-        if (topic == 'goal_pose') != (source == 'goal_position'):
-            continue
-        index = [offsets[source] + axes[source].index(f) for f in fields]
-        columns[f'observation.{source}'][:] = values[:, index]
 
 
 def _episode_meta(path: Path, custom: Mapping[str, str], robot: str) -> dict[str, Any]:

@@ -130,3 +130,18 @@ class EpisodeFrames:
 def empty_columns(schema: Schema, n: int) -> dict[str, np.ndarray]:
     """Every feature of ``schema`` as an (n, width) float64 array of NaN."""
     return {f.key: np.full((n, len(f.names)), np.nan) for f in schema.features}
+
+
+def write_pose(columns: dict[str, np.ndarray], schema: Schema, topic: str,
+               pose: np.ndarray) -> None:
+    """Write ``topic``'s poses (n, 7) into the pose features that read that topic.
+
+    ``pose``: position (m) then quaternion x, y, z, w, base frame; ``object_pose`` feeds the
+    object position and quaternion, ``goal_pose`` the goal position.
+    """
+    offsets = {'object_position': 0, 'object_quaternion': 3, 'goal_position': 0}
+    axes = ('x', 'y', 'z', 'w')
+    for source, fields in schema.poses.items():
+        if POSE_TOPICS[source] == topic:
+            columns[f'observation.{source}'][:] = pose[:, [offsets[source] + axes.index(f)
+                                                           for f in fields]]

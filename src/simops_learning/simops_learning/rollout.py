@@ -24,6 +24,8 @@ from simops_learning.reach_env import FR3ReachEnv
 from simops_sim.physics_batch import step_together
 from simops_sim.randomization import Conditions
 
+BATCH = 20          # envs stepped together by default (the gate's workers, simops-rollout)
+TASK_EPISODES = 60  # episodes one task runs (a new one starts in an env as one ends)
 Policy = Callable[[np.ndarray], np.ndarray]
 INPUTS = ('joint_position', 'joint_velocity', 'object_position', 'object_quaternion',
           'goal_position')

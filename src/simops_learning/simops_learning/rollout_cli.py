@@ -40,7 +40,7 @@ from simops_core.sim_params import SimParamsError
 from simops_learning.dataset_cli import load_card
 from simops_learning.episode_schema import EpisodeFrames, card_schema
 from simops_learning.lerobot_writer import DatasetError, write_dataset
-from simops_learning.validate import BATCH, TASK_EPISODES
+from simops_learning.rollout import BATCH, TASK_EPISODES
 from simops_sim.randomization import RandomizationError, default_randomization
 
 PROG = 'simops-rollout'

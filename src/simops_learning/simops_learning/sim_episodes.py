@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from simops_core.robot_spec import RobotSpec
-from simops_learning.episode_schema import EpisodeFrames, Schema, empty_columns
+from simops_learning.episode_schema import EpisodeFrames, Schema, empty_columns, write_pose
 from simops_learning.reach_env import FR3ReachEnv
 from simops_learning.rollout import run_episodes_batched
 
@@ -84,15 +84,10 @@ def _frames(rows: list[dict[str, Any]], schema: Schema, spec: RobotSpec, period:
     if velocity:
         columns['observation.velocity'][:] = np.stack([r['joint_velocity'] for r in rows]
                                                       )[:, velocity]
-    obj = np.stack([np.concatenate([r['object_position'], r['object_quaternion']])
-                    for r in rows])
-    goal = np.stack([r['goal_position'] for r in rows])
-    for source, fields in schema.poses.items():
-        axes = ('x', 'y', 'z', 'w')
-        offset, values = ((3, obj) if source == 'object_quaternion' else
-                          (0, goal if source == 'goal_position' else obj))
-        columns[f'observation.{source}'][:] = values[:, [offset + axes.index(f)
-                                                         for f in fields]]
+    write_pose(columns, schema, 'object_pose', np.stack(
+        [np.concatenate([r['object_position'], r['object_quaternion']]) for r in rows]))
+    write_pose(columns, schema, 'goal_pose', np.stack(
+        [np.concatenate([r['goal_position'], (0.0, 0.0, 0.0, 1.0)]) for r in rows]))
     command = np.stack([r['command'] for r in rows])
     arm = len(spec.arm_joints)
     columns['action'][:, :arm] = command[:, command_index]

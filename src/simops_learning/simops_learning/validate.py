@@ -36,6 +36,7 @@ from simops_core.executor import (
 from simops_core.policy_card import CardError, file_sha256, load_policy_card
 from simops_core.robot_spec import SpecError, load_robot_spec
 from simops_core.sim_params import SimParamsError, load_sim_params
+from simops_learning.rollout import BATCH, TASK_EPISODES
 from simops_learning.validation_report import Outcome, Report, Thresholds, write_reports
 from simops_sim.randomization import Conditions, DomainRandomization, parse_randomization
 
@@ -105,8 +106,6 @@ class Task:
     task: str = 'reach'
 
 
-BATCH = 20          # envs a worker steps together
-TASK_EPISODES = 60  # episodes of one configuration in one task (a new one starts as one ends)
 _WORKER: dict[tuple[Any, ...], tuple[list[Any], Any]] = {}   # per worker process: envs, model
 
 
