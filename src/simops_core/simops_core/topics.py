@@ -52,7 +52,7 @@ class TopicSpec:
 def load_topics(path: str | Path = TOPICS_FILE) -> dict[str, TopicSpec]:
     """Load every topic of the topics file, keyed by its key (``joint_states``, ...)."""
     file, raw = read_yaml(path, TopicConfigError, 'topics file', version=1)
-    profiles = {key: _qos(file, key, value) for key, value in (raw.get('qos') or {}).items()}
+    profiles = _profiles(file, raw)
     topics = {}
     for key, value in (raw.get('topics') or {}).items():
         if not isinstance(value, dict) or not {'name', 'type', 'qos'} <= value.keys():
@@ -63,6 +63,22 @@ def load_topics(path: str | Path = TOPICS_FILE) -> dict[str, TopicSpec]:
             raise TopicConfigError(f'{file}: topic {key!r} type must be pkg/msg/Name')
         topics[key] = TopicSpec(key, value['name'], value['type'], profiles[value['qos']])
     return topics
+
+
+def load_qos(key: str, path: str | Path = TOPICS_FILE) -> QosSpec:
+    """The QoS profile ``key`` of the topics file (``image``: the cameras' topics)."""
+    file, raw = read_yaml(path, TopicConfigError, 'topics file', version=1)
+    profiles = _profiles(file, raw)
+    if key not in profiles:
+        raise TopicConfigError(f'{file}: qos {key!r} is missing')
+    return profiles[key]
+
+
+def _profiles(file: Path, raw: dict[str, object]) -> dict[str, QosSpec]:
+    qos = raw.get('qos') or {}
+    if not isinstance(qos, dict):
+        raise TopicConfigError(f'{file}: qos must be a mapping')
+    return {key: _qos(file, key, value) for key, value in qos.items()}
 
 
 def _qos(file: Path, key: str, value: object) -> QosSpec:

@@ -1,12 +1,17 @@
-"""The rclpy QoS profile of a topic of ``config/topics.yaml``."""
+"""The rclpy QoS profile of a topic (or a QoS profile) of ``config/topics.yaml``."""
 
 from __future__ import annotations
 
 from rclpy.qos import QoSProfile
 
-from simops_core.topics import TopicSpec
+from simops_core.topics import QosSpec, TopicSpec
 
 
 def qos_profile(topic: TopicSpec) -> QoSProfile:
     """``topic``'s QoS as an rclpy profile (reliability, durability, history, depth)."""
-    return QoSProfile(**topic.qos.as_profile_kwargs())
+    return qos_from_spec(topic.qos)
+
+
+def qos_from_spec(qos: QosSpec) -> QoSProfile:
+    """A QoS profile of the topics file as an rclpy profile."""
+    return QoSProfile(**qos.as_profile_kwargs())

@@ -32,20 +32,25 @@ from rclpy.node import Node
 from rosgraph_msgs.msg import Clock
 from std_srvs.srv import SetBool, Trigger
 
+from simops_core.camera_rig import CameraConfigError, load_cameras
 from simops_core.command_line import ConfigError
 from simops_core.robot_spec import SpecError, load_robot_spec
 from simops_core.sim_params import SimParams, SimParamsError, load_sim_params
-from simops_core.topics import TopicConfigError, load_topics
+from simops_core.topics import TopicConfigError, load_qos, load_topics
 from simops_ros.declarations import declare_schema
 from simops_ros.diagnostics import diagnostic_array, status_name
 from simops_ros.qos import qos_profile
 from simops_ros.scaffold import run_node
 from simops_ros.spinning import spin
 from simops_ros.throttled import KindWarnings
+from simops_sim.appearance import load_appearance
 from simops_sim.arm_lane import Frame
 from simops_sim.arm_ports import ArmPorts, arm_topics
+from simops_sim.camera_loop import CameraLoop
+from simops_sim.camera_ports import CameraPorts
 from simops_sim.physics import ModelError, load_model, parse_joint_map
-from simops_sim.randomization import default_randomization
+from simops_sim.randomization import RandomizationError, default_randomization
+from simops_sim.rgbd import RenderError, RgbdImage, gl_backend
 from simops_sim.stepper import Stepper, Timing, open_viewer
 from simops_sim.wire import ClockEncoder
 from simops_sim.world import World
@@ -65,6 +70,7 @@ class SimNode(Node):
         self._create_interfaces()
         self._running = threading.Event()
         self._running.set()
+        self.cameras = self._start_cameras()
         self._thread = threading.Thread(target=self._run, name='physics', daemon=True)
         self._thread.start()
         self.get_logger().info(f'{Path(self.settings.model).name}: {self.stepper.summary()}')
@@ -106,6 +112,56 @@ class SimNode(Node):
             self.get_logger().warning('viewer requested but no display is set; headless')
         return Stepper(world, timing, s.initial_keyframe, sample if s.randomize else None,
                        s.seed, system_ns, self._warn, viewer)
+
+    def _start_cameras(self) -> CameraLoop | None:
+        """Open the renderer on the camera thread and the camera topics; None without cameras.
+
+        Raises :class:`ConfigError` (one line) for an unknown camera or no OpenGL.
+        """
+        s = self.settings
+        if not s.cameras:
+            return None
+        try:
+            rig = load_cameras(s.camera_config)
+            chosen = [spec.resized(s.camera_width, s.camera_height)
+                      for spec in rig.select(s.cameras)]
+            qos = load_qos('image')
+            appearance = load_appearance() if s.randomize else None
+        except (CameraConfigError, RandomizationError) as exc:
+            raise ConfigError(str(exc)) from None
+        except TopicConfigError as exc:
+            raise ConfigError(f'{exc}; fix config/topics.yaml') from None
+        loop = CameraLoop(self.stepper, chosen, s.camera_rate, appearance, s.seed)
+        failed: list[BaseException] = []
+
+        def render() -> None:
+            try:
+                loop.run(self._running, self._publish_images)
+            except Exception as exc:   # reported below at start, or as a fatal error
+                failed.append(exc)
+                loop.ready.set()
+                if self.context.ok() and self._running.is_set() and self.cameras is not None:
+                    self.failure = exc
+                    self.get_logger().fatal(f'camera thread failed: {exc!r}')
+                    rclpy.try_shutdown(context=self.context)
+
+        self._camera_thread = threading.Thread(target=render, name='cameras', daemon=True)
+        self._camera_thread.start()
+        loop.ready.wait()
+        if failed:
+            self._running.clear()
+            message = str(failed[0]) if isinstance(failed[0], RenderError) else repr(failed[0])
+            raise ConfigError(message)
+        self._camera_ports = CameraPorts(self, rig, chosen, loop.intrinsics, qos)
+        names = ', '.join(f'{c.name} {c.width}x{c.height}' for c in chosen)
+        self.get_logger().info(f'rendering {names} RGB-D at {s.camera_rate:g} Hz '
+                               f'(MUJOCO_GL={gl_backend()})')
+        return loop
+
+    def _publish_images(self, images: list[RgbdImage], stamp_ns: int) -> None:
+        ports = getattr(self, '_camera_ports', None)
+        if ports is not None:
+            ports.publish(images, stamp_ns)
 
     def _set_live(self, name: str, value: Any) -> None:
         self.stepper.set(name, value)
@@ -155,9 +211,17 @@ class SimNode(Node):
 
     def _publish_diagnostics(self) -> None:
         report = self.stepper.report()
+        stamp = self.stepper.stamp_ns()
         self._diag_pub.publish(diagnostic_array(
             status_name(self, 'physics'), self.spec.name, report.level, report.message,
-            report.values, self.stepper.stamp_ns()))
+            report.values, stamp))
+        if self.cameras is not None:
+            values = self.cameras.report()
+            slow = values['camera_rate_hz'] < 0.9 * self.settings.camera_rate * (
+                report.values['realtime_factor'] or 1.0)
+            self._diag_pub.publish(diagnostic_array(
+                status_name(self, 'cameras'), self.spec.name, 'warn' if slow else 'ok',
+                'rendering below camera_rate' if slow else 'ok', values, stamp))
 
     # --- physics thread ------------------------------------------------------------------
 
@@ -182,6 +246,8 @@ class SimNode(Node):
         self._running.clear()
         self.stepper.wake()
         self._thread.join(timeout=5.0)
+        if self.cameras is not None:
+            self._camera_thread.join(timeout=5.0)
         if self.stepper.viewer is not None:
             self.stepper.viewer.close()
         for companion in self.companions:

@@ -5,6 +5,8 @@ much CPU as the physics. These encoders serialize a template once (CDR, through
 ``rclpy.serialization``), locate the stamp and the number arrays in it, and afterwards only
 overwrite those bytes; ``Publisher.publish`` accepts the resulting serialized bytes. Joint
 names and frame id are fixed at construction, so every field's byte offset is fixed too.
+Camera images (``sensor_msgs/Image``, whose pixels are the message's last field) and their
+``CameraInfo`` are templated the same way, so a 320x240 frame costs one copy of its pixels.
 """
 
 from __future__ import annotations
@@ -16,10 +18,14 @@ from franka_msgs.msg import Errors, FrankaRobotState
 from geometry_msgs.msg import PoseStamped
 from rclpy.serialization import serialize_message
 from rosgraph_msgs.msg import Clock
-from sensor_msgs.msg import JointState
+from sensor_msgs.msg import CameraInfo, Image, JointState
+
+from simops_core.camera_rig import Intrinsics
 
 _STAMP_SEC, _STAMP_NANOSEC = 0x5EC0FFEE & 0x7FFFFFFF, 0x0DDBA11
 _NANOS_PER_SECOND = 1_000_000_000
+# Image encodings the simulator publishes: channels and pixel type.
+IMAGE_ENCODINGS = {'rgb8': (3, np.dtype(np.uint8)), '32FC1': (1, np.dtype('<f4'))}
 
 
 def _locate(buffer: bytes, values: np.ndarray) -> int:
@@ -173,4 +179,52 @@ class RobotStateEncoder(_Template):
             self.buffer[where] = bytes(where.stop - where.start)
             if error is not None:
                 self.buffer[where.start + self._flags[error]] = 1
+        return bytes(self.buffer)
+
+
+class ImageEncoder(_Template):
+    """Serialized ``sensor_msgs/Image`` of a fixed size, encoding and frame id.
+
+    ``encoding`` is ``rgb8`` (pixels ``(H, W, 3)`` uint8) or ``32FC1`` (``(H, W)`` float32,
+    little-endian, as REP 118 depth images in m).
+    """
+
+    def __init__(self, width: int, height: int, encoding: str, frame_id: str) -> None:
+        channels, dtype = IMAGE_ENCODINGS[encoding]
+        step = width * channels * dtype.itemsize
+        msg = Image(height=height, width=width, encoding=encoding, is_bigendian=0, step=step)
+        msg.header.frame_id = frame_id
+        msg.header.stamp.sec, msg.header.stamp.nanosec = _STAMP_SEC, _STAMP_NANOSEC
+        msg.data = np.zeros(step * height, dtype=np.uint8).tobytes()
+        serialized = serialize_message(msg)
+        super().__init__(serialized)
+        size = step * height
+        offset = len(serialized) - size   # data, a uint8 sequence, is the last field
+        if int.from_bytes(serialized[offset - 4:offset], 'little') != size:
+            raise RuntimeError('cannot locate the pixels in the serialized template image')
+        self.shape = (height, width, channels) if channels > 1 else (height, width)
+        self.pixels = np.ndarray(self.shape, dtype=dtype, buffer=self.buffer, offset=offset)
+
+    def encode(self, nanoseconds: int, pixels: np.ndarray) -> bytes:
+        """The image stamped ``nanoseconds`` holding ``pixels`` (shape and type as built)."""
+        self.set_stamp(nanoseconds)
+        self.pixels[...] = pixels
+        return bytes(self.buffer)
+
+
+class CameraInfoEncoder(_Template):
+    """Serialized ``sensor_msgs/CameraInfo`` of a rectified pinhole camera (no distortion)."""
+
+    def __init__(self, intrinsics: Intrinsics, frame_id: str) -> None:
+        msg = CameraInfo(height=intrinsics.height, width=intrinsics.width,
+                         distortion_model='plumb_bob', d=[0.0] * 5, k=list(intrinsics.k),
+                         r=[1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0],
+                         p=list(intrinsics.p))
+        msg.header.frame_id = frame_id
+        msg.header.stamp.sec, msg.header.stamp.nanosec = _STAMP_SEC, _STAMP_NANOSEC
+        super().__init__(serialize_message(msg))
+
+    def encode(self, nanoseconds: int) -> bytes:
+        """The camera info stamped ``nanoseconds``."""
+        self.set_stamp(nanoseconds)
         return bytes(self.buffer)
