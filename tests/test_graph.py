@@ -26,6 +26,13 @@ def params(node: NodeSpec) -> dict[str, object]:
     return dict(node.parameters)
 
 
+def test_cameras_false_renders_none_and_the_duo_renders_none() -> None:
+    sim = build_graph('sim', {'cameras': 'false'})[0]
+    assert 'cameras' not in params(sim)
+    duo = build_graph('sim', {'layout': 'fr3_duo'})[0]
+    assert 'cameras' not in params(duo)
+
+
 def test_sim_defaults_start_simulator_and_policy_with_sim_time_wired() -> None:
     nodes = build_graph('sim')
     assert [(n.package, n.executable, n.name) for n in nodes] == [
@@ -33,8 +40,8 @@ def test_sim_defaults_start_simulator_and_policy_with_sim_time_wired() -> None:
     sim, policy = nodes
     assert params(sim) == {
         'model': 'models/fr3/scene.xml', 'robot': 'config/robot/fr3.yaml',
-        'sync_mode': 'realtime', 'viewer': False, 'gripper': True, 'publish_clock': True,
-        'use_sim_time': False}
+        'sync_mode': 'realtime', 'viewer': False, 'gripper': True,
+        'cameras': ('scene', 'wrist'), 'publish_clock': True, 'use_sim_time': False}
     assert params(policy) == {
         'model_path': 'models/policy/fr3_reach.pt', 'robot': 'config/robot/fr3.yaml',
         'gripper': True, 'command_interface': 'float64_array', 'start_enabled': True,

@@ -93,6 +93,9 @@ def declare_arguments(profile: str, command_interface: str) -> tuple[Argument, .
     if not real:
         args.append(Argument('viewer', 'false', 'open the MuJoCo viewer when a display exists',
                              BOOL))
+        args.append(Argument('cameras', 'true', 'render the scene and wrist cameras (RGB-D on '
+                             'realsense2_camera\'s topics, config/cameras.yaml); layout '
+                             'single only', BOOL))
     args += [
         Argument('namespace', '', 'ROS namespace for every node and topic (/clock and '
                  '/diagnostics stay global)'),

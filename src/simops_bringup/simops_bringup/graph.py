@@ -8,7 +8,8 @@ config/real_robot.yaml.
 
 Profiles:
 
-- ``sim``: the simulator, the policy and, with ``record:=true``, the recorder. The simulator
+- ``sim``: the simulator (rendering the scene and wrist cameras unless ``cameras:=false``),
+  the policy and, with ``record:=true``, the recorder. The simulator
   publishes /clock exactly when ``use_sim_time`` is true, and then every other node follows
   it; the simulator itself always runs on wall time. ``layout:=fr3_duo``: one simulator of
   two arms, and a policy (and a recorder) per arm in the arm's namespace (``left``,
@@ -50,6 +51,8 @@ STANDIN_PARAMS = 'config/standin_robot.yaml'
 # The stand-in arm's hidden physics per robot: the FR3's, or a robot's own file.
 STANDIN_TRUTH = {'fr3': 'config/sim_params/standin_hidden.yaml'}
 STANDIN_TRUTH_FILE = 'config/sim_params/standin_hidden_{}.yaml'
+# The cameras sim.launch.py renders (cameras:=true), of config/cameras.yaml.
+SIM_CAMERAS = ('scene', 'wrist')
 # Topics every namespace shares: one clock, one diagnostics aggregator.
 GLOBAL_TOPICS = ('clock', 'diagnostics')
 
@@ -157,6 +160,7 @@ def _sim_graph(nodes: _Nodes, arms: Sequence[_Nodes], args: dict[str, str],
         **({'sim_params_file': args['sim_params']} if args['sim_params'] else {}),
         'sync_mode': args['sync_mode'], 'viewer': flags['viewer'], 'gripper': flags['gripper'],
         **({'arms': LAYOUTS[args['layout']]} if arms else {}),
+        **({'cameras': SIM_CAMERAS} if flags['cameras'] and not arms else {}),
         'publish_clock': sim_time, 'use_sim_time': False})
     graph = [sim]
     # Each arm records into a directory of its own: record_dir/left, record_dir/right.

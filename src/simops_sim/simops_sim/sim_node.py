@@ -212,16 +212,16 @@ class SimNode(Node):
     def _publish_diagnostics(self) -> None:
         report = self.stepper.report()
         stamp = self.stepper.stamp_ns()
-        self._diag_pub.publish(diagnostic_array(
-            status_name(self, 'physics'), self.spec.name, report.level, report.message,
-            report.values, stamp))
-        if self.cameras is not None:
+        msg = diagnostic_array(status_name(self, 'physics'), self.spec.name, report.level,
+                               report.message, report.values, stamp)
+        if self.cameras is not None:   # a second status in the same array
             values = self.cameras.report()
-            slow = values['camera_rate_hz'] < 0.9 * self.settings.camera_rate * (
-                report.values['realtime_factor'] or 1.0)
-            self._diag_pub.publish(diagnostic_array(
+            rtf = float(report.values['realtime_factor'])
+            slow = values['camera_rate_hz'] < 0.9 * self.settings.camera_rate * rtf
+            msg.status.append(diagnostic_array(
                 status_name(self, 'cameras'), self.spec.name, 'warn' if slow else 'ok',
-                'rendering below camera_rate' if slow else 'ok', values, stamp))
+                'rendering below camera_rate' if slow else 'ok', values, stamp).status[0])
+        self._diag_pub.publish(msg)
 
     # --- physics thread ------------------------------------------------------------------
 
