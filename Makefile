@@ -13,6 +13,9 @@ EDITABLE_STAMP := $(VENV)/.editable.stamp
 INTERFACES_STAMP := $(VENV)/.interfaces.stamp
 INTERFACE_FILES := $(shell find interfaces -type f)
 PYTEST_ARGS ?=
+GL_STAMP := $(VENV)/.gl.stamp
+# Offscreen rendering of the cameras without a GPU: Mesa's EGL and software rasteriser.
+GL_PACKAGES := libegl1 libegl-mesa0 libgl1-mesa-dri libosmesa6
 
 .PHONY: help demo test build lint docs clean
 
@@ -36,7 +39,7 @@ docs: $(EDITABLE_STAMP)
 	$(BIN)/python -c 'import pathlib, simops_core.parameter_schema as s; \
 		p = pathlib.Path("docs/interfaces.md"); p.write_text(s.with_tables(p.read_text()))'
 
-build: $(EDITABLE_STAMP) $(INTERFACES_STAMP)
+build: $(EDITABLE_STAMP) $(INTERFACES_STAMP) $(GL_STAMP)
 	$(BIN)/colcon --log-base log build --base-paths src --symlink-install \
 		--event-handlers console_cohesion- summary+ 2>&1 | tail -n 3
 
@@ -82,6 +85,15 @@ $(INTERFACES_STAMP): $(REQS_STAMP) $(INTERFACE_FILES)
 	status=$${PIPESTATUS[0]}; \
 	echo "interface packages (control_msgs, franka_msgs) built in $$(( $$(date +%s) - started )) s"; \
 	exit $$status
+	@touch $@
+
+# The cameras render headless with MUJOCO_GL=egl (or osmesa) on Mesa: installed from
+# Debian's packages when missing (as root, or through sudo).
+$(GL_STAMP): | $(BIN)/python
+	@dpkg -s $(GL_PACKAGES) >/dev/null 2>&1 || \
+		{ echo "Mesa's offscreen OpenGL is missing; installing $(GL_PACKAGES)"; \
+		  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+		  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq $(GL_PACKAGES); }
 	@touch $@
 
 clean:
