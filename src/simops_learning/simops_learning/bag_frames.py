@@ -11,9 +11,11 @@ arm driver's header stamps) takes each input by one stated rule:
   when a late arm caught up; never before a trajectory's stamp). A frame's action is the
   newest command in force before the next frame (LeRobot's convention: the action taken
   after observing frame ``t``); the policy's raw output on ``/policy/action`` likewise;
-- **slower topics** (object pose) are held: the newest sample stamped at or before ``t``;
-  latched topics (the goal pose, ``transient_local`` in config/topics.yaml) hold until
-  replaced, others only up to ``max_age``.
+- **slower topics** (object pose, camera images) are held: the newest sample stamped at or
+  before ``t``; latched topics (the goal pose, ``transient_local`` in config/topics.yaml)
+  hold until replaced, others only up to ``max_age``. Images are read twice: for their
+  stamps in the one pass, then, for the frames kept, their pixels, streamed into the video
+  encoder (an episode's images never sit in memory together).
 
 A frame whose held inputs are older than ``max_age`` (or that has none yet) is dropped;
 frames before the first and after the last complete one are trimmed; both are counted, and
@@ -24,7 +26,7 @@ and receive times of the messages its inputs came from (``source.*`` columns).
 from __future__ import annotations
 
 from array import array
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -48,6 +50,7 @@ from simops_learning.episode_schema import EpisodeFrames, Schema, empty_columns,
 DEFAULT_FPS = 20.0      # Hz, the policies' control rate
 DEFAULT_MAX_AGE = 0.25  # s, the oldest a held input may be at a frame
 POLICY_ACTION = 'policy_action'
+IMAGE = 'sensor_msgs/msg/Image'
 
 
 class EpisodeError(ValueError):
@@ -138,11 +141,13 @@ def topic_first(bag: Path, topic: str, type_name: str, store: Any) -> Any:
 
 def bag_episode(bag: str | Path, schema: Schema, spec: RobotSpec,
                 topics: Mapping[str, TopicSpec], alignment: Alignment,
-                task: str = '') -> EpisodeFrames:
+                task: str = '', camera_topics: Mapping[str, str] | None = None
+                ) -> EpisodeFrames:
     """Read ``bag`` as one episode of ``schema``; raise :class:`EpisodeError` naming the problem.
 
     ``topics`` are config/topics.yaml's (pose and command topic names, latched QoS);
-    ``task`` is the task text when the episode's metadata names none.
+    ``task`` is the task text when the episode's metadata names none; ``camera_topics`` the
+    colour image topic of each of the schema's cameras.
     """
     path = Path(bag)
     try:
@@ -165,8 +170,20 @@ def bag_episode(bag: str | Path, schema: Schema, spec: RobotSpec,
     if missing:
         raise EpisodeError(str(MissingTopicsError(path, missing, listing.info())) +
                            '; the card observes them')
+    image_topics = {video.input: (camera_topics or {}).get(video.camera, '')
+                    for video in schema.videos}
+    missing = [t or name for name, t in image_topics.items() if t not in found]
+    if missing:
+        raise EpisodeError(str(MissingTopicsError(path, missing, listing.info())) +
+                           '; the dataset has these cameras')
+    for video in schema.videos:
+        first = topic_first(path, image_topics[video.input], IMAGE, store)
+        if (first.encoding, first.width, first.height) != ('rgb8', video.width, video.height):
+            raise EpisodeError(f'{path}: {image_topics[video.input]} is {first.encoding} '
+                               f'{first.width}x{first.height}; the dataset has {video.key} as '
+                               f'rgb8 {video.width}x{video.height}')
     action_topic = topics[POLICY_ACTION].name
-    wanted = {state_topic, command_topic, *pose_topics.values()}
+    wanted = {state_topic, command_topic, *pose_topics.values(), *image_topics.values()}
     if action_topic in found:
         wanted.add(action_topic)
     resampler = _Resampler(schema.joints, fingers, alignment.period)
@@ -174,6 +191,7 @@ def bag_episode(bag: str | Path, schema: Schema, spec: RobotSpec,
     # poses as message objects would take hundreds of MB).
     logs = {command_topic: _Log(found[command_topic].type, len(schema.action), schema.action)}
     logs |= {topic: _Log(POSE, 7) for topic in pose_topics.values()}
+    logs |= {topic: _Log(IMAGE, 1) for topic in image_topics.values()}   # ordinal
     if action_topic in wanted:
         logs[action_topic] = _Log(FLOAT_ARRAY, len(schema.action))
     state_type = found[state_topic].type
@@ -201,7 +219,7 @@ def bag_episode(bag: str | Path, schema: Schema, spec: RobotSpec,
     held = {'command': logs[command_topic].held(clock, not_before_stamp=True)}
     if action_topic in logs:
         held[POLICY_ACTION] = logs[action_topic].held(clock)
-    for name, topic in pose_topics.items():
+    for name, topic in (pose_topics | image_topics).items():
         held[name] = logs[topic].held(clock, from_stamp=True)
     latched = {name for name, topic in pose_topics.items()
                if topics[name].qos.durability == 'transient_local'}
@@ -213,11 +231,52 @@ def bag_episode(bag: str | Path, schema: Schema, spec: RobotSpec,
                            'episode is shorter than one frame')
     timestamp, columns, report = frames
     report.update(topics={'joint_states': state_topic, 'command': command_topic,
-                          **pose_topics})
+                          **pose_topics, **image_topics})
     meta = _episode_meta(path, custom, robot or schema.robot) | {
         'start_time': report['start_time']}
     episode_task = custom.get('simops.task') or task or meta['label'] or 'episode'
-    return EpisodeFrames(timestamp, columns, episode_task, meta, report)
+    videos = {video.key: ImageStream(path, image_topics[video.input],
+                                     columns.pop(_ordinal_key(video.input))[:, 0].astype(int))
+              for video in schema.videos}
+    return EpisodeFrames(timestamp, columns, episode_task, meta, report, videos)
+
+
+def _ordinal_key(name: str) -> str:
+    return f'_ordinal.{name}'
+
+
+@dataclass(frozen=True)
+class ImageStream:
+    """The rgb8 images of ``topic`` in ``bag`` picked by ordinal, one per frame.
+
+    ``ordinals`` are message numbers in the topic. Plain data, so an episode crosses process
+    boundaries.
+    """
+
+    bag: Path
+    topic: str
+    ordinals: np.ndarray
+
+    def __call__(self) -> Iterator[np.ndarray]:
+        """Each frame's image (H, W, 3) uint8, in frame order (a held image repeats)."""
+        try:
+            store = message_typestore(read_bag(self.bag, topics=()))
+        except BagError as exc:
+            raise EpisodeError(str(exc)) from None
+        wanted = iter(self.ordinals.tolist())
+        target = next(wanted, None)
+        for ordinal, (_, _, data) in enumerate(stream_messages(self.bag, [self.topic])):
+            if target is None:
+                return
+            if ordinal < target:
+                continue
+            msg = store.deserialize_cdr(data, IMAGE)
+            image = np.asarray(msg.data, dtype=np.uint8).reshape(msg.height, msg.width, 3)
+            while target == ordinal:
+                yield image
+                target = next(wanted, None)
+        if target is not None:
+            raise EpisodeError(f'{self.bag}: {self.topic} ended before image {target}')
 
 
 def _state_topic(path: Path, found: Mapping[str, Any], joints: tuple[str, ...],
@@ -257,13 +316,14 @@ class _Log:
 
     ``type_name`` is the message type: a JointTrajectory (its first point's positions by
     ``names``, NaN for joints it does not set), a Float64MultiArray (its first ``width``
-    values) or a PoseStamped (position, then quaternion x, y, z, w). A zero or absent stamp
-    is NaN.
+    values), a PoseStamped (position, then quaternion x, y, z, w) or an Image (its ordinal
+    in the topic). A zero or absent stamp is NaN.
     """
 
     def __init__(self, type_name: str, width: int, names: tuple[str, ...] = ()) -> None:
         self.type_name, self.width = type_name, width
         self.rows = array('d')
+        self.count = 0
         self._column = {name: i for i, name in enumerate(names)}
 
     def add(self, received: float, msg: Any) -> None:
@@ -276,7 +336,9 @@ class _Log:
         else:
             header = msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec
             stamp = header if header > 0 else np.nan
-            if self.type_name == POSE:
+            if self.type_name == IMAGE:
+                values = [self.count]
+            elif self.type_name == POSE:
                 position, orientation = msg.pose.position, msg.pose.orientation
                 values = [position.x, position.y, position.z, orientation.x, orientation.y,
                           orientation.z, orientation.w]
@@ -285,6 +347,7 @@ class _Log:
                     if name in self._column:
                         values[self._column[name]] = value
         self.rows.extend([received, stamp, *values])
+        self.count += 1
 
     def held(self, clock: ReceiveClock, not_before_stamp: bool = False,
              from_stamp: bool = False) -> _Held:
@@ -366,6 +429,8 @@ def _assemble(rows: np.ndarray, t0: float, schema: Schema, held: dict[str, _Held
             columns['source.command.effective'][ok, 0] = samples.t[source[ok]]
         elif name == POLICY_ACTION:
             columns['policy.action'][:] = values
+        elif name.startswith('images.'):
+            columns[_ordinal_key(name)] = values
         else:
             write_pose(columns, schema, name, values)
     report = {

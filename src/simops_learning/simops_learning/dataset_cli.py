@@ -6,11 +6,14 @@ times, commands at their effective time, slower topics held up to ``--max-age``)
 parallel worker processes, and writes the dataset (:mod:`simops_learning.lerobot_writer`)
 atomically: a failed export leaves ``--out`` as it was. ``--append`` adds the episodes to
 the dataset at ``--out``. Per episode it prints frames kept, dropped and trimmed and the
-worst age of each input.
+worst age of each input. Camera images (``--cameras``, by default every camera of
+config/cameras.yaml the first bag recorded) become LeRobot video features
+``observation.images.<camera>``, held like the object pose (an image older than
+``--max-age`` drops the frame) and encoded as LeRobot encodes them.
 
 Exit codes: 0 written, 2 bad command line, 3 a bag cannot be exported (no joint states or
 commands, the card's topics or joints missing, another robot, shorter than one frame; the
-line names the bag), 4 bad card or robot spec, 5 the output cannot take the episodes.
+line names the bag), 4 bad card, robot spec or camera name, 5 the output cannot take the episodes.
 """
 
 from __future__ import annotations
@@ -24,6 +27,8 @@ from pathlib import Path
 
 import yaml
 
+from simops_core.bag_reader import BagError, message_typestore, read_bag
+from simops_core.camera_rig import CameraConfigError, load_cameras
 from simops_core.command_line import CommandLineParser, exit_codes, fail
 from simops_core.policy_card import CardError, PolicyCard, load_policy_card
 from simops_core.robot_spec import RobotSpec, SpecError, load_robot_spec
@@ -31,9 +36,11 @@ from simops_core.topics import load_topics
 from simops_learning.bag_frames import (
     DEFAULT_FPS,
     DEFAULT_MAX_AGE,
+    IMAGE,
     Alignment,
     EpisodeError,
     bag_episode,
+    topic_first,
 )
 from simops_learning.episode_schema import EpisodeFrames, card_schema
 from simops_learning.lerobot_writer import DatasetError, Written, write_dataset
@@ -57,21 +64,56 @@ def load_card(path: str | Path) -> tuple[PolicyCard, RobotSpec]:
     return load_policy_card(path, spec.joint_names, spec.arm_joints), spec
 
 
-def _export_one(bag: str, card_path: str, alignment: Alignment, task: str) -> EpisodeFrames:
+Cameras = tuple[tuple[str, int, int], ...]
+"""(name, width, height) of each exported camera."""
+
+
+def _export_one(bag: str, card_path: str, alignment: Alignment, task: str,
+                cameras: Cameras) -> EpisodeFrames:
     """Worker: one bag as an episode (the card is loaded again in the worker process)."""
     card, spec = load_card(card_path)
-    return bag_episode(bag, card_schema(card), spec, load_topics(), alignment, task)
+    rig = load_cameras()
+    return bag_episode(bag, card_schema(card, cameras), spec, load_topics(), alignment, task,
+                       {name: rig.topics(name).color for name, _, _ in cameras})
+
+
+def bag_cameras(bag: str, names: str) -> Cameras:
+    """The cameras to export, with their sizes from ``bag``'s first image.
+
+    ``names`` is comma-separated, or ``auto``: every camera of config/cameras.yaml whose
+    colour topic ``bag`` has.
+    """
+    rig = load_cameras()
+    try:
+        listing = read_bag(bag, topics=())
+    except BagError as exc:
+        raise EpisodeError(str(exc)) from None
+    found = {name for name, t in listing.topics.items() if t.count}
+    chosen = ([n for n in rig.cameras if rig.topics(n).color in found] if names == 'auto'
+              else [spec.name for spec in rig.select([n for n in names.split(',') if n])])
+    store = message_typestore(listing)
+    cameras = []
+    for name in chosen:
+        topic = rig.topics(name).color
+        if topic not in found:
+            raise EpisodeError(f'{bag} has no images on {topic} (camera {name}); record it, '
+                               'or leave it out of --cameras')
+        first = topic_first(Path(bag), topic, IMAGE, store)
+        cameras.append((name, int(first.width), int(first.height)))
+    return tuple(cameras)
 
 
 def episodes_in_parallel(bags: Sequence[str], card_path: str, alignment: Alignment,
-                         task: str, workers: int) -> Iterator[EpisodeFrames]:
+                         task: str, workers: int, cameras: Cameras = ()
+                         ) -> Iterator[EpisodeFrames]:
     """Each bag's episode, in the bags' order, converted by ``workers`` processes."""
     if workers <= 1:
         for bag in bags:
-            yield _export_one(bag, card_path, alignment, task)
+            yield _export_one(bag, card_path, alignment, task, cameras)
         return
     with concurrent.futures.ProcessPoolExecutor(max_workers=workers) as pool:
-        futures = [pool.submit(_export_one, bag, card_path, alignment, task) for bag in bags]
+        futures = [pool.submit(_export_one, bag, card_path, alignment, task, cameras)
+                   for bag in bags]
         try:
             for future in futures:
                 yield future.result()
@@ -110,6 +152,12 @@ def export(args: object) -> int:
     if missing:
         return fail(PROG, EXIT_DATA, f'{missing[0]} is not a rosbag2 directory')
     alignment = Alignment(args.fps, args.max_age)
+    try:
+        cameras = bag_cameras(bags[0], args.cameras)
+    except CameraConfigError as exc:
+        return fail(PROG, EXIT_CONFIG, str(exc))
+    except EpisodeError as exc:
+        return fail(PROG, EXIT_DATA, f'{exc}; {out} is unchanged')
     started, total = time.monotonic(), len(bags)
     first = _episodes_in(out) if args.append else 0
 
@@ -120,8 +168,8 @@ def export(args: object) -> int:
 
     try:
         written: Written = write_dataset(
-            out, card_schema(card), args.fps,
-            episodes_in_parallel(bags, args.card, alignment, args.task, args.workers),
+            out, card_schema(card, cameras), args.fps,
+            episodes_in_parallel(bags, args.card, alignment, args.task, args.workers, cameras),
             append=args.append, progress=progress)
     except EpisodeError as exc:
         return fail(PROG, EXIT_DATA, f'{exc}; {out} is unchanged')
@@ -156,6 +204,9 @@ def main(argv: list[str] | None = None) -> int:
                      help='s, the oldest a held input (command, pose) may be at a frame')
     sub.add_argument('--append', action='store_true', help='add to the dataset at --out')
     sub.add_argument('--workers', type=int, default=2, help='parallel worker processes')
+    sub.add_argument('--cameras', default='auto', help='cameras of config/cameras.yaml to '
+                     'export as video, comma-separated; auto: every one the first bag '
+                     'recorded; empty: none')
     args = parser.parse_args(argv)
     if args.fps <= 0 or args.max_age <= 0 or args.workers < 1:
         parser.error('--fps and --max-age must be > 0 and --workers >= 1')

@@ -17,11 +17,15 @@ robot's base frame and SI units, named entry by entry in the card's order:
   episode has none (an excitation);
 - ``source.<input>.stamp`` / ``.received`` (s): the header stamp and receive time of the
   message each frame's input came from (NaN where it has none); ``source.command.effective``
-  (s): when the frame's command took effect on the arm.
+  (s): when the frame's command took effect on the arm;
+- ``observation.images.<camera>``: a camera's colour stream, LeRobot ``video`` features
+  (``videos/<key>/chunk-000/file-NNN.mp4``), one image per frame (the newest stamped at or
+  before it), whose provenance is ``source.images.<camera>.*``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -53,6 +57,30 @@ class Feature:
 
 
 @dataclass(frozen=True)
+class VideoFeature:
+    """A camera's colour stream: feature ``key``, ``camera`` name, image size (pixels)."""
+
+    key: str
+    camera: str
+    width: int
+    height: int
+
+    @property
+    def input(self) -> str:
+        """Its name among a schema's inputs (``images.<camera>``)."""
+        return f'images.{self.camera}'
+
+    def info(self, fps: float, codec: str, pix_fmt: str) -> dict[str, Any]:
+        """The feature's entry in LeRobot's ``meta/info.json``."""
+        return {'dtype': 'video', 'shape': [self.height, self.width, 3],
+                'names': ['height', 'width', 'channels'],
+                'info': {'video.height': self.height, 'video.width': self.width,
+                         'video.codec': codec, 'video.pix_fmt': pix_fmt,
+                         'video.is_depth_map': False, 'video.fps': fps,
+                         'video.channels': 3, 'has_audio': False}}
+
+
+@dataclass(frozen=True)
 class Schema:
     """The features of one card: values first, then the ``source.*`` provenance columns.
 
@@ -71,6 +99,7 @@ class Schema:
     action: tuple[str, ...]
     inputs: tuple[str, ...]
     features: tuple[Feature, ...] = field(default=())
+    videos: tuple[VideoFeature, ...] = field(default=())
 
     def info_features(self) -> dict[str, dict[str, Any]]:
         """The whole ``features`` mapping of ``meta/info.json``, index columns included."""
@@ -80,8 +109,11 @@ class Schema:
         return out
 
 
-def card_schema(card: PolicyCard) -> Schema:
-    """The dataset schema of episodes for ``card``; see the module docstring."""
+def card_schema(card: PolicyCard, cameras: tuple[tuple[str, int, int], ...] = ()) -> Schema:
+    """The dataset schema of episodes for ``card``; see the module docstring.
+
+    ``cameras``: (name, width, height) of each camera whose colour stream is exported.
+    """
     sources = {term.source: term.fields for term in card.terms}
     joints = sources.get('joint_position', card.action.joints)
     velocity = sources.get('joint_velocity', ())
@@ -95,13 +127,16 @@ def card_schema(card: PolicyCard) -> Schema:
     features += [Feature('action', card.action.fields),
                  Feature('policy.action', card.action.fields)]
     pose_inputs = tuple(dict.fromkeys(POSE_TOPICS[name] for name in poses))
-    inputs = ('joint_states', 'command', 'policy_action', *pose_inputs)
+    videos = tuple(VideoFeature(f'observation.images.{name}', name, width, height)
+                   for name, width, height in cameras)
+    inputs = ('joint_states', 'command', 'policy_action', *pose_inputs,
+              *(video.input for video in videos))
     for name in inputs:
         features += [Feature(f'source.{name}.stamp', ('s',)),
                      Feature(f'source.{name}.received', ('s',))]
     features.append(Feature('source.command.effective', ('s',)))
     return Schema(card.robot, tuple(joints), tuple(velocity), gripper, poses,
-                  card.action.fields, inputs, tuple(features))
+                  card.action.fields, inputs, tuple(features), videos)
 
 
 @dataclass
@@ -112,7 +147,8 @@ class EpisodeFrames:
     ``timestamp`` (n,) s from the episode's first frame (on the fps grid: a dropped frame
     leaves its gap); ``task`` the task text; ``meta`` the episode table's extra columns
     (success, outcome, notes, label, provenance; str, bool, int or float values);
-    ``report`` the alignment figures (frames dropped per input, worst input ages).
+    ``report`` the alignment figures (frames dropped per input, worst input ages);
+    ``videos`` each video feature's images, one per frame, in frame order.
     """
 
     timestamp: np.ndarray
@@ -120,6 +156,7 @@ class EpisodeFrames:
     task: str
     meta: dict[str, Any]
     report: dict[str, Any]
+    videos: dict[str, Callable[[], Iterator[np.ndarray]]] = field(default_factory=dict)
 
     @property
     def length(self) -> int:

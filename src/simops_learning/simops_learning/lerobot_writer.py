@@ -8,6 +8,7 @@ Layout (LeRobot's ``src/lerobot/datasets/utils.py``)::
     meta/episodes/chunk-000/file-NNN.parquet    one row per episode: indices, length, tasks,
                                                 data file, and SimOps' outcome and provenance
     data/chunk-000/file-NNN.parquet             one row per frame
+    videos/<key>/chunk-000/file-NNN.mp4         a camera's frames, one file per episode
 
 A dataset is built in a hidden directory beside ``out`` and renamed into place at the end:
 a failed export leaves ``out`` as it was. Appending copies the existing dataset there
@@ -31,10 +32,21 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from simops_learning.episode_schema import INDEX_COLUMNS, EpisodeFrames, Schema
+from simops_learning.episode_schema import INDEX_COLUMNS, EpisodeFrames, Schema, VideoFeature
+from simops_learning.video_encoder import (
+    CODEC as VIDEO_CODEC,
+)
+from simops_learning.video_encoder import (
+    PIX_FMT,
+    ImageStats,
+    VideoError,
+    encode_video,
+)
 
 CODEBASE_VERSION = 'v3.0'
 CHUNK = 'chunk-{chunk:03d}/file-{file:03d}.parquet'
+VIDEO_FILE = 'chunk-{chunk:03d}/file-{file:03d}.mp4'
+VIDEO_PATH = 'videos/{video_key}/chunk-{chunk_index:03d}/file-{file_index:03d}.mp4'
 DATA_FILE_MB = 100        # LeRobot's default data file size
 QUANTILES = (0.01, 0.10, 0.50, 0.90, 0.99)
 
@@ -98,8 +110,8 @@ def _existing_info(target: Path, schema: Schema, fps: float) -> dict[str, Any]:
     if info.get('fps') != _fps_value(fps):
         raise DatasetError(f'{target} has fps {info.get("fps")}, these episodes {fps:g}; '
                            'export with --fps matching the dataset')
-    if info.get('features') != schema.info_features():
-        theirs, ours = set(info.get('features', {})), set(schema.info_features())
+    if info.get('features') != _features(schema, fps):
+        theirs, ours = set(info.get('features', {})), set(_features(schema, fps))
         raise DatasetError(f'{target} holds other features (missing here: '
                            f'{sorted(theirs - ours)}, new here: {sorted(ours - theirs)}, or '
                            'other names); export with the card it was made with')
@@ -117,8 +129,16 @@ def _new_info(schema: Schema, fps: float) -> dict[str, Any]:
         'data_files_size_in_mb': DATA_FILE_MB, 'video_files_size_in_mb': 200,
         'fps': _fps_value(fps), 'splits': {},
         'data_path': 'data/chunk-{chunk_index:03d}/file-{file_index:03d}.parquet',
-        'video_path': None, 'features': schema.info_features(),
+        'video_path': VIDEO_PATH if schema.videos else None,
+        'features': _features(schema, fps),
     }
+
+
+def _features(schema: Schema, fps: float) -> dict[str, Any]:
+    """``meta/info.json``'s features: the schema's columns, then its videos."""
+    return schema.info_features() | {video.key: video.info(_fps_value(fps), VIDEO_CODEC,
+                                                           PIX_FMT)
+                                     for video in schema.videos}
 
 
 def _arrow_schema(schema: Schema) -> pa.Schema:
@@ -137,6 +157,7 @@ def _next_file(folder: Path) -> int:
 def _write_into(stage: Path, schema: Schema, info: dict[str, Any],
                 episodes: Iterable[EpisodeFrames], progress: Progress | None) -> Written:
     tasks = _read_tasks(stage)
+    image_stats = {video.key: ImageStats() for video in schema.videos}
     first_episode, first_frame = int(info['total_episodes']), int(info['total_frames'])
     episode_index, frame_index = first_episode, first_frame
     data_file = _next_file(stage / 'data')
@@ -157,8 +178,11 @@ def _write_into(stage: Path, schema: Schema, info: dict[str, Any],
             table = _frame_table(episode, arrow, episode_index, frame_index, task_index)
             writer.write_table(table)
             written_bytes += table.nbytes
-            rows.append(_episode_row(episode, episode_index, frame_index, data_file,
-                                     _next_file(stage / 'meta' / 'episodes')))
+            row = _episode_row(episode, episode_index, frame_index, data_file,
+                               _next_file(stage / 'meta' / 'episodes'))
+            for video in schema.videos:
+                row |= _write_video(stage, video, episode, float(info['fps']), image_stats)
+            rows.append(row)
             if progress is not None:
                 progress(episode, episode_index)
             episode_index += 1
@@ -176,7 +200,10 @@ def _write_into(stage: Path, schema: Schema, info: dict[str, Any],
     info.update(total_episodes=episode_index, total_frames=frame_index, total_tasks=len(tasks),
                 splits={'train': f'0:{episode_index}'})
     _write_json(stage / 'meta' / 'info.json', info)
-    _write_json(stage / 'meta' / 'stats.json', dataset_stats(stage, schema))
+    stats = dataset_stats(stage, schema)
+    for key, sampled in image_stats.items():
+        stats[key] = _merged_image_stats(stage, key, sampled)
+    _write_json(stage / 'meta' / 'stats.json', stats)
     return Written(episode_index - first_episode, frame_index - first_frame, episode_index,
                    frame_index)
 
@@ -212,6 +239,37 @@ def _episode_row(episode: EpisodeFrames, index: int, first_frame: int, data_file
         'frames_trimmed': int(report.get('trimmed', 0)),
         'alignment': json.dumps(report, sort_keys=True),
     }
+
+
+def _write_video(stage: Path, video: VideoFeature, episode: EpisodeFrames, fps: float,
+                 image_stats: dict[str, ImageStats]) -> dict[str, Any]:
+    """Encode an episode's camera stream into a new file; its episode-table columns."""
+    folder = stage / 'videos' / video.key
+    index = len(list(folder.glob('chunk-000/file-*.mp4')))
+    path = folder / VIDEO_FILE.format(chunk=0, file=index)
+    try:
+        sampled = encode_video(path, episode.videos[video.key](), episode.timestamp, fps,
+                               video.width, video.height)
+    except VideoError as exc:
+        raise DatasetError(f'{video.key}: {exc}') from None
+    image_stats[video.key].merge(sampled)
+    end = float(episode.timestamp[-1]) + 1.0 / fps if episode.length else 0.0
+    return {f'videos/{video.key}/chunk_index': 0, f'videos/{video.key}/file_index': index,
+            f'videos/{video.key}/from_timestamp': 0.0, f'videos/{video.key}/to_timestamp': end}
+
+
+def _merged_image_stats(stage: Path, key: str, sampled: ImageStats) -> dict[str, Any]:
+    """This export's image statistics, merged with an appended-to dataset's."""
+    path = stage / 'meta' / 'stats.json'
+    old = json.loads(path.read_text()).get(key) if path.exists() else None
+    if old:
+        count = int(old['count'][0])
+        mean = np.array(old['mean']).reshape(3)
+        std = np.array(old['std']).reshape(3)
+        sampled.merge(ImageStats(count, mean * count, (std ** 2 + mean ** 2) * count,
+                                 np.array(old['min']).reshape(3),
+                                 np.array(old['max']).reshape(3)))
+    return sampled.as_lerobot()
 
 
 def _read_tasks(stage: Path) -> dict[str, int]:

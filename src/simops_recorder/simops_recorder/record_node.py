@@ -24,6 +24,7 @@ from rosbags.typesys import Stores, get_typestore
 from std_msgs.msg import String
 from std_srvs.srv import Trigger
 
+from simops_core.camera_rig import CameraConfigError, load_cameras
 from simops_core.command_line import ConfigError
 from simops_core.topics import TopicConfigError, TopicSpec, load_topics
 from simops_recorder.auto_mode import Action, AutoEpisodes
@@ -61,8 +62,8 @@ class Recorder(Node):
     def __init__(self) -> None:
         super().__init__(NODE)
         topics = self._topic_config()
-        p = self.settings = declare_schema(
-            self, NODE, {'topics': [topics[k].name for k in DEFAULT_TOPIC_KEYS]}, self._set_live)
+        defaults = [topics[k].name for k in DEFAULT_TOPIC_KEYS] + self._camera_topics()
+        p = self.settings = declare_schema(self, NODE, {'topics': defaults}, self._set_live)
         self.bags = episode_bags(p, self._log, self.resolve_topic_name)
         # Resolve through this node's remappings, like every other node's topics: with
         # -r /joint_states:=/franka/joint_states the bag holds what is on the wire.
@@ -104,6 +105,14 @@ class Recorder(Node):
             return load_topics()
         except TopicConfigError as exc:
             raise ConfigError(f'{exc}; restore config/topics.yaml') from None
+
+    def _camera_topics(self) -> list[str]:
+        """Every camera's colour and depth images and camera infos (config/cameras.yaml)."""
+        try:
+            rig = load_cameras()
+        except CameraConfigError as exc:
+            raise ConfigError(f'{exc}; fix config/cameras.yaml') from None
+        return [name for camera in rig.cameras for name in rig.topics(camera).all()]
 
     def _set_live(self, name: str, value: Any) -> None:
         if name in ('auto_stop_grace', 'auto_min_duration'):

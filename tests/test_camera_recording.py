@@ -1,0 +1,101 @@
+"""Acceptance: 60 s of the sim profile with both cameras, recorded with nothing lost and
+exported to a LeRobot dataset whose videos hold one frame per row of the frame table.
+
+``simops-launch sim record:=true`` as a user runs it (cameras on by default), the policy
+reaching a goal, the recorder started and stopped through its services; then
+``simops-dataset export`` and an independent decoder (PyAV) counting the video frames.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from launch_helpers import GOAL, STARTUP, goal_message, node_pids, stop_cleanly
+from policy_helpers import STATE, TOPICS, qos, states
+from recorder_helpers import metadata, trigger
+from ros_helpers import RosProbe, installed_executable, wait_until
+
+from simops_core.bag_reader import message_typestore, read_bag
+from simops_core.bag_stream import stream_messages
+from simops_core.camera_rig import load_cameras
+from simops_learning.video_encoder import count_frames
+
+CARD = 'models/policy/fr3_reach.yaml'
+SECONDS = 60.0
+
+
+def image_stamps(bag: Path, topic: str) -> list[float]:
+    """Header stamps (s) of ``topic``'s images, in the bag's order."""
+    store = message_typestore(read_bag(bag, topics=()))
+    stamps = []
+    for _, _, data in stream_messages(bag, [topic]):
+        header = store.deserialize_cdr(data, 'sensor_msgs/msg/Image').header.stamp
+        stamps.append(header.sec + 1e-9 * header.nanosec)
+    return stamps
+
+
+@pytest.mark.slow
+def test_sixty_seconds_of_two_cameras_record_losslessly_and_export_as_video(
+        launch: object, ros_probe: RosProbe, tmp_path: Path) -> None:
+    episodes = tmp_path / 'episodes'
+    from geometry_msgs.msg import PoseStamped
+    from std_msgs.msg import String
+    ros_probe.subscribe(STATE, String, qos('policy_state'))
+    ros_probe.publisher(TOPICS['goal_pose'].name, PoseStamped,
+                        qos('goal_pose')).publish(goal_message(GOAL))
+    proc = launch('sim', 'record:=true', f'record_dir:={episodes}')   # type: ignore[operator]
+    assert wait_until(lambda: set(node_pids(proc.output)) == {'sim', 'policy', 'recorder'},
+                      STARTUP), proc.output
+    assert wait_until(lambda: 'RUNNING' in states(ros_probe), STARTUP), proc.output[-3000:]
+    rig = load_cameras()
+    assert wait_until(lambda: all(f'subscribed to {rig.topics(c).color}' in proc.output
+                                  for c in ('scene', 'wrist')), STARTUP), proc.output[-3000:]
+    assert trigger(ros_probe, '/recorder/start', timeout=STARTUP).success
+    time.sleep(SECONDS)
+    assert trigger(ros_probe, '/recorder/stop').success
+    stop_cleanly(proc)
+
+    (bag_dir,) = sorted(p.parent for p in episodes.rglob('metadata.yaml'))
+    custom = metadata(bag_dir)['custom_data']
+    assert custom['simops.messages_lost'] == '0'
+    gaps = json.loads(custom['simops.sequence_gaps'])
+    bag = read_bag(bag_dir, topics=())
+    counts = {name: t.count for name, t in bag.topics.items()}
+    for camera in ('scene', 'wrist'):
+        for topic in rig.topics(camera).all():
+            assert all(lost == 0 for lost in gaps[topic].values()), (topic, gaps[topic])
+            # 30 Hz of sim time for 60 s of real time (the sim keeps real time)
+            assert counts[topic] >= 0.95 * 30 * SECONDS, (topic, counts[topic])
+    assert counts[TOPICS['joint_states'].name] >= 0.95 * 1000 * SECONDS
+
+    out = tmp_path / 'dataset'
+    exe = installed_executable('simops_learning', 'simops-dataset')
+    result = subprocess.run([str(exe), 'export', str(bag_dir), '--card', CARD, '--out',
+                             str(out)], capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stdout + result.stderr
+    info = json.loads((out / 'meta' / 'info.json').read_text())
+    table = pd.read_parquet(out / 'data' / 'chunk-000' / 'file-000.parquet')
+    episode = pd.read_parquet(out / 'meta' / 'episodes' / 'chunk-000' / 'file-000.parquet')
+    assert len(table) >= 0.95 * 20 * SECONDS
+    for camera in ('scene', 'wrist'):
+        key = f'observation.images.{camera}'
+        assert info['features'][key]['dtype'] == 'video'
+        assert info['features'][key]['shape'] == [240, 320, 3]
+        video = out / info['video_path'].format(video_key=key, chunk_index=0, file_index=0)
+        assert count_frames(video) == len(table)
+        assert episode[f'videos/{key}/to_timestamp'][0] == pytest.approx(
+            float(table['timestamp'].iloc[-1]) + 1 / 20)
+        # Each frame holds the newest image stamped at or before it.
+        recorded = np.array(image_stamps(bag_dir, rig.topics(camera).color))
+        frame_times = table['timestamp'].to_numpy() + json.loads(
+            episode['alignment'][0])['start_time']
+        newest = recorded[np.searchsorted(recorded, frame_times + 1e-9, side='right') - 1]
+        np.testing.assert_allclose(table[f'source.images.{camera}.stamp'], newest, atol=1e-9)
+    report = json.loads(episode['alignment'][0])
+    assert report['dropped'] == 0
