@@ -105,7 +105,7 @@ class ArmLane:
         self.physics = physics
         self.lock = stepper.lock
         self._stepper = stepper
-        # (time.monotonic() at arrival, sequence number, command): applied at the first step
+        # (time.monotonic() at DDS receipt, sequence number, command): applied at the first step
         # due after it arrived. Numbers count submissions; ``_applied`` is the number of the
         # command the arm follows (a hold or reset moves it past every earlier one), and
         # ``_rejected`` the last rejected one with the reason.
@@ -123,14 +123,20 @@ class ArmLane:
 
     # --- from the executor thread ----------------------------------------------------------
 
-    def submit(self, command: ArmCommand | TrajectoryGoal) -> int:
+    def submit(self, command: ArmCommand | TrajectoryGoal, received_ns: int | None = None
+               ) -> int:
         """Queue a checked command; realtime applies it at the next step, lockstep per period.
 
-        Returns its sequence number (see :meth:`follow_state`).
+        ``received_ns``: when DDS received it (system clock, ns), so a stream's pace is its
+        own even when this node's executor takes two commands back to back after a stall;
+        None: now. Returns its sequence number (see :meth:`follow_state`).
         """
+        arrival = time.monotonic()
+        if received_ns:
+            arrival -= min(max(time.time_ns() - received_ns, 0) * 1e-9, MAX_CATCH_UP)
         with self.lock:
             self._submitted += 1
-            self._inbox.append((time.monotonic(), self._submitted, command))
+            self._inbox.append((arrival, self._submitted, command))
             self._stepper.notify()
             return self._submitted
 

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 from geometry_msgs.msg import PoseStamped
 from rclpy.node import Node
+from rclpy.subscription import MessageInfo
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 from trajectory_msgs.msg import JointTrajectory
@@ -85,14 +86,14 @@ class ArmPorts:
         self._warn(f'{topic}.{exc.kind}', f'rejected {topic} command: {exc}; holding the last '
                                           f'valid target ({count} rejected so far)')
 
-    def _on_command(self, msg: Float64MultiArray) -> None:
+    def _on_command(self, msg: Float64MultiArray, info: MessageInfo) -> None:
         try:
             command = parse_joint_command(msg.data, self._spec.arm_joints)
             check_command(command, self._spec)
         except CommandError as exc:
             self._reject('joint_commands', exc)
             return
-        self._arm.submit(command)
+        self._arm.submit(command, info.get('received_timestamp'))
 
     def _on_trajectory(self, msg: JointTrajectory) -> None:
         try:
