@@ -70,8 +70,9 @@ def test_sixty_seconds_of_two_cameras_record_losslessly_and_export_as_video(
     for camera in ('scene', 'wrist'):
         for topic in rig.topics(camera).all():
             assert all(lost == 0 for lost in gaps[topic].values()), (topic, gaps[topic])
-            # 30 Hz of sim time for 60 s of real time (the sim keeps real time)
-            assert counts[topic] >= 0.95 * 30 * SECONDS, (topic, counts[topic])
+            # At least the 10 Hz floor of the acceptance (30 Hz on a quiet machine: rates
+            # are bench/camera.py's; a busy machine skips frames, which is not loss)
+            assert counts[topic] >= 0.95 * 10 * SECONDS, (topic, counts[topic])
     assert counts[TOPICS['joint_states'].name] >= 0.95 * 1000 * SECONDS
 
     out = tmp_path / 'dataset'
@@ -93,8 +94,9 @@ def test_sixty_seconds_of_two_cameras_record_losslessly_and_export_as_video(
             float(table['timestamp'].iloc[-1]) + 1 / 20)
         # Each frame holds the newest image stamped at or before it.
         recorded = np.array(image_stamps(bag_dir, rig.topics(camera).color))
-        frame_times = table['timestamp'].to_numpy() + json.loads(
-            episode['alignment'][0])['start_time']
+        # the frame grid, exactly (the table's timestamps are float32)
+        grid = np.round(table['timestamp'].to_numpy().astype(float) * 20) / 20
+        frame_times = grid + json.loads(episode['alignment'][0])['start_time']
         newest = recorded[np.searchsorted(recorded, frame_times + 1e-9, side='right') - 1]
         np.testing.assert_allclose(table[f'source.images.{camera}.stamp'], newest, atol=1e-9)
     report = json.loads(episode['alignment'][0])

@@ -10,7 +10,8 @@ Headless rendering uses ``MUJOCO_GL`` (``egl``, the default without a display, o
 ``osmesa``): on a machine without a GPU, Mesa's software rasteriser (Debian ``libegl1
 libegl-mesa0 libgl1-mesa-dri``). What it costs there is set by the render flags: shadows
 cost about 10x the rest of a frame, reflections 2x (``bench/camera.py``), so both are off,
-as is the skybox; cameras are real sensors, not the viewer.
+as are the skybox and multisampling (which also made depth 0.15 % short); cameras are real
+sensors, not the viewer. Mesa renders on one thread (``LP_NUM_THREADS``, unless set).
 
 Images: colour ``(H, W, 3)`` uint8 RGB and depth ``(H, W)`` float32 metres along the
 optical axis (NaN where nothing is within the far plane), top row first.
@@ -79,6 +80,10 @@ def gl_backend() -> str:
 
 
 def _gl_context(width: int, height: int) -> object:
+    # Mesa's llvmpipe rasterises on as many threads as there are cores; on a small machine
+    # its bursts starve the physics, DDS and the recorder (1 kHz joint states were lost
+    # beside two cameras on 2 cores). One thread renders a 320x240 frame in ~5 ms.
+    os.environ.setdefault('LP_NUM_THREADS', '1')
     backend = gl_backend()
     if backend not in BACKENDS:
         raise RenderError(f'MUJOCO_GL={backend!r} cannot render offscreen here; use egl or '
