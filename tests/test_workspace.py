@@ -18,6 +18,7 @@ ROSDEP_KEYS = {
     'numpy': 'python3-numpy', 'yaml': 'python3-yaml', 'scipy': 'python3-scipy',
     'matplotlib': 'python3-matplotlib', 'launch': 'launch', 'launch_ros': 'launch_ros',
     'ament_index_python': 'ament_index_python', 'pandas': 'python3-pandas',
+    'av': 'python3-av',
 }
 ROS_PACKAGES = {'rclpy', 'sensor_msgs', 'geometry_msgs', 'std_msgs', 'std_srvs',
                 'trajectory_msgs', 'rosgraph_msgs', 'diagnostic_msgs', 'builtin_interfaces',
