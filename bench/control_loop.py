@@ -10,12 +10,16 @@ other under the same load:
   a callback per joint state, then inference, then publish).
 
 Both run the same MLP policy (obs 2 x 33 -> 256 -> 256 -> 8) through the same observation
-builder and safety pipeline. Printed per node: the command period p50/p99 and the p99
-|period - 50 ms| measured inside the node at each publication and at the receiver (a probe
-node in this process), the observation-to-command latency (DDS receipt of the joint state
-used -> command published) p50/p99, split into the age of that joint state when the tick
-starts (age: the publisher's share) and the tick itself (comp: the node's share), and
-inference p50/p99.
+builder and safety pipeline. A third run, ``policy+cnn``, is the policy node with
+models/policy/fr3_reach_wrist_cnn.pt, which also takes the simulator's wrist image (64 x 48,
+resized from 320 x 240) through a small CNN. The simulator renders its scene and wrist
+cameras (RGB-D, 320 x 240, 30 Hz) throughout, as sim.launch.py does.
+
+Printed per node: the command period p50/p99 and the p99 |period - 50 ms| measured inside
+the node at each publication and at the receiver (a probe node in this process), the
+observation-to-command latency (DDS receipt of the joint state used -> command published)
+p50/p99, split into the age of that joint state when the tick starts (age: the publisher's
+share) and the tick itself (comp: the node's share), and inference p50/p99.
 
     .venv/bin/python bench/control_loop.py [--seconds 30]
 
@@ -38,6 +42,7 @@ from simops_core.dds_isolation import claim_domain_id, isolated_env
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / 'tests'))
 HIDDEN = 256
+CNN = REPO / 'models/policy/fr3_reach_wrist_cnn.pt'
 
 
 def make_policy(directory: Path) -> Path:
@@ -141,6 +146,7 @@ def main() -> None:
         try:
             side.append(NodeProcess.ros2_run('simops_sim', 'sim', '--ros-args', '-p',
                                              'joint_state_rate:=1000.0',
+                                             '-p', 'cameras:=[scene, wrist]',
                                              log_path=work / 'sim.log'))
             try:
                 installed_executable('simops_recorder', 'record')
@@ -160,6 +166,10 @@ def main() -> None:
                 'reference': measure('reference', lambda: NodeProcess.python(
                     REPO / 'tests/procs/policy_reference.py', str(model),
                     log_path=work / 'reference.log'), args.seconds, probe, topics),
+                'policy+cnn': measure('policy+cnn', lambda: NodeProcess.ros2_run(
+                    'simops_policy', 'policy', '--ros-args', '-p', f'model_path:={CNN}',
+                    '-p', 'ramp_time:=1.0', '-p', 'start_enabled:=true',
+                    log_path=work / 'policy_cnn.log'), args.seconds, probe, topics),
             }
             alive = [p.proc.poll() is None for p in side]
         finally:
@@ -167,7 +177,8 @@ def main() -> None:
                 process.stop()
             probe.close()
     load = os.getloadavg()
-    print(f'simulator 1 kHz + {recorder}; {alive.count(True)}/{len(alive)} side processes '
+    print('simulator 1 kHz with scene and wrist cameras (RGB-D 320x240, 30 Hz)')
+    print(f'{recorder}; {alive.count(True)}/{len(alive)} side processes '
           f'alive at the end; load average {load[0]:.2f} {load[1]:.2f} (2 cores shared)')
     print(f'{args.seconds:g} s per node; period and error measured in the node at each command;'
           ' rx = at the receiving probe')

@@ -4,6 +4,9 @@
 frame is the card's terms in order, and ``history`` frames are stacked oldest first (or
 newest first, as the card says). All buffers are allocated once; ``build`` writes into them.
 
+:class:`ImageBuilder` turns camera images (rgb8) into the model's image inputs, as the
+card's image terms lay them out.
+
 :class:`JointIndex` picks a robot's joints out of a name-tagged state (a /joint_states
 message's name and position lists) in any order, ignoring extra joints.
 """
@@ -15,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from simops_core.policy_card import JOINT_SOURCES, POSE_FIELDS, PolicyCard
+from simops_core.policy_card import JOINT_SOURCES, POSE_FIELDS, ImageTerm, PolicyCard
 
 POSITION_AXES = ('x', 'y', 'z')
 QUATERNION_AXES = ('x', 'y', 'z', 'w')
@@ -87,6 +90,7 @@ class ObservationBuilder:
         step = -1 if card.history_order == 'newest_first' else 1
         self._orders = [((newest + 1 + np.arange(history)) % history)[::step]
                         for newest in range(history)]
+        self.images = ImageBuilder(card.images)
 
     @property
     def size(self) -> int:
@@ -128,6 +132,39 @@ class ObservationBuilder:
     def _stack(self) -> np.ndarray:
         np.take(self._history, self._orders[self._newest], axis=0, out=self._slots)
         return self._out
+
+
+class ImageBuilder:
+    """Each image term's model input: ``inputs[i]`` (3, height, width) float32, R, G, B.
+
+    An image of any size is resized to the term's: by the mean of each block of pixels when
+    the sizes divide, else by the pixel nearest each output pixel's centre; then
+    ``(pixel / 255 - mean) / std`` per channel. Buffers are allocated once.
+    """
+
+    def __init__(self, terms: Sequence[ImageTerm]) -> None:
+        self.terms = tuple(terms)
+        self.inputs = [np.zeros((3, t.height, t.width), dtype=np.float32) for t in terms]
+        self._scale = [(1.0 / (255.0 * np.asarray(t.std))).astype(np.float32)[:, None, None]
+                       for t in terms]
+        self._shift = [(np.asarray(t.mean) / np.asarray(t.std)).astype(np.float32)[:, None, None]
+                       for t in terms]
+
+    def set(self, index: int, pixels: np.ndarray) -> np.ndarray:
+        """Write term ``index``'s input from ``pixels`` (H, W, 3) uint8; return it."""
+        term, out = self.terms[index], self.inputs[index]
+        height, width = pixels.shape[:2]
+        if height % term.height == 0 and width % term.width == 0:
+            fy, fx = height // term.height, width // term.width
+            small = pixels.reshape(term.height, fy, term.width, fx, 3).mean(axis=(1, 3))
+        else:
+            rows = ((np.arange(term.height) + 0.5) * height / term.height).astype(np.intp)
+            cols = ((np.arange(term.width) + 0.5) * width / term.width).astype(np.intp)
+            small = pixels[rows[:, None], cols[None, :]]
+        out[:] = np.moveaxis(small, -1, 0)
+        out *= self._scale[index]
+        out -= self._shift[index]
+        return out
 
 
 class JointIndex:

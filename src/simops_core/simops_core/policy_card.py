@@ -23,6 +23,13 @@ Example::
         - {source: object_quaternion, fields: [x, y, z, w]}
         - {source: goal_position, fields: [x, y, z]}
         - {source: last_action, fields: [fr3_joint1, ..., gripper]}
+      images:                    # optional: camera images, the model's further inputs
+        - topic: /camera/wrist/color/image_raw   # rgb8 (config/cameras.yaml's layout)
+          width: 64              # pixels the model takes (the image is resized to it)
+          height: 48
+          mean: [0.485, 0.456, 0.406]   # normalisation per channel of pixel / 255
+          std: [0.229, 0.224, 0.225]
+          max_age: 0.2           # s: an older image holds the arm
     action:
       joints: [fr3_joint1, ..., fr3_joint7]   # action[i] moves joints[i]
       gripper: true                           # action[7]: -1 closed ... +1 open
@@ -32,7 +39,10 @@ Example::
     training: {framework: torch, algorithm: ppo, seed: 0}
 
 Each observation value is ``clip((raw - offset) * scale, clip_low, clip_high)``. Poses are in
-the robot's base frame (m); quaternions are ``x, y, z, w``; gripper width is in m.
+the robot's base frame (m); quaternions are ``x, y, z, w``; gripper width is in m. Each image
+reaches the model as a (1, 3, height, width) float32 tensor ``(pixel / 255 - mean) / std``,
+channels R, G, B, after the observation vector, in the card's order; only the newest image
+is used (images have no history).
 """
 
 from __future__ import annotations
@@ -84,6 +94,23 @@ class ObservationTerm:
 
 
 @dataclass(frozen=True)
+class ImageTerm:
+    """A camera image input of the model.
+
+    ``topic`` (rgb8 images), the model's ``width`` x ``height`` (pixels), the per-channel
+    ``mean`` and ``std`` (3,) of pixel / 255, and ``max_age`` (s), the oldest image the
+    policy may act on.
+    """
+
+    topic: str
+    width: int
+    height: int
+    mean: tuple[float, float, float]
+    std: tuple[float, float, float]
+    max_age: float
+
+
+@dataclass(frozen=True)
 class ActionLayout:
     """The policy output: ``joints`` deltas in that order, then a gripper command if any.
 
@@ -122,6 +149,7 @@ class PolicyCard:
     action: ActionLayout
     training: dict[str, Any]
     source: Path
+    images: tuple[ImageTerm, ...] = ()
 
     @property
     def frame_size(self) -> int:
@@ -190,10 +218,37 @@ def parse_policy_card(raw: Any, source: Path, joint_names: tuple[str, ...],
         check.fail('observation.terms', 'must list at least one term')
     terms = tuple(_term(check, item, f'observation.terms[{i}]', joint_names, action)
                   for i, item in enumerate(terms_raw))
+    images_raw = obs.get('images') or []
+    if not isinstance(images_raw, list):
+        check.fail('observation.images', f'must be a list of image inputs, got {images_raw!r}')
+    images = tuple(_image(check, item, f'observation.images[{i}]')
+                   for i, item in enumerate(images_raw))
     training = check.mapping(check.get(root, 'training', dict, 'training'), 'training')
     return PolicyCard(sha256=sha, robot=check.get(root, 'robot', str, 'robot'),
                       control_rate=rate, history=history, history_order=order, terms=terms,
-                      action=action, training=training, source=source)
+                      action=action, training=training, source=source, images=images)
+
+
+def _image(check: Fields, item: Any, where: str) -> ImageTerm:
+    table = check.mapping(item, where)
+    check.known(table, ('topic', 'width', 'height', 'mean', 'std', 'max_age'), where)
+    topic = check.get(table, 'topic', str, f'{where}.topic')
+    if not topic.startswith('/'):
+        check.fail(f'{where}.topic', f'must be an absolute topic name, got {topic!r}')
+    sides = []
+    for key in ('width', 'height'):
+        side = check.get(table, key, int, f'{where}.{key}')
+        if not 1 <= side <= 4096:
+            check.fail(f'{where}.{key}', f'must be 1 to 4096 pixels, got {side}')
+        sides.append(side)
+    norms = []
+    for key, default in (('mean', 0.0), ('std', 1.0)):
+        values = _broadcast(check, table, key, f'{where}.{key}', 3, default)
+        if key == 'std' and not np.all(values > 0):
+            check.fail(f'{where}.std', f'must be > 0, got {values.tolist()}')
+        norms.append(tuple(float(v) for v in values))
+    max_age = check.number(table, 'max_age', f'{where}.max_age', minimum=0.0, strict=True)
+    return ImageTerm(topic, sides[0], sides[1], norms[0], norms[1], max_age)  # type: ignore[arg-type]
 
 
 def _action(check: Fields, table: dict[str, Any], arm_joints: tuple[str, ...]) -> ActionLayout:

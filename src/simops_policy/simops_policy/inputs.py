@@ -69,6 +69,21 @@ class PolicyInputs:
             return float(self.step.raw.joint_position[arm:].sum())
         return self.step.spec.gripper.home_width
 
+    def image(self, index: int, msg: Any) -> str | None:
+        """Fill image term ``index``'s model input from ``msg`` (``sensor_msgs/Image``).
+
+        Returns why it cannot (not rgb8, or a size its data does not hold), or None.
+        """
+        if msg.encoding != 'rgb8':
+            return f'encoding {msg.encoding!r}, the card takes rgb8'
+        height, width, step = int(msg.height), int(msg.width), int(msg.step)
+        data = np.frombuffer(msg.data, dtype=np.uint8)
+        if height < 1 or width < 1 or step < 3 * width or data.size < step * height:
+            return (f'{width}x{height} image with step {step} in {data.size} bytes')
+        pixels = data[:step * height].reshape(height, step)[:, :3 * width]
+        self.step.builder.images.set(index, pixels.reshape(height, width, 3))
+        return None
+
     def pose(self, msg: Any) -> tuple[np.ndarray, np.ndarray] | str:
         """Position (3,) m and quaternion (4,) x-y-z-w of a base-frame pose, or a problem."""
         p, o = msg.pose.position, msg.pose.orientation

@@ -40,8 +40,8 @@ class WindowStats:
         return Summary(self._count, float(p50), float(p99), float(window.max()))
 
 
-FAULTS = ('nonfinite_action', 'stale_state', 'bad_message', 'inference', 'out_of_domain',
-          'outside_limits')
+FAULTS = ('nonfinite_action', 'stale_state', 'stale_image', 'bad_message', 'inference',
+          'out_of_domain', 'outside_limits')
 TIMINGS = ('period', 'period_error', 'state_age', 'latency', 'compute', 'inference')
 WINDOW = 1200   # samples (60 s at 20 Hz) behind each percentile
 

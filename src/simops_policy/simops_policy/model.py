@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -31,19 +31,27 @@ class PolicyModel:
     (card.action.size,), float64, exactly as the model returned it (possibly non-finite).
     """
 
-    def __init__(self, module: Callable[[torch.Tensor], torch.Tensor], card: PolicyCard,
+    def __init__(self, module: Callable[..., torch.Tensor], card: PolicyCard,
                  path: Path) -> None:
         self.card = card
         self.path = path
         self._module = module
         self._input = torch.zeros(1, card.observation_size)
         self._input_np = self._input.numpy()  # shares memory with the tensor
+        self._images = [torch.zeros(1, 3, t.height, t.width) for t in card.images]
+        self._images_np = [image.numpy() for image in self._images]
 
-    def infer(self, observation: np.ndarray) -> np.ndarray:
-        """One forward pass; raises ModelError if the output has the wrong size."""
+    def infer(self, observation: np.ndarray, images: Sequence[np.ndarray] = ()) -> np.ndarray:
+        """One forward pass; raises ModelError if the output has the wrong size.
+
+        ``images``: one (3, height, width) float32 input per image term of the card (the
+        observation builder's :class:`~simops_core.observation.ImageBuilder` inputs).
+        """
         self._input_np[0] = observation
+        for buffer, image in zip(self._images_np, images, strict=True):
+            buffer[0] = image
         with torch.inference_mode():
-            output = self._module(self._input)
+            output = self._module(self._input, *self._images)
         if not isinstance(output, torch.Tensor) or output.numel() != self.card.action.size:
             shape = tuple(output.shape) if isinstance(output, torch.Tensor) else type(output)
             raise ModelError(f'{self.path.name} returned {shape}, the card describes '
@@ -73,14 +81,16 @@ def load_model(path: Path, card: PolicyCard) -> PolicyModel:
         raise ModelError(f'cannot load {FORMATS[path.suffix]} model {path}: '
                          f'{_first_line(exc)}') from None
     model = PolicyModel(module, card, path)
+    images = [np.zeros((3, t.height, t.width), dtype=np.float32) for t in card.images]
     try:
-        model.infer(np.zeros(card.observation_size, dtype=np.float32))
+        model.infer(np.zeros(card.observation_size, dtype=np.float32), images)
     except ModelError:
         raise
     except Exception as exc:  # any failure of the dry run is a mismatch
+        shapes = ''.join(f' and a (1, 3, {t.height}, {t.width}) image' for t in card.images)
         raise ModelError(f'dry inference of {path.name} on a ({card.observation_size},) '
-                         f'observation (the card\'s {card.history} x {card.frame_size} values) '
-                         f'failed: {_first_line(exc)}') from None
+                         f'observation (the card\'s {card.history} x {card.frame_size} values)'
+                         f'{shapes} failed: {_first_line(exc)}') from None
     return model
 
 

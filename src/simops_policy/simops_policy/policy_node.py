@@ -2,8 +2,10 @@
 
 Wiring over :class:`simops_core.policy_step.PolicyStep` (the envs' tick too), the supervisor's
 modes, ``inputs`` and ``loop_stats``: a control thread on absolute deadlines polls the joint
-states, object pose and robot state, ticks, publishes, and sends diagnostics in its slack.
-A tick with no joint state newer than the last one read sends nothing (as the env steps).
+states, object pose, camera images and robot state, ticks, publishes, and sends diagnostics
+in its slack. A tick with no joint state newer than the last one read sends nothing (as the
+env steps); an image older than its card term's ``max_age`` holds the arm, as a stale joint
+state does.
 """
 
 from __future__ import annotations
@@ -18,11 +20,12 @@ from diagnostic_msgs.msg import DiagnosticArray
 from geometry_msgs.msg import PoseStamped
 from rclpy.node import Node
 from rclpy.qos import QoSProfile
-from sensor_msgs.msg import JointState
+from sensor_msgs.msg import Image, JointState
 from std_msgs.msg import Float64MultiArray
 
 from simops_core import safety
 from simops_core.motion_supervisor import Decision, Mode, MotionSupervisor, stand_still
+from simops_core.topics import load_qos
 from simops_policy.inputs import PolicyInputs
 from simops_policy.loading import load_deployment
 from simops_policy.loop_stats import LoopStats
@@ -33,7 +36,7 @@ from simops_ros.diagnostics import diagnostic_array, status_name
 from simops_ros.gripper_goals import gripper_action
 from simops_ros.point_commands import ArmCommandPublisher
 from simops_ros.polled import Polled, PolledGroup, never_called
-from simops_ros.qos import qos_profile
+from simops_ros.qos import qos_from_spec, qos_profile
 from simops_ros.scaffold import run_node
 from simops_ros.throttled import KindWarnings
 
@@ -94,6 +97,10 @@ class PolicyNode(Node):
             kind, self.topics[key].name, never_called, qos(key), raw=True,
             callback_group=polled)) for kind, key in ((JointState, 'joint_states'),
                                                       (PoseStamped, 'object_pose')))
+        image_qos = qos_from_spec(load_qos('image'))
+        self._images = [Polled(self.create_subscription(
+            Image, term.topic, never_called, image_qos, raw=True, callback_group=polled))
+            for term in self.card.images]
         self.create_subscription(PoseStamped, self.topics['goal_pose'].name, self._on_goal_pose,
                                  qos('goal_pose'))
         self._arm_stop = attach_motion_controls(self, self.supervisor, self._lock, self.topics)
@@ -136,6 +143,9 @@ class PolicyNode(Node):
         self._joint_states.take_newest()
         if self._object_pose.take_newest():
             self._read_object_pose()
+        for index, image in enumerate(self._images):
+            if image.take_newest():
+                self._read_image(index)
         with self._lock:
             self._stats.ticks += 1
             self._arm_stop.check()   # a protective stop latches FAULT
@@ -162,6 +172,30 @@ class PolicyNode(Node):
         self.step.raw.object_position[:], self.step.raw.object_quaternion[:] = pose
         self._have_object = True
 
+    def _read_image(self, index: int) -> None:
+        """Decode the newest image of term ``index`` into its model input."""
+        polled = self._images[index]
+        problem = polled.read(lambda msg: self.inputs.image(index, msg))
+        if problem is not None:
+            polled.received_ns = 0   # a bad image is no image: the arm holds until a good one
+            topic = self.card.images[index].topic
+            with self._lock:
+                count = self._stats.fault('bad_message')
+            self._warn(topic, f'ignored {topic}: {problem} ({count} bad messages so far)')
+
+    def _image_readiness(self) -> str:
+        """Why the images the card takes are missing or too old, or ''."""
+        now = time.time_ns()
+        for term, polled in zip(self.card.images, self._images, strict=True):
+            if not polled.received_ns:
+                return f'waiting for {term.topic}'
+            age = 1e-9 * (now - polled.received_ns)
+            if age > term.max_age:
+                if not self.supervisor.reason.startswith('stale'):
+                    self._stats.fault('stale_image')
+                return f'stale {term.topic} ({age:.3f} s old, max_age {term.max_age:g} s)'
+        return ''
+
     def _readiness(self) -> tuple[bool, str]:
         """Whether the inputs the card uses are present and the joint state is fresh."""
         topic = self.topics['joint_states'].name
@@ -173,7 +207,10 @@ class PolicyNode(Node):
                 self._stats.fault('stale_state')
             return False, f'stale {topic} ({age:.3f} s old)'
         missing = self.inputs.missing(self._have_object, self._goal is not None)
-        return (False, f'waiting for {self.topics[missing].name}') if missing else (True, '')
+        if missing:
+            return False, f'waiting for {self.topics[missing].name}'
+        images = self._image_readiness()
+        return (False, images) if images else (True, '')
 
     def _run_policy(self, decision: Decision) -> None:
         """Observation, inference, safety pipeline, publish; any bad input holds instead."""
@@ -187,8 +224,9 @@ class PolicyNode(Node):
         if problem is not None:
             self._bad_message('joint_states', problem, '; holding')
             return self._stop(f'bad joint state: {problem}')
-        tick = self.step.run(self.model.infer, decision.restart, decision.blend,
-                             self.inputs.gripper_width())
+        images = self.step.builder.images.inputs
+        tick = self.step.run(lambda observation: self.model.infer(observation, images),
+                             decision.restart, decision.blend, self.inputs.gripper_width())
         if tick.out is None or tick.action is None:
             return self._stop(tick.problem, tick.fault)
         out, action = tick.out, tick.action
