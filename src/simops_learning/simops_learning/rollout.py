@@ -39,6 +39,10 @@ StepHook = Callable[[FR3ReachEnv, int, dict[str, np.ndarray], np.ndarray, dict[s
 """
 
 
+Capture = Callable[[FR3ReachEnv, int], dict[str, Any]]
+"""(env, episode) -> more inputs (camera images), taken with ``inputs`` before the step."""
+
+
 @dataclass(frozen=True)
 class EpisodeResult:
     """One episode: success, final task distance (m), control steps taken, stops, safety.
@@ -80,11 +84,13 @@ def run_episodes(env: FR3ReachEnv, policy: Policy, episodes: range, seed: int,
 def run_episodes_batched(envs: Sequence[FR3ReachEnv], policy: Policy, episodes: range,
                          seed: int, conditions: Conditions | None = None,
                          on_step: StepHook | None = None,
-                         level: float | None = None) -> list[EpisodeResult]:
+                         level: float | None = None,
+                         capture: Capture | None = None) -> list[EpisodeResult]:
     """:func:`run_episodes` over ``len(envs)`` envs of one kind stepped together.
 
     ``on_step`` (:data:`StepHook`) is called after every step of every env, in no
-    particular order across envs. ``level``: the curriculum level of randomised envs.
+    particular order across envs; ``capture`` (:data:`Capture`) adds to its inputs.
+    ``level``: the curriculum level of randomised envs.
     """
     pending = list(episodes)
     running: dict[int, list] = {}     # env slot -> [episode, observation, steps]
@@ -104,6 +110,8 @@ def run_episodes_batched(envs: Sequence[FR3ReachEnv], policy: Policy, episodes: 
             if on_step is not None:
                 raw = envs[slot].policy_step.raw
                 inputs[slot] = {name: getattr(raw, name).copy() for name in INPUTS}
+                if capture is not None:
+                    inputs[slot] |= capture(envs[slot], running[slot][0])
             actions[slot] = policy(running[slot][1])
             envs[slot].begin_step(actions[slot])
         first = envs[slots[0]]

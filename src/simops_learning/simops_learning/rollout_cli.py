@@ -9,10 +9,12 @@ config/randomization.yaml (full ranges), and writes each episode as
 ``simops-dataset export``.
 
 Episodes run in chunks on local worker processes, or with ``--ray ADDRESS`` on a Ray
-cluster (:mod:`simops_core.executor`).
+cluster (:mod:`simops_core.executor`). ``--cameras scene,wrist`` renders those cameras of
+config/cameras.yaml at every frame into LeRobot video features, as ``simops-dataset
+export`` writes recorded ones, under an appearance drawn per episode.
 
 Exit codes: 0 written, 1 the workers failed, 2 bad command line, 4 bad policy, card, robot,
-randomisation or sim params, 5 the output cannot take the episodes, 130 interrupted (the
+randomisation, sim params or camera, 5 the output cannot take the episodes, 130 interrupted (the
 output is left unchanged in every failing case).
 """
 
@@ -26,6 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
+from simops_core.camera_rig import CameraConfigError, CameraSpec, load_cameras
 from simops_core.command_line import CommandLineParser, exit_codes, fail
 from simops_core.executor import (
     Executor,
@@ -41,9 +44,11 @@ from simops_learning.dataset_cli import load_card
 from simops_learning.episode_schema import EpisodeFrames, card_schema
 from simops_learning.lerobot_writer import DatasetError, write_dataset
 from simops_learning.rollout import BATCH, TASK_EPISODES
+from simops_sim.appearance import load_appearance
 from simops_sim.randomization import RandomizationError, default_randomization
 
 PROG = 'simops-rollout'
+CAMERA_TASK_EPISODES = 5   # episodes per job with --cameras (0.2 MB per image in memory)
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_CONFIG, EXIT_OUTPUT = 0, 1, 2, 4, 5
 PROFILES = {'reach': 'randomization', 'pick-place': 'pick_and_place'}
 TASK_TEXT = {'reach': 'reach the goal with the flange',
@@ -62,6 +67,7 @@ class Job:
     sim_params: str | None
     seed: int
     episodes: range
+    cameras: tuple[str, ...] = ()
 
 
 def run_job(job: Job) -> list[EpisodeFrames]:
@@ -92,10 +98,17 @@ def run_job(job: Job) -> list[EpisodeFrames]:
         policy_hash = file_sha256(Path(job.policy))
     provenance = {'policy_sha256': policy_hash, 'sim_params_sha256':
                   file_sha256(Path(job.sim_params)) if job.sim_params else ''}
-    out = sim_episodes(envs, policy, card_schema(card), job.seed, job.episodes, provenance)
+    specs = load_cameras().select(job.cameras)
+    out = sim_episodes(envs, policy, card_schema(card, camera_sizes(specs)), job.seed,
+                       job.episodes, provenance, specs, load_appearance() if specs else None)
     for frames in out:
         frames.task = TASK_TEXT[job.task]
     return out
+
+
+def camera_sizes(specs: list[CameraSpec]) -> tuple[tuple[str, int, int], ...]:
+    """(name, width, height) of each camera, as a schema takes them."""
+    return tuple((spec.name, spec.width, spec.height) for spec in specs)
 
 
 def rollouts(jobs: list[Job], executor: Executor) -> Iterator[EpisodeFrames]:
@@ -135,6 +148,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument('--ray', metavar='ADDRESS',
                         help='run on a Ray cluster: HOST:PORT, or "local" (127.0.0.1 only)')
     parser.add_argument('--append', action='store_true', help='add to the dataset at --out')
+    parser.add_argument('--cameras', default='', help='cameras of config/cameras.yaml to '
+                        'render into video features, comma-separated (e.g. scene,wrist); '
+                        'appearance randomised per episode')
     args = parser.parse_args(argv)
     if args.episodes < 1 or args.workers < 1:
         parser.error('--episodes and --workers must be >= 1')
@@ -149,18 +165,25 @@ def main(argv: list[str] | None = None) -> int:
             return fail(PROG, EXIT_USAGE, str(exc))
     card_path = args.card or str(Path(args.policy).with_suffix('.yaml'))
     profile = args.randomization or PROFILES[args.task]
+    cameras = tuple(name for name in args.cameras.split(',') if name)
     try:
         card, _ = load_card(card_path)
+        specs = load_cameras().select(cameras)
+        if specs:
+            load_appearance()
         default_randomization(profile)
         if args.policy and not Path(args.policy).is_file():
             raise CardError(f'policy {args.policy} does not exist')
         if args.sim_params and not Path(args.sim_params).is_file():
             raise SimParamsError(f'sim params {args.sim_params} does not exist')
-    except (CardError, SpecError, RandomizationError, SimParamsError) as exc:
+    except (CardError, SpecError, RandomizationError, SimParamsError,
+            CameraConfigError) as exc:
         return fail(PROG, EXIT_CONFIG, str(exc))
-    chunk = max(1, min(TASK_EPISODES, -(-args.episodes // args.workers)))
+    # A job's episodes stay in memory until it ends: with images, fewer per job.
+    most = CAMERA_TASK_EPISODES if cameras else TASK_EPISODES
+    chunk = max(1, min(most, -(-args.episodes // args.workers)))
     jobs = [Job(args.policy or '', card_path, args.task, args.expert, profile,
-                args.sim_params, args.seed, range(s, min(s + chunk, args.episodes)))
+                args.sim_params, args.seed, range(s, min(s + chunk, args.episodes)), cameras)
             for s in range(0, args.episodes, chunk)]
     started = time.monotonic()
 
@@ -169,7 +192,8 @@ def main(argv: list[str] | None = None) -> int:
               flush=True)
 
     try:
-        written = write_dataset(args.out, card_schema(card), card.control_rate,
+        written = write_dataset(args.out, card_schema(card, camera_sizes(specs)),
+                                card.control_rate,
                                 rollouts(jobs, make_executor(args.ray, args.workers)),
                                 append=args.append, progress=progress)
     except ExecutorError as exc:

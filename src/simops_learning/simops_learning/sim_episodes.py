@@ -7,21 +7,29 @@ episode's noise, object pose, goal), the policy's raw action, and the command th
 pipeline made of it, bit for bit (float64; the action as the policy returned it). The
 episode's randomised physics (:class:`~simops_sim.randomization.Conditions` and the ramp)
 goes into its metadata, so every episode says what world it ran in.
+
+With cameras, every frame also carries each camera's colour image of the state the policy
+observed (rendered before the step, as :data:`simops_learning.rollout.Capture`), under an
+appearance drawn per episode from ``config/randomization.yaml`` (seeded by the run's seed
+and the episode, so the images do not depend on how episodes are batched).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
-from dataclasses import asdict
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
 
+from simops_core.camera_rig import CameraSpec
 from simops_core.robot_spec import RobotSpec
 from simops_learning.episode_schema import EpisodeFrames, Schema, empty_columns, write_pose
 from simops_learning.reach_env import FR3ReachEnv
-from simops_learning.rollout import run_episodes_batched
+from simops_learning.rollout import Capture, run_episodes_batched
+from simops_sim.appearance import AppearanceRanges
+from simops_sim.rgbd import RgbdRenderer, snapshot
 
 FULL = 1.0   # curriculum level of the randomisation: its full ranges
 
@@ -29,16 +37,52 @@ Policy = Callable[[np.ndarray], np.ndarray]
 """Observation (card.observation_size,) float32 -> raw action (card.action.size,)."""
 
 
+@dataclass(frozen=True)
+class StoredImages:
+    """An episode's rendered images (H, W, 3) uint8, one per frame (picklable)."""
+
+    images: tuple[np.ndarray, ...]
+
+    def __call__(self) -> Iterator[np.ndarray]:
+        """The images in frame order."""
+        return iter(self.images)
+
+
 def sim_episodes(envs: Sequence[FR3ReachEnv], policy: Policy, schema: Schema, seed: int,
-                 episodes: range, provenance: dict[str, Any]) -> list[EpisodeFrames]:
+                 episodes: range, provenance: dict[str, Any],
+                 cameras: Sequence[CameraSpec] = (),
+                 appearance: AppearanceRanges | None = None) -> list[EpisodeFrames]:
     """Run ``episodes`` of a run seeded ``seed`` on ``envs`` stepped together; their frames.
 
     The task (goal, cube) comes from ``env.episode_options``, the physics from the env's
     randomisation drawn by the reset seed, as :func:`simops_learning.rollout.run_episodes`
     fixes them, at the randomisation's full ranges (:data:`FULL`): the same frames whatever
     the number of envs. ``provenance`` fills the episode table's policy and sim-params
-    hashes.
+    hashes. ``cameras`` render the schema's videos, with ``appearance`` drawn per episode.
     """
+    renderers = {id(env): RgbdRenderer(env.physics.model, cameras, appearance)
+                 for env in envs} if cameras else {}
+    shown: dict[int, int] = {}   # env -> the episode its renderer's appearance was drawn for
+
+    def capture(env: FR3ReachEnv, episode: int) -> dict[str, Any]:
+        renderer = renderers[id(env)]
+        if shown.get(id(env)) != episode:
+            renderer.randomize(np.random.default_rng([seed, episode, 2]))
+            shown[id(env)] = episode
+        images = renderer.render(snapshot(env.physics.data))
+        return {'images': {image.camera: image.color for image in images}}
+
+    try:
+        return _run(envs, policy, schema, seed, episodes, provenance,
+                    capture if cameras else None)
+    finally:
+        for renderer in renderers.values():
+            renderer.close()
+
+
+def _run(envs: Sequence[FR3ReachEnv], policy: Policy, schema: Schema, seed: int,
+         episodes: range, provenance: dict[str, Any], capture: Capture | None
+         ) -> list[EpisodeFrames]:
     rows: dict[int, list[dict[str, Any]]] = {episode: [] for episode in episodes}
     worlds: dict[int, str] = {}
 
@@ -52,17 +96,18 @@ def sim_episodes(envs: Sequence[FR3ReachEnv], policy: Policy, schema: Schema, se
                                        'info': info})
 
     run_episodes_batched(envs, policy, episodes, seed, conditions=None, on_step=record,
-                         level=FULL)
+                         level=FULL, capture=capture)
     spec = envs[0].spec_robot
     return [_frames(rows[e], schema, spec, envs[0].period, provenance, worlds[e])
             for e in episodes]
 
 
 def sim_episode(env: FR3ReachEnv, policy: Policy, schema: Schema, seed: int, episode: int,
-                provenance: dict[str, Any]) -> EpisodeFrames:
+                provenance: dict[str, Any], cameras: Sequence[CameraSpec] = (),
+                appearance: AppearanceRanges | None = None) -> EpisodeFrames:
     """Episode ``episode`` alone on ``env``: :func:`sim_episodes` with one env."""
     return sim_episodes([env], policy, schema, seed, range(episode, episode + 1),
-                        provenance)[0]
+                        provenance, cameras, appearance)[0]
 
 
 def _frames(rows: list[dict[str, Any]], schema: Schema, spec: RobotSpec, period: float,
@@ -107,4 +152,6 @@ def _frames(rows: list[dict[str, Any]], schema: Schema, spec: RobotSpec, period:
             'robot': schema.robot, 'start_time': 0.0, **provenance, 'conditions': world}
     report = {'frames': n, 'trimmed': 0, 'dropped': 0, 'dropped_by_input': {},
               'worst_age_s': {}, 'worst_joint_state_gap_s': 0.0}
-    return EpisodeFrames(t, columns, '', meta, report)
+    videos = {video.key: StoredImages(tuple(r['images'][video.camera] for r in rows))
+              for video in schema.videos}
+    return EpisodeFrames(t, columns, '', meta, report, videos)
