@@ -5,7 +5,8 @@
 2. The sim node as a real process over DDS at realtime_factor 1.0 (1 kHz physics and
    /joint_states) with both cameras at ``--rate`` Hz: the frames a subscriber receives per
    camera and second, the node's render ms (/diagnostics), and the physics' real-time factor
-   and worst lateness of a step against its deadline, against a run without cameras.
+   and worst lateness of a step against its deadline, against a run without cameras; then
+   the same with the recorder taking everything (its CPU, the messages it lost).
 
     .venv/bin/python bench/camera.py [--seconds 15] [--rate 30]
 
@@ -17,10 +18,13 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from proc_stats import cpu_seconds
 
 from simops_core.dds_isolation import claim_domain_id, isolated_env
 
@@ -56,8 +60,12 @@ def render_cost(width: int, height: int, frames: int = 60) -> float:
 
 
 def run_node(seconds: float, rate: float, size: tuple[int, int] | None,
-             log_dir: Path) -> dict[str, float]:
-    """The sim node at realtime_factor 1 with both cameras at ``size`` (None: none)."""
+             log_dir: Path, record: bool = False) -> dict[str, float]:
+    """The sim node at realtime_factor 1 with both cameras at ``size`` (None: none).
+
+    With ``record``, the recorder (continuous, default topics) runs beside it: its CPU and
+    the messages it lost are added.
+    """
     from diagnostic_msgs.msg import DiagnosticArray
     from ros_helpers import NodeProcess, RosProbe
     from sensor_msgs.msg import Image
@@ -80,10 +88,17 @@ def run_node(seconds: float, rate: float, size: tuple[int, int] | None,
     if size is not None:
         args += ['-p', f'cameras:=[{",".join(CAMERAS)}]', '-p', f'camera_width:={size[0]}',
                  '-p', f'camera_height:={size[1]}']
+    recorder: dict[str, float] = {}
     try:
         with NodeProcess.ros2_run('simops_sim', 'sim', *args,
                                   log_path=log_dir / f'sim_{size}.log') as node:
             probe.wait_for_messages(diagnostics, count=3, timeout=60)
+            rec = NodeProcess.ros2_run(
+                'simops_recorder', 'record', '--ros-args', '-p', f'root:={log_dir}/bags',
+                '-p', 'mode:=continuous', log_path=log_dir / f'rec_{size}.log') if record else None
+            if rec is not None:
+                time.sleep(5.0)   # discovery and subscriptions
+                cpu0 = cpu_seconds(rec.proc.pid)
             first = dict(counts)
             diag0 = len(probe.messages(diagnostics))
             wall0 = time.monotonic()
@@ -91,6 +106,11 @@ def run_node(seconds: float, rate: float, size: tuple[int, int] | None,
             wall = time.monotonic() - wall0
             received = {k: (counts[k] - first[k]) / wall for k in CAMERAS}
             diags = probe.messages(diagnostics)[diag0:]
+            if rec is not None:
+                recorder['recorder_cpu_pct'] = 100 * (cpu_seconds(rec.proc.pid) - cpu0) / wall
+                rec.stop()
+                lost = re.findall(r'(\d+) messages, (\d+) lost', rec.output)
+                recorder['recorded'], recorder['lost'] = map(float, lost[-1])
             node.stop()
     finally:
         probe.close()
@@ -111,6 +131,7 @@ def run_node(seconds: float, rate: float, size: tuple[int, int] | None,
                'lag_ms': max(v['lag_max_ms'] for v in physics),
                'overruns': max(v['overruns'] for v in physics),
                'state_hz': sum(v['joint_state_rate_hz'] for v in physics) / len(physics)}
+    figures |= recorder
     render = values(': cameras')
     if render:
         figures |= {'render_ms': sum(v['render_ms_mean'] for v in render) / len(render),
@@ -148,6 +169,8 @@ def main() -> int:
         for w, h in RESOLUTIONS:
             runs[f'scene + wrist RGB-D {w}x{h} at {args.rate:g} Hz'] = run_node(
                 args.seconds, args.rate, (w, h), Path(tmp))
+        runs[f'scene + wrist RGB-D 320x240 at {args.rate:g} Hz, recorded'] = run_node(
+            args.seconds, args.rate, RESOLUTIONS[0], Path(tmp), record=True)
     claim.release()
     print(f'sim node, realtime_factor 1.0, 1 kHz physics and /joint_states, {args.seconds:g} s:')
     for label, f in runs.items():
@@ -160,6 +183,9 @@ def main() -> int:
                   f'cameras (max {f["render_ms_max"]:.1f}), {f["skipped"]:.0f} frames skipped')
             print('    received                  ' + ', '.join(
                 f'{k} {f[f"{k}_hz"]:.1f} Hz' for k in CAMERAS))
+        if 'recorder_cpu_pct' in f:
+            print(f'    recorder (continuous)     {f["recorder_cpu_pct"]:.1f} % of one core, '
+                  f'{f["recorded"]:.0f} messages, {f["lost"]:.0f} lost')
     print(f'load average after: {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores')
     cams = runs[f'scene + wrist RGB-D 320x240 at {args.rate:g} Hz']
     met = (all(cams[f'{k}_hz'] >= 10.0 for k in CAMERAS) and cams['rtf'] > 0.98)

@@ -19,6 +19,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from proc_stats import cpu_seconds
+
 from simops_core.dds_isolation import claim_domain_id, isolated_env
 
 REPO = Path(__file__).resolve().parents[1]
@@ -27,12 +29,6 @@ sys.path.insert(0, str(REPO / 'tests'))
 GOALS = {'left': (0.5, 0.15, 0.3), 'right': (0.35, -0.25, 0.15)}   # m, each arm's base frame
 TEXT = ('state', 'reason', 'control_thread_scheduling', 'paused', 'last_divergence',
         'protective_stop')   # diagnostic values that are not numbers
-
-
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process (s), from /proc/<pid>/stat."""
-    fields = Path(f'/proc/{pid}/stat').read_text().rsplit(')', 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf('SC_CLK_TCK')
 
 
 def run(seconds: float, log: Path) -> tuple[dict[str, dict[str, float]], dict[str, float]]:

@@ -29,18 +29,13 @@ import time
 from pathlib import Path
 
 import yaml
+from proc_stats import cpu_seconds
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / 'tests'))
 
 from simops_core.bag_reader import read_bag  # noqa: E402
 from simops_core.dds_isolation import claim_domain_id, isolated_env  # noqa: E402
-
-
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process in s, from /proc/<pid>/stat (Linux)."""
-    fields = Path(f'/proc/{pid}/stat').read_text().rsplit(')', 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf('SC_CLK_TCK')
 
 
 def run(rate: float, duration: float, env: dict[str, str], workdir: Path,

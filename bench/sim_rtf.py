@@ -19,16 +19,12 @@ import tempfile
 import time
 from pathlib import Path
 
+from proc_stats import cpu_seconds
+
 from simops_core.dds_isolation import claim_domain_id, isolated_env
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / 'tests'))
-
-
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process (s), from /proc/<pid>/stat."""
-    fields = Path(f'/proc/{pid}/stat').read_text().rsplit(')', 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf('SC_CLK_TCK')
 
 
 def run(factor: float, seconds: float, log_dir: Path, subscribe: bool) -> dict[str, float]:
