@@ -119,3 +119,23 @@ def test_without_images_the_policy_waits_and_a_stale_image_holds_the_arm(
         assert 'HOLD' in states(ros_probe) or 'stale' in diagnostics(ros_probe)['reason']
         node.stop()
         sim.stop()
+
+
+def test_the_envs_the_gate_and_rollouts_refuse_an_image_policy_in_one_line(
+        tmp_path: Path) -> None:
+    import subprocess
+
+    from ros_helpers import installed_executable
+
+    from simops_learning.reach_env import FR3ReachEnv
+    with pytest.raises(CardError, match='takes camera images'):
+        FR3ReachEnv(card_path=CNN_CARD)
+    for exe, args in (('simops-validate', ['--policy', str(CNN_MODEL), '--episodes', '1']),
+                      ('simops-rollout', ['--policy', str(CNN_MODEL), '--out',
+                                          str(tmp_path / 'ds')])):
+        result = subprocess.run([str(installed_executable('simops_learning', exe)), *args],
+                                capture_output=True, text=True, timeout=120, check=False)
+        assert result.returncode in (2, 4), result.stderr
+        lines = result.stderr.strip().splitlines()
+        assert len(lines) == 1 and 'takes camera images' in lines[0], result.stderr
+    assert not (tmp_path / 'ds').exists()

@@ -37,7 +37,7 @@ import mujoco
 import numpy as np
 
 from simops_core.paths import resolve_resource
-from simops_core.policy_card import PolicyCard, load_policy_card
+from simops_core.policy_card import CardError, PolicyCard, load_policy_card
 from simops_core.policy_step import PolicyStep, StepSettings
 from simops_core.robot_spec import load_robot_spec
 from simops_core.sim_params import SimParams, load_sim_params, merge_sim_params
@@ -96,6 +96,9 @@ class FR3ReachEnv(gym.Env):
             load_policy_card(card_path, spec.joint_names, spec.arm_joints) if card_path
             else parse_card(reach_card(spec, history=self.card_history), spec,
                             Path('<card layout>')))
+        if self.card.images:
+            raise CardError(f'{card_path}: the card takes camera images; the Gym envs render '
+                            'none yet (an image policy runs in the policy node)')
         self.safety = safety or StepSettings()
         self.policy_step = PolicyStep(self.card, spec, self.safety)
         self.ramp_time = self.safety.ramp_time   # this episode's (randomised) ramp, s

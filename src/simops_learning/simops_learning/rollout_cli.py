@@ -168,6 +168,9 @@ def main(argv: list[str] | None = None) -> int:
     cameras = tuple(name for name in args.cameras.split(',') if name)
     try:
         card, _ = load_card(card_path)
+        if card.images:
+            raise CardError(f'{card_path} takes camera images; the rollout envs feed none '
+                            'to policies yet (--cameras only records them)')
         specs = load_cameras().select(cameras)
         if specs:
             load_appearance()

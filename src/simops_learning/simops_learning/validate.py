@@ -260,6 +260,8 @@ def _check_policy(policy: Path, card: Path, robot: str) -> DomainRandomization |
 
     spec = load_robot_spec(robot)
     loaded = load_policy_card(card, spec.joint_names, spec.arm_joints)
+    if loaded.images:
+        raise UsageError(f'{card} takes camera images; the gate\'s envs render none yet')
     try:
         load_model(policy, loaded)
     except ModelError as exc:

@@ -47,6 +47,10 @@ class PolicyModel:
         ``images``: one (3, height, width) float32 input per image term of the card (the
         observation builder's :class:`~simops_core.observation.ImageBuilder` inputs).
         """
+        if len(images) != len(self._images):
+            raise ModelError(f'{self.path.name} takes {len(self._images)} images '
+                             f'({", ".join(t.topic for t in self.card.images)}), given '
+                             f'{len(images)}; image policies run in the policy node')
         self._input_np[0] = observation
         for buffer, image in zip(self._images_np, images, strict=True):
             buffer[0] = image

@@ -20,12 +20,12 @@ from diagnostic_msgs.msg import DiagnosticArray
 from geometry_msgs.msg import PoseStamped
 from rclpy.node import Node
 from rclpy.qos import QoSProfile
-from sensor_msgs.msg import Image, JointState
+from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 
 from simops_core import safety
 from simops_core.motion_supervisor import Decision, Mode, MotionSupervisor, stand_still
-from simops_core.topics import load_qos
+from simops_policy.image_feeds import ImageFeeds
 from simops_policy.inputs import PolicyInputs
 from simops_policy.loading import load_deployment
 from simops_policy.loop_stats import LoopStats
@@ -36,7 +36,7 @@ from simops_ros.diagnostics import diagnostic_array, status_name
 from simops_ros.gripper_goals import gripper_action
 from simops_ros.point_commands import ArmCommandPublisher
 from simops_ros.polled import Polled, PolledGroup, never_called
-from simops_ros.qos import qos_from_spec, qos_profile
+from simops_ros.qos import qos_profile
 from simops_ros.scaffold import run_node
 from simops_ros.throttled import KindWarnings
 
@@ -97,16 +97,14 @@ class PolicyNode(Node):
             kind, self.topics[key].name, never_called, qos(key), raw=True,
             callback_group=polled)) for kind, key in ((JointState, 'joint_states'),
                                                       (PoseStamped, 'object_pose')))
-        image_qos = qos_from_spec(load_qos('image'))
-        self._images = [Polled(self.create_subscription(
-            Image, term.topic, never_called, image_qos, raw=True, callback_group=polled))
-            for term in self.card.images]
+        self._images = ImageFeeds(self, self.card.images, self.inputs, polled)
         self.create_subscription(PoseStamped, self.topics['goal_pose'].name, self._on_goal_pose,
                                  qos('goal_pose'))
         self._arm_stop = attach_motion_controls(self, self.supervisor, self._lock, self.topics)
 
     def _bad_message(self, key: str, problem: str, then: str = '') -> None:
-        topic = self.topics[key].name
+        """Count and report a bad message on topic ``key`` of the topics file (or a name)."""
+        topic = self.topics[key].name if key in self.topics else key
         with self._lock:
             count = self._stats.fault('bad_message')
         self._warn(topic, f'ignored {topic}: {problem} ({count} bad messages so far){then}')
@@ -143,9 +141,8 @@ class PolicyNode(Node):
         self._joint_states.take_newest()
         if self._object_pose.take_newest():
             self._read_object_pose()
-        for index, image in enumerate(self._images):
-            if image.take_newest():
-                self._read_image(index)
+        for topic, problem in self._images.take():
+            self._bad_message(topic, problem)
         with self._lock:
             self._stats.ticks += 1
             self._arm_stop.check()   # a protective stop latches FAULT
@@ -172,30 +169,6 @@ class PolicyNode(Node):
         self.step.raw.object_position[:], self.step.raw.object_quaternion[:] = pose
         self._have_object = True
 
-    def _read_image(self, index: int) -> None:
-        """Decode the newest image of term ``index`` into its model input."""
-        polled = self._images[index]
-        problem = polled.read(lambda msg: self.inputs.image(index, msg))
-        if problem is not None:
-            polled.received_ns = 0   # a bad image is no image: the arm holds until a good one
-            topic = self.card.images[index].topic
-            with self._lock:
-                count = self._stats.fault('bad_message')
-            self._warn(topic, f'ignored {topic}: {problem} ({count} bad messages so far)')
-
-    def _image_readiness(self) -> str:
-        """Why the images the card takes are missing or too old, or ''."""
-        now = time.time_ns()
-        for term, polled in zip(self.card.images, self._images, strict=True):
-            if not polled.received_ns:
-                return f'waiting for {term.topic}'
-            age = 1e-9 * (now - polled.received_ns)
-            if age > term.max_age:
-                if not self.supervisor.reason.startswith('stale'):
-                    self._stats.fault('stale_image')
-                return f'stale {term.topic} ({age:.3f} s old, max_age {term.max_age:g} s)'
-        return ''
-
     def _readiness(self) -> tuple[bool, str]:
         """Whether the inputs the card uses are present and the joint state is fresh."""
         topic = self.topics['joint_states'].name
@@ -209,7 +182,9 @@ class PolicyNode(Node):
         missing = self.inputs.missing(self._have_object, self._goal is not None)
         if missing:
             return False, f'waiting for {self.topics[missing].name}'
-        images = self._image_readiness()
+        images, stale = self._images.not_ready()
+        if stale and not self.supervisor.reason.startswith('stale'):
+            self._stats.fault('stale_image')
         return (False, images) if images else (True, '')
 
     def _run_policy(self, decision: Decision) -> None:

@@ -24,23 +24,19 @@ from rosbags.typesys import Stores, get_typestore
 from std_msgs.msg import String
 from std_srvs.srv import Trigger
 
-from simops_core.camera_rig import CameraConfigError, load_cameras
-from simops_core.command_line import ConfigError
-from simops_core.topics import TopicConfigError, TopicSpec, load_topics
 from simops_recorder.auto_mode import Action, AutoEpisodes
 from simops_recorder.episode import (
     EpisodeInfoError,
 )
 from simops_recorder.episode_bags import RecordedTopic, episode_bags
 from simops_recorder.offers import latched, message_class, recording_qos, stored_topic
+from simops_recorder.recorded_topics import default_topics, topic_config
 from simops_ros.declarations import declare_schema
 from simops_ros.qos import qos_profile
 from simops_ros.scaffold import run_node
 from simops_ros.spinning import spin_once
 
 NODE = 'recorder'
-DEFAULT_TOPIC_KEYS = ('joint_states', 'joint_commands', 'joint_trajectory', 'object_pose',
-                      'goal_pose', 'ee_pose', 'policy_action', 'policy_state', 'diagnostics')
 RUNNING = 'RUNNING'
 DISCOVERY_PERIOD = 0.25  # s between graph checks for topics that appear later
 # Recorded topics are drained in batches every DRAIN_PERIOD s (take_message returns the
@@ -61,9 +57,9 @@ class Recorder(Node):
 
     def __init__(self) -> None:
         super().__init__(NODE)
-        topics = self._topic_config()
-        defaults = [topics[k].name for k in DEFAULT_TOPIC_KEYS] + self._camera_topics()
-        p = self.settings = declare_schema(self, NODE, {'topics': defaults}, self._set_live)
+        topics = topic_config()
+        p = self.settings = declare_schema(self, NODE, {'topics': default_topics(topics)},
+                                           self._set_live)
         self.bags = episode_bags(p, self._log, self.resolve_topic_name)
         # Resolve through this node's remappings, like every other node's topics: with
         # -r /joint_states:=/franka/joint_states the bag holds what is on the wire.
@@ -99,20 +95,6 @@ class Recorder(Node):
             f'compression {p.compression}, mode {p.mode})')
 
     # -- configuration ----------------------------------------------------------------------
-
-    def _topic_config(self) -> dict[str, TopicSpec]:
-        try:
-            return load_topics()
-        except TopicConfigError as exc:
-            raise ConfigError(f'{exc}; restore config/topics.yaml') from None
-
-    def _camera_topics(self) -> list[str]:
-        """Every camera's colour and depth images and camera infos (config/cameras.yaml)."""
-        try:
-            rig = load_cameras()
-        except CameraConfigError as exc:
-            raise ConfigError(f'{exc}; fix config/cameras.yaml') from None
-        return [name for camera in rig.cameras for name in rig.topics(camera).all()]
 
     def _set_live(self, name: str, value: Any) -> None:
         if name in ('auto_stop_grace', 'auto_min_duration'):

@@ -14,6 +14,8 @@ rest. Parameters: ``config/parameters/sim.yaml`` (table in docs/interfaces.md).
 - ``~/reset``, ``~/pause``, ``/clock`` and ``/diagnostics`` (1 Hz) are the world's. A
   protective stop (:mod:`simops_sim.reflexes`) is an ERROR there. ``randomize`` samples
   ``config/randomization.yaml`` around the params at start and on every reset.
+- ``cameras``: rendered RGB-D on realsense2_camera's topics, on a camera thread
+  (:mod:`simops_sim.camera_ports`), with a ``cameras`` status beside ``physics``.
 """
 
 from __future__ import annotations
@@ -32,25 +34,21 @@ from rclpy.node import Node
 from rosgraph_msgs.msg import Clock
 from std_srvs.srv import SetBool, Trigger
 
-from simops_core.camera_rig import CameraConfigError, load_cameras
 from simops_core.command_line import ConfigError
 from simops_core.robot_spec import SpecError, load_robot_spec
 from simops_core.sim_params import SimParams, SimParamsError, load_sim_params
-from simops_core.topics import TopicConfigError, load_qos, load_topics
+from simops_core.topics import TopicConfigError, load_topics
 from simops_ros.declarations import declare_schema
 from simops_ros.diagnostics import diagnostic_array, status_name
 from simops_ros.qos import qos_profile
 from simops_ros.scaffold import run_node
 from simops_ros.spinning import spin
 from simops_ros.throttled import KindWarnings
-from simops_sim.appearance import load_appearance
 from simops_sim.arm_lane import Frame
 from simops_sim.arm_ports import ArmPorts, arm_topics
-from simops_sim.camera_loop import CameraLoop
-from simops_sim.camera_ports import CameraPorts
+from simops_sim.camera_ports import SimCameras
 from simops_sim.physics import ModelError, load_model, parse_joint_map
-from simops_sim.randomization import RandomizationError, default_randomization
-from simops_sim.rgbd import RenderError, RgbdImage, gl_backend
+from simops_sim.randomization import default_randomization
 from simops_sim.stepper import Stepper, Timing, open_viewer
 from simops_sim.wire import ClockEncoder
 from simops_sim.world import World
@@ -70,7 +68,8 @@ class SimNode(Node):
         self._create_interfaces()
         self._running = threading.Event()
         self._running.set()
-        self.cameras = self._start_cameras()
+        self.cameras = (SimCameras(self, self.stepper, self.settings, self._running,
+                                   self._fail) if self.settings.cameras else None)
         self._thread = threading.Thread(target=self._run, name='physics', daemon=True)
         self._thread.start()
         self.get_logger().info(f'{Path(self.settings.model).name}: {self.stepper.summary()}')
@@ -112,56 +111,6 @@ class SimNode(Node):
             self.get_logger().warning('viewer requested but no display is set; headless')
         return Stepper(world, timing, s.initial_keyframe, sample if s.randomize else None,
                        s.seed, system_ns, self._warn, viewer)
-
-    def _start_cameras(self) -> CameraLoop | None:
-        """Open the renderer on the camera thread and the camera topics; None without cameras.
-
-        Raises :class:`ConfigError` (one line) for an unknown camera or no OpenGL.
-        """
-        s = self.settings
-        if not s.cameras:
-            return None
-        try:
-            rig = load_cameras(s.camera_config)
-            chosen = [spec.resized(s.camera_width, s.camera_height)
-                      for spec in rig.select(s.cameras)]
-            qos = load_qos('image')
-            appearance = load_appearance() if s.randomize else None
-        except (CameraConfigError, RandomizationError) as exc:
-            raise ConfigError(str(exc)) from None
-        except TopicConfigError as exc:
-            raise ConfigError(f'{exc}; fix config/topics.yaml') from None
-        loop = CameraLoop(self.stepper, chosen, s.camera_rate, appearance, s.seed)
-        failed: list[BaseException] = []
-
-        def render() -> None:
-            try:
-                loop.run(self._running, self._publish_images)
-            except Exception as exc:   # reported below at start, or as a fatal error
-                failed.append(exc)
-                loop.ready.set()
-                if self.context.ok() and self._running.is_set() and self.cameras is not None:
-                    self.failure = exc
-                    self.get_logger().fatal(f'camera thread failed: {exc!r}')
-                    rclpy.try_shutdown(context=self.context)
-
-        self._camera_thread = threading.Thread(target=render, name='cameras', daemon=True)
-        self._camera_thread.start()
-        loop.ready.wait()
-        if failed:
-            self._running.clear()
-            message = str(failed[0]) if isinstance(failed[0], RenderError) else repr(failed[0])
-            raise ConfigError(message)
-        self._camera_ports = CameraPorts(self, rig, chosen, loop.intrinsics, qos)
-        names = ', '.join(f'{c.name} {c.width}x{c.height}' for c in chosen)
-        self.get_logger().info(f'rendering {names} RGB-D at {s.camera_rate:g} Hz '
-                               f'(MUJOCO_GL={gl_backend()})')
-        return loop
-
-    def _publish_images(self, images: list[RgbdImage], stamp_ns: int) -> None:
-        ports = getattr(self, '_camera_ports', None)
-        if ports is not None:
-            ports.publish(images, stamp_ns)
 
     def _set_live(self, name: str, value: Any) -> None:
         self.stepper.set(name, value)
@@ -215,12 +164,8 @@ class SimNode(Node):
         msg = diagnostic_array(status_name(self, 'physics'), self.spec.name, report.level,
                                report.message, report.values, stamp)
         if self.cameras is not None:   # a second status in the same array
-            values = self.cameras.report()
-            rtf = float(report.values['realtime_factor'])
-            slow = values['camera_rate_hz'] < 0.9 * self.settings.camera_rate * rtf
-            msg.status.append(diagnostic_array(
-                status_name(self, 'cameras'), self.spec.name, 'warn' if slow else 'ok',
-                'rendering below camera_rate' if slow else 'ok', values, stamp).status[0])
+            msg.status.append(self.cameras.status(float(report.values['realtime_factor']),
+                                                  self.spec.name, stamp))
         self._diag_pub.publish(msg)
 
     # --- physics thread ------------------------------------------------------------------
@@ -236,10 +181,14 @@ class SimNode(Node):
         try:
             self.stepper.run(self._running, self._publish)
         except Exception as exc:  # stop the node rather than run on without physics
-            if self.context.ok() and self._running.is_set():
-                self.failure = exc
-                self.get_logger().fatal(f'physics thread failed: {exc!r}')
-                rclpy.try_shutdown(context=self.context)
+            self._fail(exc, 'physics')
+
+    def _fail(self, exc: BaseException, thread: str = 'camera') -> None:
+        """Stop the node after an unexpected error in the physics or the camera thread."""
+        if self.context.ok() and self._running.is_set():
+            self.failure = exc
+            self.get_logger().fatal(f'{thread} thread failed: {exc!r}')
+            rclpy.try_shutdown(context=self.context)
 
     def stop(self) -> None:
         """Stop and join the physics thread, and close the viewer."""
@@ -247,7 +196,7 @@ class SimNode(Node):
         self.stepper.wake()
         self._thread.join(timeout=5.0)
         if self.cameras is not None:
-            self._camera_thread.join(timeout=5.0)
+            self.cameras.join()
         if self.stepper.viewer is not None:
             self.stepper.viewer.close()
         for companion in self.companions:
@@ -269,9 +218,9 @@ def arm_prefixes(arms: Sequence[str]) -> list[str]:
 
 
 def main(args: list[str] | None = None) -> int:
-    """Run the simulator node; 0 on a clean shutdown, 1 if physics failed, 2 on bad config."""
+    """Run the simulator node; 0 on a clean shutdown, 1 if a thread failed, 2 on bad config."""
     return run_node(NODE_NAME, 'Simulate the arm in MuJoCo behind the real arm\'s topics.',
-                    SimNode, args, {1: 'the physics thread failed (a bug: see the log)'},
+                    SimNode, args, {1: 'the physics or camera thread failed (see the log)'},
                     spin=lambda node: spin(node, *node.companions),
                     exit_code=lambda node: 1 if node.failure is not None else 0)
 
