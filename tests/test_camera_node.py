@@ -76,3 +76,13 @@ def test_an_unknown_camera_refuses_to_start_with_one_line(tmp_path: Path) -> Non
     lines = [line for line in node.output.splitlines() if line.strip()]
     assert lines[-1].endswith("unknown camera 'ceiling'; config/cameras.yaml has scene, wrist")
     assert 'Traceback' not in node.output
+
+
+def test_no_offscreen_opengl_refuses_to_start_with_one_line(tmp_path: Path,
+                                                            ros_env: dict[str, str]) -> None:
+    env = {**ros_env, 'MUJOCO_GL': 'glx'}   # valid for MuJoCo, but no offscreen context
+    with start_sim(tmp_path, 'cameras:=[scene]', env=env) as node:
+        assert node.wait(timeout=60) == 2
+    lines = [line for line in node.output.splitlines() if line.strip()]
+    assert "MUJOCO_GL='glx' cannot render offscreen here; use egl or osmesa" in lines[-1]
+    assert 'Traceback' not in node.output
