@@ -105,6 +105,20 @@ def _gl_context(width: int, height: int) -> object:
     return context
 
 
+def metric_depth(buffer: np.ndarray, near: float, far: float) -> np.ndarray:
+    """Depth (m) (H, W) float32 from a reversed-z depth ``buffer`` (H, W).
+
+    The buffer is 1 at ``near`` and 0 at ``far`` (m). The perspective projection stores
+    ``(n / z) (f - z) / (f - n)`` for a point at distance ``z`` along the axis, so
+    ``z = f n / (n + buffer (f - n))``; the far plane (nothing rendered) is NaN.
+    """
+    n, f = near, far
+    z = buffer.astype(np.float64)
+    depth = (f * n / (n + z * (f - n))).astype(np.float32)
+    depth[z <= 0.0] = np.nan
+    return depth
+
+
 class RgbdRenderer:
     """Renders ``cameras`` of ``model`` offscreen; create, use and close on one thread.
 
@@ -221,20 +235,7 @@ class RgbdRenderer:
         buffer = np.empty((spec.height, spec.width), dtype=np.float32)
         mujoco.mjr_readPixels(color, buffer, rect, self._context)
         return RgbdImage(spec.name, float(self.data.time), np.flipud(color),
-                         self.metric_depth(np.flipud(buffer)))
-
-    def metric_depth(self, buffer: np.ndarray) -> np.ndarray:
-        """Depth (m) from MuJoCo's reversed-z depth buffer ``buffer`` (1 at near, 0 at far).
-
-        The perspective projection stores ``(n / z) (f - z) / (f - n)`` for a point at
-        distance ``z`` along the axis, so ``z = f n / (n + buffer (f - n))``; the far plane
-        (nothing rendered) is NaN.
-        """
-        n, f = self.near, self.far
-        z = buffer.astype(np.float64)
-        depth = (f * n / (n + z * (f - n))).astype(np.float32)
-        depth[z <= 0.0] = np.nan
-        return depth
+                         metric_depth(np.flipud(buffer), self.near, self.far))
 
     def close(self) -> None:
         """Free the GL resources (on the rendering thread)."""
