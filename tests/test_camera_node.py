@@ -86,3 +86,29 @@ def test_no_offscreen_opengl_refuses_to_start_with_one_line(tmp_path: Path,
     lines = [line for line in node.output.splitlines() if line.strip()]
     assert "MUJOCO_GL='glx' cannot render offscreen here; use egl or osmesa" in lines[-1]
     assert 'Traceback' not in node.output
+
+
+def test_randomize_draws_a_new_appearance_on_every_reset(ros_probe: RosProbe,
+                                                         tmp_path: Path) -> None:
+    from ros_helpers import wait_until
+    from std_srvs.srv import Trigger
+
+    color = RIG.topics('scene').color
+    ros_probe.subscribe(color, Image, IMAGE_QOS)
+
+    def pixels(msg: Image) -> np.ndarray:
+        return np.frombuffer(bytes(msg.data), np.uint8).astype(int)
+
+    with start_sim(tmp_path, 'cameras:=[scene]', 'camera_width:=160', 'camera_height:=120',
+                   'randomize:=true', 'seed:=4') as node:
+        before = ros_probe.wait_for_messages(color, count=10, timeout=60)
+        still = np.abs(pixels(before[-1]) - pixels(before[-2])).mean()
+        client = ros_probe.node.create_client(Trigger, '/sim/reset')
+        assert client.wait_for_service(timeout_sec=20)
+        future = client.call_async(Trigger.Request())
+        assert wait_until(future.done, 10) and future.result().success
+        count = len(ros_probe.messages(color))
+        after = ros_probe.wait_for_messages(color, count=count + 10, timeout=30)
+        node.stop()
+    changed = np.abs(pixels(after[-1]) - pixels(before[-1])).mean()
+    assert still < 1.0 < 5.0 < changed, (still, changed)   # the arm holds; the looks change

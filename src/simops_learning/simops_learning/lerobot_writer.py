@@ -33,15 +33,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from simops_learning.episode_schema import INDEX_COLUMNS, EpisodeFrames, Schema, VideoFeature
-from simops_learning.video_encoder import (
-    CODEC as VIDEO_CODEC,
-)
-from simops_learning.video_encoder import (
-    PIX_FMT,
-    ImageStats,
-    VideoError,
-    encode_video,
-)
+from simops_learning.video_encoder import CODEC, PIX_FMT, ImageStats, VideoError, encode_video
 
 CODEBASE_VERSION = 'v3.0'
 CHUNK = 'chunk-{chunk:03d}/file-{file:03d}.parquet'
@@ -136,8 +128,7 @@ def _new_info(schema: Schema, fps: float) -> dict[str, Any]:
 
 def _features(schema: Schema, fps: float) -> dict[str, Any]:
     """``meta/info.json``'s features: the schema's columns, then its videos."""
-    return schema.info_features() | {video.key: video.info(_fps_value(fps), VIDEO_CODEC,
-                                                           PIX_FMT)
+    return schema.info_features() | {video.key: video.info(_fps_value(fps), CODEC, PIX_FMT)
                                      for video in schema.videos}
 
 

@@ -83,9 +83,8 @@ class CameraLoop:
         while running.is_set():
             with stepper.lock:
                 now = stepper.world.time
-                if now < last:   # the world was reset
-                    renderer.randomize(self.rng)
-                if now < last or last == -math.inf:
+                reset = now < last   # sim time went back: the world was reset
+                if reset or last == -math.inf:
                     due = now
                 last = now
                 if now + 1e-9 < due:
@@ -93,6 +92,8 @@ class CameraLoop:
                 else:
                     state = snapshot(stepper.world.data)
                     stamp = stepper.stamp_at(state.time)
+            if reset:   # outside the lock: uploading textures takes milliseconds
+                renderer.randomize(self.rng)
             if state is None:
                 time.sleep(POLL)
                 continue
