@@ -83,11 +83,11 @@ def cpu_share(width: int, height: int, frames: int = 60) -> float:
 
 
 def run_node(seconds: float, rate: float, size: tuple[int, int] | None,
-             log_dir: Path, record: bool = False) -> dict[str, float]:
+             log_dir: Path, record: str = '') -> dict[str, float]:
     """The sim node at realtime_factor 1 with both cameras at ``size`` (None: none).
 
-    With ``record``, the recorder (continuous, default topics) runs beside it: its CPU and
-    the messages it lost are added.
+    With ``record`` (the MCAP compression: none or zstd), the recorder (continuous, default
+    topics) runs beside it: its CPU, the messages it lost and the bag's MB per second.
     """
     from diagnostic_msgs.msg import DiagnosticArray
     from ros_helpers import NodeProcess, RosProbe
@@ -116,9 +116,11 @@ def run_node(seconds: float, rate: float, size: tuple[int, int] | None,
         with NodeProcess.ros2_run('simops_sim', 'sim', *args,
                                   log_path=log_dir / f'sim_{size}.log') as node:
             probe.wait_for_messages(diagnostics, count=3, timeout=60)
+            bags = log_dir / f'bags_{record}'
             rec = NodeProcess.ros2_run(
-                'simops_recorder', 'record', '--ros-args', '-p', f'root:={log_dir}/bags',
-                '-p', 'mode:=continuous', log_path=log_dir / f'rec_{size}.log') if record else None
+                'simops_recorder', 'record', '--ros-args', '-p', f'root:={bags}',
+                '-p', 'mode:=continuous', '-p', f'compression:={record}',
+                log_path=log_dir / f'rec_{record}.log') if record else None
             if rec is not None:
                 time.sleep(5.0)   # discovery and subscriptions
                 cpu0 = cpu_seconds(rec.proc.pid)
@@ -134,6 +136,8 @@ def run_node(seconds: float, rate: float, size: tuple[int, int] | None,
                 rec.stop()
                 lost = re.findall(r'(\d+) messages, (\d+) lost', rec.output)
                 recorder['recorded'], recorder['lost'] = map(float, lost[-1])
+                size_mb = sum(f.stat().st_size for f in bags.rglob('*.mcap')) / 1e6
+                recorder['bag_mb_s'] = size_mb / (wall + 5.0)   # the 5 s before are in it
             node.stop()
     finally:
         probe.close()
@@ -194,8 +198,10 @@ def main() -> int:
         for w, h in RESOLUTIONS:
             runs[f'scene + wrist RGB-D {w}x{h} at {args.rate:g} Hz'] = run_node(
                 args.seconds, args.rate, (w, h), Path(tmp))
-        runs[f'scene + wrist RGB-D 320x240 at {args.rate:g} Hz, recorded'] = run_node(
-            args.seconds, args.rate, RESOLUTIONS[0], Path(tmp), record=True)
+        for compression in ('none', 'zstd'):
+            runs[f'scene + wrist RGB-D 320x240 at {args.rate:g} Hz, recorded, compression '
+                 f'{compression}'] = run_node(args.seconds, args.rate, RESOLUTIONS[0],
+                                              Path(tmp), record=compression)
     claim.release()
     print(f'sim node, realtime_factor 1.0, 1 kHz physics and /joint_states, {args.seconds:g} s:')
     for label, f in runs.items():
@@ -210,7 +216,8 @@ def main() -> int:
                 f'{k} {f[f"{k}_hz"]:.1f} Hz' for k in CAMERAS))
         if 'recorder_cpu_pct' in f:
             print(f'    recorder (continuous)     {f["recorder_cpu_pct"]:.1f} % of one core, '
-                  f'{f["recorded"]:.0f} messages, {f["lost"]:.0f} lost')
+                  f'{f["recorded"]:.0f} messages, {f["lost"]:.0f} lost, bag '
+                  f'{f["bag_mb_s"]:.1f} MB/s')
     print(f'load average after: {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores')
     cams = runs[f'scene + wrist RGB-D 320x240 at {args.rate:g} Hz']
     met = (all(cams[f'{k}_hz'] >= 10.0 for k in CAMERAS) and cams['rtf'] > 0.98)
