@@ -616,3 +616,48 @@ def test_a_stall_of_the_node_costs_lag_not_a_stop(spec: RobotSpec) -> None:
     assert stop is None, stop.message()
     assert peak[joint] < spec.velocity[joint], (peak[joint], CATCH_UP_SPEED)
     assert abs(reached[joint] - target[joint]) < 0.01, (reached[joint], target[joint])
+
+
+def test_targets_taken_late_keep_the_pace_they_were_received_at(spec: RobotSpec) -> None:
+    """A 20 Hz stream (0.05 rad a target, 1 rad/s) whose node stalls: the target received at
+    T is taken at T + 0.2 s, together with the one received at T + 0.2 s, 0.2 rad on (the
+    three between were dropped). Judged by when they were taken, the second would move the
+    joint 0.2 rad in one period (4 rad/s): a protective stop the stream never asked for.
+    Judged by their DDS receipt times (``received_ns``), it moves at the stream's 1 rad/s."""
+    import threading
+    import time
+
+    from simops_sim.joint_commands import ArmCommand
+    from simops_sim.stepper import Stepper, Timing
+    from simops_sim.world import World
+
+    world = World(mujoco.MjModel.from_xml_path(str(SCENE_XML)), {'': spec}, reflexes=True)
+    timing = Timing('realtime', 1.0, 0.05, 0.5, 0.3, 1000.0, 0.0, 0.0, 100.0)
+    stepper = Stepper(world, timing, 'home', None, 0, None, lambda key, text: None)
+    running = threading.Event()
+    running.set()
+    thread = threading.Thread(target=stepper.run, args=(running, lambda frame: None))
+    thread.start()
+    target = spec.home.copy()
+    try:
+        time.sleep(0.2)
+        for _ in range(3):
+            target[0] += 0.05
+            stepper.arm.submit(ArmCommand(target.copy(), None), time.time_ns())
+            time.sleep(0.05)
+        late = target.copy()
+        late[0] += 0.05
+        received = time.time_ns()
+        time.sleep(0.2)   # the executor stalls with that target in hand
+        target = late.copy()
+        target[0] += 0.2
+        stepper.arm.submit(ArmCommand(late, None), received)
+        stepper.arm.submit(ArmCommand(target.copy(), None), time.time_ns())
+        time.sleep(0.5)
+        stop, reached = stepper.arm.stopped(), stepper.arm.follow_state().actual_q
+    finally:
+        running.clear()
+        stepper.wake()
+        thread.join(timeout=5)
+    assert stop is None, stop.message()
+    assert abs(reached[0] - target[0]) < 0.01, (reached[0], target[0])
