@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import mujoco
 import numpy as np
@@ -520,16 +523,13 @@ def test_a_stalled_stepper_applies_each_command_at_its_own_step(spec: RobotSpec)
     assert np.all(np.abs(gaps - 0.05) < 0.02), gaps
 
 
-def test_a_stream_with_dropped_targets_keeps_its_pace(spec: RobotSpec) -> None:
-    """Streamed targets 0.05 rad apart at 20 Hz (1 rad/s), then three the node never got
-    (dropped while it stalled): the next target, 0.2 rad on, is reached over the 0.2 s since
-    the last one arrived, at the stream's pace, with no stop; so is one 0.6 s later, after
-    the command timeout held the arm. The same 0.2 rad more than 1 s after the stream (a
-    step from rest) moves at 4 rad/s: a protective stop."""
+@contextmanager
+def realtime_stepper(spec: RobotSpec, publish: Callable[[object], None] = lambda frame: None
+                     ) -> Iterator[Any]:
+    """A realtime Stepper of the FR3 scene (reflexes on, 0.3 s command timeout) stepping on
+    its own thread until the block ends."""
     import threading
-    import time
 
-    from simops_sim.joint_commands import ArmCommand
     from simops_sim.stepper import Stepper, Timing
     from simops_sim.world import World
 
@@ -538,10 +538,28 @@ def test_a_stream_with_dropped_targets_keeps_its_pace(spec: RobotSpec) -> None:
     stepper = Stepper(world, timing, 'home', None, 0, None, lambda key, text: None)
     running = threading.Event()
     running.set()
-    thread = threading.Thread(target=stepper.run, args=(running, lambda frame: None))
+    thread = threading.Thread(target=stepper.run, args=(running, publish))
     thread.start()
-    target = spec.home.copy()
     try:
+        yield stepper
+    finally:
+        running.clear()
+        stepper.wake()
+        thread.join(timeout=5)
+
+
+def test_a_stream_with_dropped_targets_keeps_its_pace(spec: RobotSpec) -> None:
+    """Streamed targets 0.05 rad apart at 20 Hz (1 rad/s), then three the node never got
+    (dropped while it stalled): the next target, 0.2 rad on, is reached over the 0.2 s since
+    the last one arrived, at the stream's pace, with no stop; so is one 0.6 s later, after
+    the command timeout held the arm. The same 0.2 rad more than 1 s after the stream (a
+    step from rest) moves at 4 rad/s: a protective stop."""
+    import time
+
+    from simops_sim.joint_commands import ArmCommand
+
+    target = spec.home.copy()
+    with realtime_stepper(spec) as stepper:
         time.sleep(0.2)
         for _ in range(3):
             target[0] += 0.05
@@ -561,10 +579,6 @@ def test_a_stream_with_dropped_targets_keeps_its_pace(spec: RobotSpec) -> None:
         stepper.arm.submit(ArmCommand(target.copy(), None))
         time.sleep(0.2)
         step = stepper.arm.stopped()
-    finally:
-        running.clear()
-        stepper.wake()
-        thread.join(timeout=5)
     assert paced is None, paced
     assert abs(reached[0] - (spec.home[0] + 0.55)) < 0.01, reached
     assert step is not None and step.error == 'joint_velocity_violation'
@@ -578,30 +592,22 @@ def test_a_stall_of_the_node_costs_lag_not_a_stop(spec: RobotSpec) -> None:
     limit, and the tracking overshoot would stop the arm for a stall of the simulator's
     own. It catches up at no more than CATCH_UP_SPEED of the limit: no stop, the measured
     speed stays under the limit, and the stream ends where it was sent."""
-    import threading
     import time
 
     from simops_sim.arm_lane import CATCH_UP_SPEED
     from simops_sim.joint_commands import ArmCommand
-    from simops_sim.stepper import Stepper, Timing
-    from simops_sim.world import World
 
-    world = World(mujoco.MjModel.from_xml_path(str(SCENE_XML)), {'': spec}, reflexes=True)
-    physics = world.arms['']
-    timing = Timing('realtime', 1.0, 0.05, 0.5, 0.3, 1000.0, 0.0, 0.0, 100.0)
-    stepper = Stepper(world, timing, 'home', None, 0, None, lambda key, text: None)
     peak = np.zeros(7)
+    arms: list[Any] = []
 
-    def publish(frame: object) -> None:
-        np.maximum(peak, np.abs(physics.state().velocity[:7]), out=peak)
+    def publish(frame: object) -> None:   # from the first step; the lane comes just after
+        if arms:
+            np.maximum(peak, np.abs(arms[0].physics.state().velocity[:7]), out=peak)
 
-    running = threading.Event()
-    running.set()
-    thread = threading.Thread(target=stepper.run, args=(running, publish))
-    thread.start()
     joint, step = 5, 0.5 * spec.velocity[5] * 0.05
     target = spec.home.copy()
-    try:
+    with realtime_stepper(spec, publish) as stepper:
+        arms.append(stepper.arm)
         time.sleep(0.2)
         for k in range(10):
             target[joint] += step
@@ -609,10 +615,6 @@ def test_a_stall_of_the_node_costs_lag_not_a_stop(spec: RobotSpec) -> None:
             time.sleep(0.12 if k == 4 else 0.005 if k == 5 else 0.05)
         time.sleep(0.5)
         stop, reached = stepper.arm.stopped(), stepper.arm.follow_state().actual_q
-    finally:
-        running.clear()
-        stepper.wake()
-        thread.join(timeout=5)
     assert stop is None, stop.message()
     assert peak[joint] < spec.velocity[joint], (peak[joint], CATCH_UP_SPEED)
     assert abs(reached[joint] - target[joint]) < 0.01, (reached[joint], target[joint])
@@ -624,22 +626,12 @@ def test_targets_taken_late_keep_the_pace_they_were_received_at(spec: RobotSpec)
     three between were dropped). Judged by when they were taken, the second would move the
     joint 0.2 rad in one period (4 rad/s): a protective stop the stream never asked for.
     Judged by their DDS receipt times (``received_ns``), it moves at the stream's 1 rad/s."""
-    import threading
     import time
 
     from simops_sim.joint_commands import ArmCommand
-    from simops_sim.stepper import Stepper, Timing
-    from simops_sim.world import World
 
-    world = World(mujoco.MjModel.from_xml_path(str(SCENE_XML)), {'': spec}, reflexes=True)
-    timing = Timing('realtime', 1.0, 0.05, 0.5, 0.3, 1000.0, 0.0, 0.0, 100.0)
-    stepper = Stepper(world, timing, 'home', None, 0, None, lambda key, text: None)
-    running = threading.Event()
-    running.set()
-    thread = threading.Thread(target=stepper.run, args=(running, lambda frame: None))
-    thread.start()
     target = spec.home.copy()
-    try:
+    with realtime_stepper(spec) as stepper:
         time.sleep(0.2)
         for _ in range(3):
             target[0] += 0.05
@@ -655,9 +647,5 @@ def test_targets_taken_late_keep_the_pace_they_were_received_at(spec: RobotSpec)
         stepper.arm.submit(ArmCommand(target.copy(), None), time.time_ns())
         time.sleep(0.5)
         stop, reached = stepper.arm.stopped(), stepper.arm.follow_state().actual_q
-    finally:
-        running.clear()
-        stepper.wake()
-        thread.join(timeout=5)
     assert stop is None, stop.message()
     assert abs(reached[0] - target[0]) < 0.01, (reached[0], target[0])
