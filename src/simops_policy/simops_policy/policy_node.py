@@ -1,11 +1,10 @@
 """``ros2 run simops_policy policy``: a trained policy at a fixed rate behind the safety layer.
 
-Wiring over :class:`simops_core.policy_step.PolicyStep` (the envs' tick too), the supervisor's
-modes, ``inputs`` and ``loop_stats``: a control thread on absolute deadlines polls the joint
-states, object pose, camera images and robot state, ticks, publishes, and sends diagnostics
-in its slack. A tick with no joint state newer than the last one read sends nothing (as the
-env steps); an image older than its card term's ``max_age`` holds the arm, as a stale joint
-state does.
+Wiring over :class:`simops_core.policy_step.PolicyStep` (the envs' tick too), the modes,
+``inputs``, ``scene_feeds`` and ``loop_stats``: a control thread on absolute deadlines polls
+the joint states, object pose, images and robot state, ticks, publishes, and sends
+diagnostics in its slack. A tick with no joint state newer than the last one read sends
+nothing (as the env steps); a stale joint state or image holds the arm.
 """
 
 from __future__ import annotations
@@ -25,10 +24,10 @@ from std_msgs.msg import Float64MultiArray
 
 from simops_core import safety
 from simops_core.motion_supervisor import Decision, Mode, MotionSupervisor, stand_still
-from simops_policy.image_feeds import ImageFeeds
 from simops_policy.inputs import PolicyInputs
 from simops_policy.loading import load_deployment
 from simops_policy.loop_stats import LoopStats
+from simops_policy.scene_feeds import SceneFeeds
 from simops_ros.arming import ModeReport, attach_motion_controls
 from simops_ros.control_thread import raise_thread_priority, run_periodic
 from simops_ros.declarations import declare_schema
@@ -56,7 +55,7 @@ class PolicyNode(Node):
         self._configure()
         self._lock = threading.Lock()      # goal, supervisor and statistics
         self._goal: np.ndarray | None = None   # base frame (3,) m, from the executor thread
-        self._have_object, self._running = False, threading.Event()
+        self._running = threading.Event()
         self._stats, self._scheduling = LoopStats(self.period), 'default'
         self._create_interfaces()
         self._running.set()
@@ -93,17 +92,16 @@ class PolicyNode(Node):
         self._diag_pub = self.create_publisher(DiagnosticArray, self.topics['diagnostics'].name,
                                                qos('diagnostics'))
         polled = PolledGroup()
-        self._joint_states, self._object_pose = (Polled(self.create_subscription(
-            kind, self.topics[key].name, never_called, qos(key), raw=True,
-            callback_group=polled)) for kind, key in ((JointState, 'joint_states'),
-                                                      (PoseStamped, 'object_pose')))
-        self._images = ImageFeeds(self, self.card.images, self.inputs, polled)
+        self._joint_states = Polled(self.create_subscription(
+            JointState, self.topics['joint_states'].name, never_called, qos('joint_states'),
+            raw=True, callback_group=polled))
+        self._feeds = SceneFeeds(self, self.topics, self.card.images, self.inputs, polled)
         self.create_subscription(PoseStamped, self.topics['goal_pose'].name, self._on_goal_pose,
                                  qos('goal_pose'))
         self._arm_stop = attach_motion_controls(self, self.supervisor, self._lock, self.topics)
 
     def _bad_message(self, key: str, problem: str, then: str = '') -> None:
-        """Count and report a bad message on topic ``key`` of the topics file (or a name)."""
+        """Count and report a bad message on topic ``key`` (of the topics file, or a name)."""
         topic = self.topics[key].name if key in self.topics else key
         with self._lock:
             count = self._stats.fault('bad_message')
@@ -139,10 +137,7 @@ class PolicyNode(Node):
     def _tick(self, now: float) -> None:
         """One control period: poll inputs, let the supervisor decide, act, publish state."""
         self._joint_states.take_newest()
-        if self._object_pose.take_newest():
-            self._read_object_pose()
-        for topic, problem in self._images.take():
-            self._bad_message(topic, problem)
+        self._feeds.take(self._bad_message)
         with self._lock:
             self._stats.ticks += 1
             self._arm_stop.check()   # a protective stop latches FAULT
@@ -162,13 +157,6 @@ class PolicyNode(Node):
             self.step.state = held if held is not None or decision.publish else None
         self._report_mode()
 
-    def _read_object_pose(self) -> None:
-        pose = self._object_pose.read(self.inputs.pose)
-        if isinstance(pose, str):
-            return self._bad_message('object_pose', pose)
-        self.step.raw.object_position[:], self.step.raw.object_quaternion[:] = pose
-        self._have_object = True
-
     def _readiness(self) -> tuple[bool, str]:
         """Whether the inputs the card uses are present and the joint state is fresh."""
         topic = self.topics['joint_states'].name
@@ -179,13 +167,12 @@ class PolicyNode(Node):
             if not self.supervisor.reason.startswith('stale'):
                 self._stats.fault('stale_state')
             return False, f'stale {topic} ({age:.3f} s old)'
-        missing = self.inputs.missing(self._have_object, self._goal is not None)
-        if missing:
-            return False, f'waiting for {self.topics[missing].name}'
-        images, stale = self._images.not_ready()
+        missing = self.inputs.missing(self._feeds.have_object, self._goal is not None)
+        reason, stale = ((f'waiting for {self.topics[missing].name}', False) if missing
+                         else self._feeds.not_ready())
         if stale and not self.supervisor.reason.startswith('stale'):
             self._stats.fault('stale_image')
-        return (False, images) if images else (True, '')
+        return not reason, reason
 
     def _run_policy(self, decision: Decision) -> None:
         """Observation, inference, safety pipeline, publish; any bad input holds instead."""
