@@ -86,17 +86,6 @@ class Extrinsics:
     translation: tuple[float, float, float]
     rotation: tuple[float, float, float, float]
 
-    def mujoco_pose(self) -> tuple[np.ndarray, np.ndarray]:
-        """The MuJoCo camera's ``pos`` (3,) and ``quat`` (4,) (w, x, y, z) in ``parent``.
-
-        A MuJoCo camera looks along its -z with y up; the optical frame looks along +z with y
-        down: the same x axis, y and z reversed.
-        """
-        x, y, z, w = self.rotation
-        optical = np.array([w, x, y, z])
-        flip = np.array([0.0, 1.0, 0.0, 0.0])   # 180 deg about x
-        return np.array(self.translation, dtype=float), _quat_mul(optical, flip)
-
 
 @dataclass(frozen=True)
 class Calibration:
@@ -241,12 +230,3 @@ def _side(f: Fields, table: dict[str, Any], key: str, field: str) -> int:
         f.fail(field, f'must be 1 to {MAX_SIDE} pixels, got {value}')
     return value
 
-
-def _quat_mul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Hamilton product of quaternions (w, x, y, z)."""
-    w1, x1, y1, z1 = a
-    w2, x2, y2, z2 = b
-    return np.array([w1 * w2 - x1 * x2 - y1 * y2 - z1 * z2,
-                     w1 * x2 + x1 * w2 + y1 * z2 - z1 * y2,
-                     w1 * y2 - x1 * z2 + y1 * w2 + z1 * x2,
-                     w1 * z2 + x1 * y2 - y1 * x2 + z1 * w2])

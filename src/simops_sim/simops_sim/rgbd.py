@@ -189,8 +189,12 @@ class RgbdRenderer:
                                   f'{extrinsics.parent!r} is not the body of MJCF camera '
                                   f'{spec.mujoco_camera!r} '
                                   f'({m.body(int(m.cam_bodyid[cam])).name!r})')
-            pos, quat = extrinsics.mujoco_pose()
-            m.cam_pos[cam], m.cam_quat[cam] = pos, quat
+            # A MuJoCo camera looks along its -z with y up, the optical frame along +z with
+            # y down: the same x axis, turned 180 deg about it.
+            x, y, z, w = extrinsics.rotation
+            mujoco.mju_mulQuat(m.cam_quat[cam], np.array([w, x, y, z]),
+                               np.array([0.0, 1.0, 0.0, 0.0]))
+            m.cam_pos[cam] = extrinsics.translation
             m.cam_mode[cam] = mujoco.mjtCamLight.mjCAMLIGHT_FIXED
 
     def _intrinsics(self, cam: int, spec: CameraSpec) -> Intrinsics:
