@@ -62,9 +62,9 @@ $(EDITABLE_STAMP): $(REQS_STAMP) $(PACKAGES)
 	$(BIN)/python -m pip install --quiet --no-deps $(addprefix -e ,$(dir $(PACKAGES)))
 	@touch $@
 
-# The interface packages SimOps serves (interfaces/: control_msgs, franka_msgs), built with
-# colcon into the venv, whose lib/ and site-packages the ROS wheels already put on the
-# library and module paths. Only on this pip-only path: with a ROS 2 distro, rosdep installs
+# The interface packages SimOps serves (interfaces/: control_msgs, controller_manager_msgs,
+# franka_msgs), built with colcon into the venv, whose lib/ and site-packages the ROS wheels
+# already put on the library and module paths. Only on this pip-only path: with a ROS 2 distro, rosdep installs
 # the real packages and interfaces/ is not built (see interfaces/README.md).
 $(INTERFACES_STAMP): $(REQS_STAMP) $(INTERFACE_FILES)
 	@command -v g++ >/dev/null && command -v cmake >/dev/null || \
@@ -83,7 +83,7 @@ $(INTERFACES_STAMP): $(REQS_STAMP) $(INTERFACE_FILES)
 		--cmake-args -DCMAKE_PROJECT_INCLUDE=$(abspath interfaces/cmake/wheel_paths.cmake) \
 		-DPYTHON_EXECUTABLE=$(abspath $(BIN)/python) -DBUILD_TESTING=OFF 2>&1 | tail -n 3; \
 	status=$${PIPESTATUS[0]}; \
-	echo "interface packages (control_msgs, franka_msgs) built in $$(( $$(date +%s) - started )) s"; \
+	echo "interface packages (control_msgs, controller_manager_msgs, franka_msgs) built in $$(( $$(date +%s) - started )) s"; \
 	exit $$status
 	@touch $@
 
