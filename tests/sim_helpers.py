@@ -9,27 +9,26 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from action_msgs.msg import GoalStatus
 from builtin_interfaces.msg import Duration
 from control_msgs.action import FollowJointTrajectory
-from franka_msgs.action import ErrorRecovery
 from rclpy.qos import QoSProfile
 from ros_helpers import NodeProcess, RosProbe, wait_until
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
+from simops_core.franka_ros2 import franka_release
 from simops_core.observation import JointIndex
 from simops_core.paths import resolve_resource
 from simops_core.robot_spec import load_robot_spec
 from simops_core.topics import TopicSpec, load_topics
+from simops_ros.franka_recovery import FrankaRecovery
 from simops_sim.follow_action import action_name
 
 SCENE_XML = resolve_resource('models/fr3/scene.xml')
 TOPICS = load_topics()
 FR3 = load_robot_spec('fr3')
 ACTION = action_name(TOPICS['joint_trajectory'].name)   # the arm's FollowJointTrajectory
-RECOVERY = '/action_server/error_recovery'               # franka_hardware's ErrorRecovery
 
 
 def qos(key: str) -> QoSProfile:
@@ -158,16 +157,12 @@ def measured(probe: RosProbe) -> tuple[float, np.ndarray]:
 
 
 class Recovery:
-    """An ErrorRecovery client on ``probe``, as a user clears a protective stop."""
+    """franka_hardware's whole recovery procedure from ``probe``, as a user clears a protective
+    stop: the steps of franka_ros2 ``release`` ('' = the newest, the simulator's default)."""
 
-    def __init__(self, probe: RosProbe) -> None:
-        self.client = probe.action_client(ErrorRecovery, RECOVERY)
-        assert self.client.wait_for_server(timeout_sec=30.0), f'no {RECOVERY} server'
+    def __init__(self, probe: RosProbe, release: str = '', namespace: str = '') -> None:
+        self.run = FrankaRecovery(probe, franka_release(release), namespace)
 
-    def __call__(self, timeout: float = 10.0) -> None:
-        """Send the goal and wait until it succeeded."""
-        sent = self.client.send_goal_async(ErrorRecovery.Goal())
-        assert wait_until(sent.done, timeout), 'no answer to ErrorRecovery'
-        result = sent.result().get_result_async()
-        assert wait_until(result.done, timeout), 'no ErrorRecovery result'
-        assert result.result().status == GoalStatus.STATUS_SUCCEEDED, result.result()
+    def __call__(self, timeout: float = 30.0) -> None:
+        """Run every step; a refused or unanswered step fails the test."""
+        self.run(timeout)

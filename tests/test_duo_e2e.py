@@ -23,7 +23,7 @@ from launch_helpers import (
     node_pids,
     stop_cleanly,
 )
-from policy_helpers import SPEC, TOPICS, qos
+from policy_helpers import TOPICS, qos
 from ros_helpers import RosProbe, wait_until
 
 from simops_learning.reach_env import SUCCESS_RADIUS
@@ -93,7 +93,7 @@ def test_two_arms_one_physics_two_policies_and_no_leaks(launch: object,
     assert [e.node_name for e in node.get_publishers_info_by_topic('/clock')] == ['sim']
     names = node.get_node_names_and_namespaces()
     for arm in ARMS:
-        for expected in ('sim', 'policy', f'{SPEC.name}_gripper', 'action_server'):
+        for expected in ('sim', 'policy', 'franka_gripper', 'action_server', 'controller_manager'):
             assert (expected, f'/{arm}') in names, (expected, arm, names)
     time.sleep(0.1)
     stop_cleanly(proc)

@@ -15,15 +15,18 @@ import numpy as np
 from action_msgs.msg import GoalStatus
 from control_msgs.action import FollowJointTrajectory
 from control_msgs.msg import JointTolerance
+from diagnostic_msgs.msg import DiagnosticArray
 from rclpy.action import ActionClient
 from ros_helpers import RosProbe, wait_until
 from sim_helpers import (
     ACTION,
     duration,
     measured,
+    qos,
     smooth_goal,
     start_sim,
     subscribe_states,
+    topic,
     trajectory_publisher,
 )
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
@@ -126,7 +129,7 @@ def test_path_tolerance_cancel_and_preemption(ros_probe: RosProbe, tmp_path: Pat
         assert t1 - t0 > 0.4 and np.abs(later - held).max() < 1e-3, later - held
         assert np.abs(held - here).max() > 0.05   # it had moved, and stopped half-way
 
-        # A new goal aborts the running one; so does a command on the topic.
+        # A new goal aborts the running one.
         first = Goal(client, smooth_goal(held, step, 4.0))
         time.sleep(0.5)
         _, now = measured(ros_probe)
@@ -142,9 +145,57 @@ def test_path_tolerance_cancel_and_preemption(ros_probe: RosProbe, tmp_path: Pat
         command = JointTrajectory(joint_names=list(SPEC.arm_joints), points=[
             JointTrajectoryPoint(positions=now.tolist(), time_from_start=duration(0.2))])
         topic_commands.publish(command)
+        # A command on the topic replaces the goal's trajectory; as JTC, the goal stays
+        # active, judged against the trajectory now followed, and succeeds at its end.
         status, result = third.result()
-        assert status == GoalStatus.STATUS_ABORTED and 'topic' in result.error_string
+        assert status == GoalStatus.STATUS_SUCCEEDED, result.error_string
+        time.sleep(0.5)
+        _, final = measured(ros_probe)
+        assert np.abs(final - now).max() < 0.02, final - now    # the topic's target, not
+        assert np.abs(final - (held + step)).max() > 0.2        # the goal's end
         assert sim.proc.poll() is None
+
+
+def test_the_topic_refuses_what_jtc_refuses(ros_probe: RosProbe, tmp_path: Path) -> None:
+    """JTC's validate_trajectory_msg judges the topic as it judges goals (franka's
+    allow_partial_joints_goal false, Jazzy's allow_nonzero_velocity_at_trajectory_end false):
+    a partial-joint trajectory, one ending in motion, or one stamped to end in the past
+    leaves the arm where it was."""
+    subscribe_states(ros_probe)
+    ros_probe.subscribe(topic('diagnostics').name, DiagnosticArray, qos('diagnostics'))
+    with start_sim(tmp_path) as sim:
+        topic_commands = trajectory_publisher(ros_probe)
+        _, home = measured(ros_probe)
+        target = home + 0.1
+        partial = JointTrajectory(joint_names=list(SPEC.arm_joints[:6]), points=[
+            JointTrajectoryPoint(positions=target[:6].tolist(), time_from_start=duration(0.5))])
+        moving = JointTrajectory(joint_names=list(SPEC.arm_joints), points=[
+            JointTrajectoryPoint(positions=target.tolist(), velocities=[0.1] * 7,
+                                 time_from_start=duration(0.5))])
+        past = JointTrajectory(joint_names=list(SPEC.arm_joints), points=[
+            JointTrajectoryPoint(positions=target.tolist(), time_from_start=duration(0.5))])
+        assert wait_until(lambda: measured(ros_probe)[0] > 6.0, 30)   # sim time, s
+        stamp, _ = measured(ros_probe)
+        past.header.stamp.sec = int(stamp) - 5   # ends 4.5 s ago on the sim clock
+        for command in (partial, moving, past):
+            topic_commands.publish(command)
+            time.sleep(0.3)
+        time.sleep(0.5)
+        _, after = measured(ros_probe)
+        assert np.abs(after - home).max() < 1e-3, after - home
+
+        def dropped() -> str:
+            status = ros_probe.messages(topic('diagnostics').name)[-1].status[0]
+            return {kv.key: kv.value for kv in status.values}['dropped_commands']
+
+        assert wait_until(lambda: dropped() == '3', 5), dropped()   # all three refused
+        whole = JointTrajectory(joint_names=list(SPEC.arm_joints), points=[
+            JointTrajectoryPoint(positions=target.tolist(), time_from_start=duration(0.5))])
+        topic_commands.publish(whole)                            # the same, valid: it moves
+        assert wait_until(lambda: np.abs(measured(ros_probe)[1] - target).max() < 3e-3, 5)
+        log = sim.output
+        assert sim.stop() == 0, log
+    assert "names 6 of the controller's 7 joints" in log   # one warning per kind of fault
 
 
 def test_a_heavy_payload_violates_the_path_tolerance(ros_probe: RosProbe,

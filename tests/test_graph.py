@@ -40,12 +40,12 @@ def test_sim_defaults_start_simulator_and_policy_with_sim_time_wired() -> None:
     sim, policy = nodes
     assert params(sim) == {
         'model': 'models/fr3/scene.xml', 'robot': 'config/robot/fr3.yaml',
-        'sync_mode': 'realtime', 'viewer': False, 'gripper': True,
+        'sync_mode': 'realtime', 'viewer': False, 'gripper': True, 'franka_ros2': 'v3',
         'cameras': ('scene', 'wrist'), 'publish_clock': True, 'use_sim_time': False}
     assert params(policy) == {
         'model_path': 'models/policy/fr3_reach.pt', 'robot': 'config/robot/fr3.yaml',
-        'gripper': True, 'command_interface': 'float64_array', 'start_enabled': True,
-        'use_sim_time': True}
+        'gripper': True, 'franka_ros2': 'v3', 'command_interface': 'float64_array',
+        'start_enabled': True, 'use_sim_time': True}
     for node in nodes:
         assert node.namespace == ''
         assert node.remappings == ()
@@ -104,6 +104,18 @@ def test_gripper_false_takes_the_hand_off_the_simulators_and_the_policy(profile:
     simulator = nodes['sim' if profile == 'sim' else 'standin']
     assert params(simulator)['gripper'] is False and params(nodes['policy'])['gripper'] is False
     assert params(by_name(build_graph(profile))['policy'])['gripper'] is True
+
+
+@pytest.mark.parametrize('profile', ['sim', 'real_robot'])
+def test_one_franka_ros2_release_for_every_node_that_talks_to_the_arm(profile: str) -> None:
+    """franka_ros2:=v2: the simulator (or stand-in) serves it, the policy uses its names."""
+    values = {'franka_ros2': 'v2'} | ({'standin': 'true'} if profile == 'real_robot' else {})
+    nodes = by_name(build_graph(profile, values))
+    simulator = nodes['sim' if profile == 'sim' else 'standin']
+    assert params(simulator)['franka_ros2'] == params(nodes['policy'])['franka_ros2'] == 'v2'
+    with pytest.raises(GraphError, match="bad value 'v9' for franka_ros2; choose one of v3, "
+                                         'v2, v1'):
+        build_graph(profile, {'franka_ros2': 'v9'})
 
 
 def test_panda_runs_its_own_model_and_policy() -> None:
@@ -192,8 +204,8 @@ def test_real_robot_defaults_policy_disabled_and_recorder_on_franka_topics() -> 
     policy, recorder = nodes
     assert params(policy) == {
         'model_path': 'models/policy/fr3_reach.pt', 'robot': 'config/robot/fr3.yaml',
-        'gripper': True, 'command_interface': 'joint_trajectory', 'start_enabled': False,
-        'use_sim_time': False}
+        'gripper': True, 'franka_ros2': 'v3', 'command_interface': 'joint_trajectory',
+        'start_enabled': False, 'use_sim_time': False}
     assert params(recorder) == {'root': 'episodes', 'robot': 'fr3', 'robot_mode': 'real',
                                 'use_sim_time': False}
     for node in nodes:
@@ -222,7 +234,7 @@ def test_real_robot_excite_and_standin() -> None:
     assert standin.param_files == (str(resolve_resource('config/standin_robot.yaml')),)
     assert params(standin) == {'robot': 'config/robot/fr3.yaml', 'model': 'models/fr3/scene.xml',
                                'sim_params_file': 'config/sim_params/standin_hidden.yaml',
-                               'gripper': True, 'joint_state_rate': 1000.0,
+                               'gripper': True, 'franka_ros2': 'v3', 'joint_state_rate': 1000.0,
                                'publish_clock': False,
                                'use_sim_time': False}
     assert dict(standin.remappings)[TOPICS['joint_states'].name] == FRANKA_JOINT_STATES

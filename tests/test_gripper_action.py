@@ -2,7 +2,7 @@
 
 A real ``sim`` process over DDS. The arm is brought over the cube with FollowJointTrajectory
 goals (joint targets from a damped least-squares IK on the same model), then the probe
-drives the gripper through ``/fr3_gripper``'s actions, as a franka_ros2 user would.
+drives the gripper through ``/franka_gripper``'s actions, as a franka_ros2 user would.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from simops_core.robot_spec import load_robot_spec
 from simops_sim.physics import Physics
 
 SPEC = load_robot_spec('fr3')
-GRIPPER = '/fr3_gripper'
+GRIPPER = '/franka_gripper'
 CUBE = np.array([0.5, 0.0, 0.02])   # m, the scene's cube centre on the table
 TCP = np.array([0.0, 0.0, 0.1034])  # m, Franka's TCP in the hand frame (between the fingertips)
 
@@ -97,7 +97,7 @@ def test_grasp_the_cube_fail_on_nothing_move_and_stop(ros_probe: RosProbe,
     subscribe_states(ros_probe)
     ros_probe.subscribe(f'{GRIPPER}/joint_states', JointState, qos_profile_sensor_data)
     with start_sim(tmp_path) as sim:
-        assert wait_until(lambda: 'fr3_gripper' in ros_probe.node.get_node_names(), 20)
+        assert wait_until(lambda: 'franka_gripper' in ros_probe.node.get_node_names(), 20)
         arm = Client(ros_probe, FollowJointTrajectory, ACTION)
         grasp = Client(ros_probe, Grasp, f'{GRIPPER}/grasp')
         move = Client(ros_probe, Move, f'{GRIPPER}/move')
@@ -158,7 +158,7 @@ def test_an_arm_without_a_hand_has_no_gripper_node(ros_probe: RosProbe, tmp_path
         assert wait_until(lambda: {'sim', 'action_server'}
                           <= set(ros_probe.node.get_node_names()), 20)
         time.sleep(1.0)   # the gripper node is made before physics starts publishing
-        assert 'fr3_gripper' not in ros_probe.node.get_node_names()
+        assert 'franka_gripper' not in ros_probe.node.get_node_names()
         assert sim.proc.poll() is None
         assert sim.stop() == 0, sim.output
 
@@ -169,7 +169,7 @@ def test_the_companions_follow_the_simulators_namespace(ros_probe: RosProbe,
     recovery serve under /lab, as franka_ros2 puts them in the arm's namespace."""
     with NodeProcess.ros2_run('simops_sim', 'sim', '--ros-args', '-r', '__ns:=/lab',
                               log_path=tmp_path / 'sim.log') as sim:
-        expected = {('fr3_gripper', '/lab'), ('action_server', '/lab'), ('sim', '/lab')}
+        expected = {('franka_gripper', '/lab'), ('action_server', '/lab'), ('sim', '/lab')}
         assert wait_until(lambda: expected <= set(
             ros_probe.node.get_node_names_and_namespaces()), 20), \
             ros_probe.node.get_node_names_and_namespaces()

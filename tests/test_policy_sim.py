@@ -60,10 +60,10 @@ def test_both_command_interfaces_reach_the_simulator(ros_probe: RosProbe, tmp_pa
 def test_the_gripper_width_goes_to_franka_gripper_as_paced_goals(ros_probe: RosProbe,
                                                                   tmp_path: Path) -> None:
     """On joint_trajectory the arm goes on the controller's topic and the hand to
-    ``/fr3_gripper/gripper_action``: a policy closing the hand every period sends a few
+    ``/franka_gripper/gripper_action``: a policy closing the hand every period sends a few
     goals, not one per period."""
     model, _ = write_policy(tmp_path, [0.0] * 7 + [-1.0])   # hold the arm, close the hand
-    ros_probe.subscribe('/fr3_gripper/joint_states', JointState, qos_profile_sensor_data)
+    ros_probe.subscribe('/franka_gripper/joint_states', JointState, qos_profile_sensor_data)
     watch(ros_probe)
     with NodeProcess.ros2_run('simops_sim', 'sim', log_path=tmp_path / 'sim.log') as sim, \
             NodeProcess.ros2_run('simops_policy', 'policy', '--ros-args',
@@ -73,14 +73,14 @@ def test_the_gripper_width_goes_to_franka_gripper_as_paced_goals(ros_probe: RosP
                                  '-p', 'use_sim_time:=true',
                                  log_path=tmp_path / 'policy.log') as node:
         wait_state(ros_probe, node, 'RUNNING', timeout=30)
-        closed = wait_until(lambda: ros_probe.messages('/fr3_gripper/joint_states') and sum(
-            ros_probe.messages('/fr3_gripper/joint_states')[-1].position) < 0.005, 15)
+        closed = wait_until(lambda: ros_probe.messages('/franka_gripper/joint_states') and sum(
+            ros_probe.messages('/franka_gripper/joint_states')[-1].position) < 0.005, 15)
         time.sleep(1.0)
         assert node.stop() == 0, node.output
         assert sim.stop() == 0, sim.output
-    assert closed, ros_probe.messages('/fr3_gripper/joint_states')[-1:]
-    assert 'gripper widths go as goals to /fr3_gripper/gripper_action' in node.output
+    assert closed, ros_probe.messages('/franka_gripper/joint_states')[-1:]
+    assert 'gripper widths go as goals to /franka_gripper/gripper_action' in node.output
     # Closing 8 cm at the policy's 0.1 m/s is 16 commands; the hand got one goal per free
     # moment (the first closes it fully: franka_gripper grasps), none while it ran.
-    goals = re.findall(r'\[fr3_gripper\]: goal: ', sim.output)   # the gripper logs each one
+    goals = re.findall(r'\[franka_gripper\]: goal: ', sim.output)   # the gripper logs each one
     assert 1 <= len(goals) <= 4, sim.output[-3000:]

@@ -2,9 +2,9 @@
 
 A real ``sim`` process. A step command beyond the velocity limit stops the arm: it holds,
 ``/diagnostics`` and franka_robot_state_broadcaster's ``robot_state`` report the error,
-commands on the topics and FollowJointTrajectory goals are refused until
-``/action_server/error_recovery``; then the arm moves again. A goal that drives the hand
-onto the table ends in the collision reflex and is aborted.
+commands on the topics and FollowJointTrajectory goals are refused until franka_hardware's
+recovery procedure (:class:`sim_helpers.Recovery`); then the arm moves again. A goal that
+drives the hand onto the table ends in the collision reflex and is aborted.
 """
 
 from __future__ import annotations
@@ -113,8 +113,9 @@ def test_a_step_beyond_the_velocity_limit_stops_the_arm_until_error_recovery(
         log = node.output
         assert node.stop() == 0, log
     assert 'protective stop (joint_velocity_violation)' in log
-    assert 'ignored a command: the arm is in a protective stop' in log
-    assert 'call /action_server/error_recovery first' in log
+    # franka_ros2 v3 (the default): the hardware component is unconfigured until recovery
+    assert 'the hardware component is unconfigured after an error; recover' in log
+    assert 'rejected a FollowJointTrajectory goal: the hardware component is unconfigured' in log
     assert 'error recovery: cleared the protective stop' in log
 
 

@@ -150,11 +150,14 @@ def test_step_is_tracked_reset_returns_home_and_pause_stops_time(ros_probe: RosP
 def test_joint_trajectory_moves_along_the_interpolated_path(ros_probe: RosProbe,
                                                             tmp_path: Path) -> None:
     states = subscribe_states(ros_probe)
-    names = ['fr3_joint4', 'fr3_joint1']  # a subset, not in spec order
+    # Every joint (JTC refuses partial trajectories), not in spec order; 4 and 1 move.
+    names = ['fr3_joint4', 'fr3_joint1', 'fr3_joint2', 'fr3_joint3', 'fr3_joint5',
+             'fr3_joint6', 'fr3_joint7']
+    rest = [float(SPEC.home[i]) for i in (1, 2, 4, 5, 6)]
     # The first point is due at the stamp, so the path does not depend on when the message
     # arrives (it is reached from the target at arrival, JTC's rule: here the same point).
-    points = [(0.0, [SPEC.home[3], SPEC.home[0]]), (1.0, [SPEC.home[3] + 0.3, 0.3]),
-              (2.0, [SPEC.home[3], 0.6])]
+    points = [(0.0, [SPEC.home[3], SPEC.home[0], *rest]),
+              (1.0, [SPEC.home[3] + 0.3, 0.3, *rest]), (2.0, [SPEC.home[3], 0.6, *rest])]
     with start_sim(tmp_path) as node:
         ros_probe.wait_for_messages(states, timeout=30)
         pub = ros_probe.publisher(topic('joint_trajectory').name, JointTrajectory,
@@ -283,8 +286,11 @@ def test_without_clock_stamps_are_system_time_and_start_trajectories(ros_probe: 
                                   qos('joint_trajectory'))
         assert wait_until(lambda: pub.get_subscription_count() > 0, timeout=20)
         time.sleep(0.3)
-        sim_time_stamped = JointTrajectory(joint_names=['fr3_joint1'], points=[
-            JointTrajectoryPoint(positions=[SPEC.home[0] - 0.3])])
+        def joint1_at(offset: float) -> list[float]:   # every joint named, as JTC wants
+            return (SPEC.home + np.eye(7)[0] * offset).tolist()
+
+        sim_time_stamped = JointTrajectory(joint_names=list(SPEC.arm_joints), points=[
+            JointTrajectoryPoint(positions=joint1_at(-0.3))])
         sim_time_stamped.points[0].time_from_start.sec = 1
         sim_time_stamped.header.stamp.sec = 5
         pub.publish(sim_time_stamped)
@@ -292,8 +298,8 @@ def test_without_clock_stamps_are_system_time_and_start_trajectories(ros_probe: 
             node.output
         assert 'stamp with system time' in node.output
         start = round(time.time() + 0.5, 3)
-        msg = JointTrajectory(joint_names=['fr3_joint1'],
-                              points=[JointTrajectoryPoint(positions=[SPEC.home[0] + 0.3])])
+        msg = JointTrajectory(joint_names=list(SPEC.arm_joints),
+                              points=[JointTrajectoryPoint(positions=joint1_at(0.3))])
         msg.points[0].time_from_start.sec = 1
         msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(round(start * 1e9),
                                                                 1_000_000_000)

@@ -19,6 +19,11 @@ def test_defaults_match_the_real_arm_stack() -> None:
     assert topics['joint_trajectory'].type == 'trajectory_msgs/msg/JointTrajectory'
     assert topics['clock'].qos.reliability == 'best_effort'
     assert topics['estop'].qos.durability == 'transient_local'
+    # franka_robot_state_broadcaster publishes robot_state reliable; subscribers take it best
+    # effort, which also hears the convenience topics' best-effort publishers (v2.4+/v3.3+).
+    assert topics['robot_state'].qos.reliability == 'reliable'
+    assert topics['robot_state'].subscribe_qos.reliability == 'best_effort'
+    assert topics['joint_states'].subscribe_qos == topics['joint_states'].qos
 
 
 def test_every_type_is_importable() -> None:
@@ -31,6 +36,7 @@ def test_every_type_is_importable() -> None:
 
 @pytest.mark.parametrize(('mutate', 'message'), [
     (lambda t: t['topics']['clock'].update(qos='nope'), 'unknown qos'),
+    (lambda t: t['topics']['clock'].update(subscribe='nope'), 'subscribes with unknown qos'),
     (lambda t: t['qos']['state'].update(depth=0), 'depth'),
     (lambda t: t['qos']['state'].update(reliability='sometimes'), 'reliability'),
     (lambda t: t['topics']['clock'].update(type='Clock'), 'pkg/msg/Name'),

@@ -48,6 +48,7 @@ setup(
         'console_scripts': [
             'simops-demo = simops_bringup.demo.cli:main',
             'simops-launch = simops_bringup.runner:main',
+            'simops-recover = simops_bringup.recover:main',
         ],
     },
 )

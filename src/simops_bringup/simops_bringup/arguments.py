@@ -10,6 +10,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from simops_core.franka_ros2 import FrankaReleaseError, release_names
 from simops_core.paths import resolve_resource
 
 PROFILES = ('sim', 'real_robot')
@@ -40,6 +41,14 @@ class Argument:
     choices: tuple[str, ...] = ()
 
 
+def franka_releases() -> tuple[str, ...]:
+    """The franka_ros2 releases of config/franka_ros2.yaml, the newest first."""
+    try:
+        return release_names()
+    except FrankaReleaseError as exc:
+        raise GraphError(f'{exc}; restore config/franka_ros2.yaml') from None
+
+
 def robot_names() -> tuple[str, ...]:
     """Robots with a spec in ``config/robot``: the allowed values of ``robot``."""
     return tuple(sorted(p.stem for p in resolve_resource('config/robot').glob('*.yaml')))
@@ -56,7 +65,12 @@ def declare_arguments(profile: str, command_interface: str) -> tuple[Argument, .
     args = [Argument('robot', 'fr3', "robot spec, config/robot/<robot>.yaml (franka_ros2's "
                      'arm_id)', robot_names()),
             Argument('gripper', 'true', 'the arm carries its Franka Hand: franka_gripper runs '
-                     'and the policy commands it (franka_bringup\'s load_gripper)', BOOL)]
+                     'and the policy commands it (franka_bringup\'s load_gripper)', BOOL),
+            Argument('franka_ros2', (releases := franka_releases())[0], 'the franka_ros2 '
+                     'release of the arm (config/franka_ros2.yaml): v3 (Jazzy), v2 (Humble), '
+                     'v1 (before v2.0); its gripper node name, controller manager and error '
+                     'recovery' + (' for the nodes that drive the arm' if real else
+                                   ' the simulator serves'), releases)]
     if not real:
         args += [
             Argument('layout', 'single', 'single: one arm; fr3_duo: two FR3s in one world '

@@ -135,6 +135,7 @@ class _Nodes:
     def policy(self, args: dict[str, str], flags: dict[str, bool]) -> NodeSpec:
         return self('simops_policy', 'policy', 'policy', {
             'model_path': args['policy'], 'robot': _spec(args), 'gripper': flags['gripper'],
+            'franka_ros2': args['franka_ros2'],
             'command_interface': args['command_interface'],
             'start_enabled': flags['start_enabled'], 'use_sim_time': flags['use_sim_time']})
 
@@ -159,6 +160,7 @@ def _sim_graph(nodes: _Nodes, arms: Sequence[_Nodes], args: dict[str, str],
         **({} if arms else _joint_map(args['robot'], args['model'])),
         **({'sim_params_file': args['sim_params']} if args['sim_params'] else {}),
         'sync_mode': args['sync_mode'], 'viewer': flags['viewer'], 'gripper': flags['gripper'],
+        'franka_ros2': args['franka_ros2'],
         **({'arms': LAYOUTS[args['layout']]} if arms else {}),
         **({'cameras': SIM_CAMERAS} if flags['cameras'] and not arms else {}),
         'publish_clock': sim_time, 'use_sim_time': False})
@@ -186,6 +188,7 @@ def _real_robot_graph(nodes: _Nodes, args: dict[str, str], flags: dict[str, bool
             'robot': _spec(args), 'model': (model := robot_model(args['robot'])),
             **_joint_map(args['robot'], model),
             'sim_params_file': standin_truth(args['robot']), 'gripper': flags['gripper'],
+            'franka_ros2': args['franka_ros2'],
             'joint_state_rate': arm.joint_state_rate,
             'publish_clock': flags['use_sim_time'], 'use_sim_time': False},
             files=[_resource(STANDIN_PARAMS)]))

@@ -41,12 +41,17 @@ class QosSpec:
 
 @dataclass(frozen=True)
 class TopicSpec:
-    """A topic's default name, its ROS 2 message type (``pkg/msg/Name``) and its QoS."""
+    """A topic's default name, its ROS 2 message type (``pkg/msg/Name``) and its QoS.
+
+    ``qos`` is the publishers'; ``subscribe_qos`` the subscribers' (the same unless the file
+    gives a topic ``subscribe: <profile>``, e.g. best effort to hear any publisher).
+    """
 
     key: str
     name: str
     type: str
     qos: QosSpec
+    subscribe_qos: QosSpec
 
 
 def load_topics(path: str | Path = TOPICS_FILE) -> dict[str, TopicSpec]:
@@ -61,7 +66,12 @@ def load_topics(path: str | Path = TOPICS_FILE) -> dict[str, TopicSpec]:
             raise TopicConfigError(f'{file}: topic {key!r} uses unknown qos {value["qos"]!r}')
         if value['type'].count('/') != 2:
             raise TopicConfigError(f'{file}: topic {key!r} type must be pkg/msg/Name')
-        topics[key] = TopicSpec(key, value['name'], value['type'], profiles[value['qos']])
+        subscribe = value.get('subscribe', value['qos'])
+        if subscribe not in profiles:
+            raise TopicConfigError(f'{file}: topic {key!r} subscribes with unknown qos '
+                                   f'{subscribe!r}')
+        topics[key] = TopicSpec(key, value['name'], value['type'], profiles[value['qos']],
+                                profiles[subscribe])
     return topics
 
 

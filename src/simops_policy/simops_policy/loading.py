@@ -1,6 +1,7 @@
 """Everything a policy node loads before its first tick, checked (no rclpy).
 
-The robot spec, the topics, the policy card and model, and the :class:`PolicyStep` they
+The robot spec, the topics, the franka_ros2 release whose names the node uses, the policy
+card and model, and the :class:`PolicyStep` they
 make, from the node's settings (``config/parameters/policy.yaml``). Every problem is a
 :class:`~simops_core.command_line.ConfigError` that says how to fix it.
 """
@@ -13,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from simops_core import safety
 from simops_core.command_line import ConfigError
+from simops_core.franka_ros2 import FrankaRelease, franka_release
 from simops_core.paths import resolve_resource
 from simops_core.policy_card import CardError, PolicyCard, load_policy_card
 from simops_core.policy_step import PolicyStep, StepSettings
@@ -29,6 +31,7 @@ class Deployment:
 
     spec: RobotSpec
     topics: dict[str, TopicSpec]
+    release: FrankaRelease
     card: PolicyCard
     model: PolicyModel
     step: PolicyStep
@@ -46,6 +49,7 @@ def load_deployment(settings: Any) -> Deployment:
     try:
         spec = load_robot_spec(settings.robot)
         topics = load_topics()
+        release = franka_release(settings.franka_ros2)
     except SpecError as exc:
         raise ConfigError(f'{exc}; fix the robot spec or the robot parameter') from None
     except TopicConfigError as exc:
@@ -77,7 +81,7 @@ def load_deployment(settings: Any) -> Deployment:
         step = PolicyStep(card, spec, step_settings)
     except safety.SafetyConfigError as exc:
         raise ConfigError(f'{exc}; fix the parameter') from None
-    return Deployment(spec, topics, card, model, step)
+    return Deployment(spec, topics, release, card, model, step)
 
 
 def _resolve(parameter: str, path: str) -> Path:

@@ -32,7 +32,6 @@ from simops_ros.arming import ModeReport, attach_motion_controls
 from simops_ros.control_thread import raise_thread_priority, run_periodic
 from simops_ros.declarations import declare_schema
 from simops_ros.diagnostics import diagnostic_array, status_name
-from simops_ros.gripper_goals import gripper_action
 from simops_ros.point_commands import ArmCommandPublisher
 from simops_ros.polled import Polled, PolledGroup, never_called
 from simops_ros.qos import qos_profile
@@ -69,8 +68,8 @@ class PolicyNode(Node):
         self.rate, self.period = s.control_rate, 1.0 / s.control_rate
         loaded = load_deployment(s)
         self.spec, self.topics, self.card = loaded.spec, loaded.topics, loaded.card
-        self.hand = (gripper_action(self.spec.name) if self.card.action.gripper and s.gripper
-                     else None)   # franka_gripper's action, when the hand is commanded
+        self.hand = (loaded.release.gripper_action(self.spec.name) if self.card.action.gripper
+                     and s.gripper else None)   # franka_gripper's action, when commanded
         self.model, self.step, self.summary = loaded.model, loaded.step, loaded.summary()
         self.supervisor = MotionSupervisor(s.start_enabled, s.ramp_time)
         self.inputs = PolicyInputs(self.step)

@@ -20,7 +20,7 @@ from simops_core.policy_card import ImageTerm
 from simops_core.topics import TopicSpec, load_qos
 from simops_policy.inputs import PolicyInputs
 from simops_ros.polled import Polled, never_called
-from simops_ros.qos import qos_from_spec, qos_profile
+from simops_ros.qos import qos_from_spec, subscription_qos
 
 
 class SceneFeeds:
@@ -34,7 +34,7 @@ class SceneFeeds:
         self.object_topic = topics['object_pose'].name
         self.have_object = False
         self._object = Polled(node.create_subscription(
-            PoseStamped, self.object_topic, never_called, qos_profile(topics['object_pose']),
+            PoseStamped, self.object_topic, never_called, subscription_qos(topics['object_pose']),
             raw=True, callback_group=group))
         self._images = [Polled(node.create_subscription(Image, term.topic, never_called,
                                                         image_qos, raw=True,

@@ -32,7 +32,7 @@ from simops_recorder.episode_bags import RecordedTopic, episode_bags
 from simops_recorder.offers import latched, message_class, recording_qos, stored_topic
 from simops_recorder.recorded_topics import default_topics, topic_config
 from simops_ros.declarations import declare_schema
-from simops_ros.qos import qos_profile
+from simops_ros.qos import subscription_qos
 from simops_ros.scaffold import run_node
 from simops_ros.spinning import spin_once
 
@@ -77,7 +77,7 @@ class Recorder(Node):
         if p.mode == 'auto':
             state = topics['policy_state']
             self.create_subscription(String, state.name, self._on_policy_state,
-                                     qos_profile(state))
+                                     subscription_qos(state))
             self.create_timer(AUTO_POLL_PERIOD, self._poll_auto)
         # Raw subscriptions live on a node that no executor spins; _drain takes from them. It
         # ignores the command line's remappings, so a renamed recorder keeps one node name.

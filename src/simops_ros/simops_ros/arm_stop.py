@@ -17,7 +17,7 @@ from rclpy.node import Node
 from simops_core.motion_supervisor import MotionSupervisor
 from simops_core.topics import TopicSpec
 from simops_ros.polled import Polled, PolledGroup, never_called
-from simops_ros.qos import qos_profile
+from simops_ros.qos import subscription_qos
 
 ERROR_FLAGS = tuple(Errors.get_fields_and_field_types())
 
@@ -28,7 +28,8 @@ def stop_reason(state: FrankaRobotState) -> str:
         return ''
     errors = [name for name in ERROR_FLAGS if getattr(state.current_errors, name)]
     return (f'the arm stopped itself (protective stop: {", ".join(errors) or "reflex"}); '
-            'recover it (/action_server/error_recovery), then call ~/enable')
+            'recover it (simops-recover: franka_hardware\'s recovery steps), then call '
+            '~/enable')
 
 
 class ArmStop:
@@ -36,7 +37,7 @@ class ArmStop:
 
     def __init__(self, node: Node, topic: TopicSpec, supervisor: MotionSupervisor) -> None:
         self._polled = Polled(node.create_subscription(
-            FrankaRobotState, topic.name, never_called, qos_profile(topic), raw=True,
+            FrankaRobotState, topic.name, never_called, subscription_qos(topic), raw=True,
             callback_group=PolledGroup()))
         self._supervisor = supervisor
         self.reason = ''

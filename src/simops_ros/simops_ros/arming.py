@@ -18,7 +18,7 @@ from std_srvs.srv import SetBool
 from simops_core.motion_supervisor import Mode, MotionSupervisor
 from simops_core.topics import TopicSpec
 from simops_ros.arm_stop import ArmStop
-from simops_ros.qos import qos_profile
+from simops_ros.qos import subscription_qos
 
 
 def attach_motion_controls(node: Node, supervisor: MotionSupervisor, lock: threading.Lock,
@@ -44,7 +44,7 @@ def attach_motion_controls(node: Node, supervisor: MotionSupervisor, lock: threa
         logger.info(f'~/enable {request.data}: {response.message}')
         return response
 
-    node.create_subscription(Bool, estop.name, on_estop, qos_profile(estop))
+    node.create_subscription(Bool, estop.name, on_estop, subscription_qos(estop))
     node.create_service(SetBool, '~/enable', on_enable)
     return ArmStop(node, topics['robot_state'], supervisor)
 

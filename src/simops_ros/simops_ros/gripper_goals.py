@@ -2,7 +2,8 @@
 
 On a real arm the Franka Hand is not on the arm controller's topic: franka_gripper serves
 it through actions. :class:`GripperGoals` turns the width a policy commands every control
-period into control_msgs ``GripperCommand`` goals on ``/<robot>_gripper/gripper_action``
+period into control_msgs ``GripperCommand`` goals on franka_gripper's ``gripper_action`` (its node
+name is the franka_ros2 release's: :meth:`simops_core.franka_ros2.FrankaRelease.gripper_action`)
 (franka_gripper moves when the width opens the hand and grasps when it closes it): a goal
 only when the width has moved more than :data:`HYSTERESIS` from the last one sent, and never
 while the previous goal is still running, so the gripper is not flooded with goals it
@@ -23,16 +24,6 @@ from rclpy.node import Node
 HYSTERESIS = 0.01     # m between the last width sent and a width worth a new goal
 GRASP_EFFORT = 20.0   # N, max_effort of the goals (franka_gripper's grasp force)
 SEND_PERIOD = 0.05    # s between looks at the newest width (the policy's 20 Hz)
-
-
-def gripper_node(robot: str) -> str:
-    """The name of franka_gripper's node for ``robot`` (``fr3``, ``panda``): ``fr3_gripper``."""
-    return f'{robot}_gripper'
-
-
-def gripper_action(robot: str) -> str:
-    """franka_gripper's GripperCommand action of ``robot``, relative to the node's namespace."""
-    return f'{gripper_node(robot)}/gripper_action'
 
 
 class GripperGoals:

@@ -12,6 +12,11 @@ def qos_profile(topic: TopicSpec) -> QoSProfile:
     return qos_from_spec(topic.qos)
 
 
+def subscription_qos(topic: TopicSpec) -> QoSProfile:
+    """The QoS a subscription to ``topic`` uses (its ``subscribe`` profile, or its own)."""
+    return qos_from_spec(topic.subscribe_qos)
+
+
 def qos_from_spec(qos: QosSpec) -> QoSProfile:
     """A QoS profile of the topics file as an rclpy profile."""
     return QoSProfile(**qos.as_profile_kwargs())

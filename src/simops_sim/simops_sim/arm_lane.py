@@ -17,6 +17,10 @@ is the arm's own:
 - protective stops (:mod:`simops_sim.reflexes`): a command beyond the velocity limits, or a
   measured state beyond the arm's limits, stops the arm; it holds, commands are refused and
   diagnostics report an error until :meth:`ArmLane.recover` (franka_msgs' ErrorRecovery);
+- with :attr:`ArmLane.control` set (the simulator node serves a controller manager), the
+  states of the hardware component and the arm's controller
+  (:mod:`simops_sim.controller_states`): commands are refused unless both are active, a stop
+  moves them as the chosen franka_ros2 release does, and recovery follows its steps;
 - the arm's :class:`Frame` after each step, and its :class:`FollowState` for the action
   servers, the gripper's and the recovery's.
 
@@ -33,6 +37,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from simops_sim.controller_states import ACTIVE, ControllerStates
 from simops_sim.joint_commands import ArmCommand
 from simops_sim.physics import Physics
 from simops_sim.reflexes import ProtectiveStop
@@ -62,7 +67,10 @@ class FollowState:
     ``desired_q`` (7,) rad and ``desired_qd`` (7,) rad/s, the controller's targets;
     ``actual_q``, ``actual_qd``, ``actual_effort`` (N*m) the measured joints (sensor bias
     included, as published, without noise); ``contact`` (7,) N*m, the joint torques the
-    contacts apply (what the collision reflex checks).
+    contacts apply (what the collision reflex checks); ``refusal``, why the controller
+    manager lets no command through ('' when it does); ``plan``, the sim start time (s) and
+    the points' times (K,) s of the trajectory the arm follows, None while it holds (after
+    a cancel, a reset or a stop).
     """
 
     time: float
@@ -77,6 +85,8 @@ class FollowState:
     actual_qd: np.ndarray
     actual_effort: np.ndarray
     contact: np.ndarray
+    refusal: str = ''
+    plan: tuple[float, np.ndarray] | None = None
 
 
 @dataclass
@@ -120,6 +130,9 @@ class ArmLane:
         self._streamed_at: float | None = None
         self._streamed = np.zeros(0)   # (7,) rad, the last applied streamed target
         self._last_command = 0.0
+        self._plan: tuple[float, np.ndarray] | None = None   # see FollowState.plan
+        # The controller manager's states, when the node serves one (None: always commandable).
+        self.control: ControllerStates | None = None
 
     # --- from the executor thread ----------------------------------------------------------
 
@@ -154,7 +167,44 @@ class ArmLane:
         physics.contact_torque(contact)
         return FollowState(physics.time, self._stepper.stamp_at(physics.time),
                            self._applied, self._rejected, physics.stop, self._last_stop,
-                           desired_q, desired_qd, *joints[:, :arm].copy(), contact)
+                           desired_q, desired_qd, *joints[:, :arm].copy(), contact,
+                           self._refusal(), self._plan)
+
+    def _refusal(self) -> str:
+        return '' if self.control is None else self.control.refusal()
+
+    def refusal(self) -> str:
+        """Why the controller manager lets no command through now ('' when it does)."""
+        with self.lock:
+            return self._refusal()
+
+    def set_hardware(self, target: str) -> tuple[str, str]:
+        """Move the hardware component to ``target``: (why not or '', its state now).
+
+        Needs :attr:`control`. Re-activated, the arm holds where it stopped.
+        """
+        with self.lock:
+            assert self.control is not None
+            problem = self.control.set_hardware(target, self.physics.stop is None)
+            if not problem and target != ACTIVE:
+                self._hold()
+            return problem, self.control.hardware
+
+    def switch(self, activate: list[str], deactivate: list[str], strictness: int
+               ) -> tuple[bool, str]:
+        """``switch_controller`` (needs :attr:`control`); a deactivated arm controller holds."""
+        with self.lock:
+            assert self.control is not None
+            before = self.control.refusal()
+            ok, message = self.control.switch(activate, deactivate, strictness)
+            if self.control.refusal() and not before:
+                self._hold()
+            return ok, message
+
+    def sim_time(self) -> float:
+        """The arm's sim time (s) now."""
+        with self.lock:
+            return self.physics.time
 
     def stopped(self) -> ProtectiveStop | None:
         """The protective stop in force, or None."""
@@ -191,10 +241,13 @@ class ArmLane:
     def hold(self) -> None:
         """Hold the arm where it is now, dropping queued commands (a cancel)."""
         with self.lock:
-            self.physics.hold()
-            self._inbox.clear()
-            self._streaming, self._streamed_at = False, None
-            self._pass_queued()
+            self._hold()
+
+    def _hold(self) -> None:
+        self.physics.hold()
+        self._inbox.clear()
+        self._streaming, self._streamed_at = False, None
+        self._pass_queued()
 
     def _pass_queued(self) -> None:
         """Mark every command submitted so far as replaced (a hold or a reset).
@@ -204,6 +257,7 @@ class ArmLane:
         """
         self._submitted += 1
         self._applied = self._submitted
+        self._plan = None
 
     def on_sim_clock(self, goal: TrajectoryGoal) -> TrajectoryGoal:
         """``goal`` with its ``header.stamp`` start moved onto sim time.
@@ -290,6 +344,8 @@ class ArmLane:
             self._streamed_at = None
             self._inbox.clear()
             self._pass_queued()
+            if self.control is not None:   # a new world: its stop ended, everything runs
+                self.control.restart()
 
     def frame(self, index: int, force: bool) -> Frame:
         """Copies of what is due at step ``index`` (everything when ``force``). Physics thread."""
@@ -316,6 +372,11 @@ class ArmLane:
 
     def _apply(self, arrival: float, number: int, command: ArmCommand | TrajectoryGoal) -> None:
         physics, timing = self.physics, self._stepper.timing
+        refusal = self._refusal()
+        if refusal:   # the controller went inactive while the command waited
+            self._stepper.counters.dropped_commands += 1
+            self._rejected = (number, refusal)
+            return
         now, current, before = physics.time, physics.arm_target, physics.stop
         streamed = isinstance(command, ArmCommand)
         if streamed:
@@ -357,6 +418,7 @@ class ArmLane:
                                       f'({counters.dropped_commands} refused so far)')
             return
         self._applied = number
+        self._plan = (plan.start, goal.times)
         self._last_command = now
         self._streaming = streamed
         self._streamed_at = arrival if streamed else None
@@ -369,6 +431,8 @@ class ArmLane:
         self._last_stop = stop
         self._stepper.counters.protective_stops += 1
         self._streaming = False
+        if self.control is not None:
+            self.control.on_error()
         self._warn('protective_stop', f'{stop.message()}; the arm holds and ignores commands '
                                       'until ErrorRecovery')
 

@@ -27,12 +27,14 @@ from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 from trajectory_msgs.msg import JointTrajectory
 
+from simops_core.franka_ros2 import FrankaRelease
 from simops_core.robot_spec import RobotSpec
 from simops_core.topics import TopicSpec
-from simops_ros.qos import qos_profile
+from simops_ros.qos import qos_profile, subscription_qos
 from simops_sim.arm_lane import ArmLane, Frame
 from simops_sim.companions import companion_nodes
 from simops_sim.follow_action import FollowJointTrajectoryServer
+from simops_sim.follow_goal import goal_problem
 from simops_sim.joint_commands import CommandError, check_command, parse_joint_command
 from simops_sim.robot_state import RobotStatePublisher
 from simops_sim.stepper import Warn
@@ -52,12 +54,12 @@ def arm_topics(topics: Mapping[str, TopicSpec], relative: bool) -> dict[str, Top
 class ArmPorts:
     """The arm ``arm`` (spec ``spec``) on ``node``, under ``topics`` (see :func:`arm_topics`).
 
-    ``companions`` are the nodes made beside ``node``, in its namespace; the owner spins and
-    destroys them.
+    ``companions`` are the nodes made beside ``node``, in its namespace, as franka_ros2
+    ``release`` runs them; the owner spins and destroys them.
     """
 
     def __init__(self, node: Node, arm: ArmLane, spec: RobotSpec,
-                 topics: Mapping[str, TopicSpec], warn: Warn) -> None:
+                 topics: Mapping[str, TopicSpec], warn: Warn, release: FrankaRelease) -> None:
         self._node, self._arm, self._spec, self._topics = node, arm, spec, topics
         self._warn = warn
 
@@ -70,10 +72,11 @@ class ArmPorts:
         for kind, key, callback in ((Float64MultiArray, 'joint_commands', self._on_command),
                                     (JointTrajectory, 'joint_trajectory', self._on_trajectory),
                                     (PoseStamped, 'goal_pose', self._on_goal)):
-            node.create_subscription(kind, topics[key].name, callback, qos_profile(topics[key]))
+            node.create_subscription(kind, topics[key].name, callback,
+                                     subscription_qos(topics[key]))
         FollowJointTrajectoryServer(node, arm, spec, topics['joint_trajectory'])
         self._robot_state = RobotStatePublisher(node, topics['robot_state'], spec)
-        self.companions = companion_nodes(arm, spec, node.get_namespace())
+        self.companions = companion_nodes(arm, spec, node.get_namespace(), release)
         self._wire_lock = threading.Lock()   # the encoders: physics thread and ~/reset
         self._state_wire = JointStateEncoder(spec.joint_names, spec.base_frame)
         self._pose_wire = PoseStampedEncoder(spec.base_frame)
@@ -90,6 +93,7 @@ class ArmPorts:
         try:
             command = parse_joint_command(msg.data, self._spec.arm_joints)
             check_command(command, self._spec)
+            self._check_controller()
         except CommandError as exc:
             self._reject('joint_commands', exc)
             return
@@ -100,10 +104,22 @@ class ArmPorts:
             goal = goal_from_message(msg, self._spec.arm_joints)
             check_goal(goal, self._spec)
             goal = self._arm.on_sim_clock(goal)
+            last = msg.points[-1].velocities   # JTC validates the topic as its goals
+            problem = goal_problem(goal, len(self._spec.arm_joints),
+                                   np.asarray(last) if len(last) else None,
+                                   self._arm.sim_time())
+            if problem:
+                raise CommandError(problem, 'malformed')
+            self._check_controller()
         except CommandError as exc:
             self._reject('joint_trajectory', exc)
             return
         self._arm.submit(goal)
+
+    def _check_controller(self) -> None:
+        refusal = self._arm.refusal()
+        if refusal:
+            raise CommandError(refusal, 'inactive')
 
     def _on_goal(self, msg: PoseStamped) -> None:
         p, o = msg.pose.position, msg.pose.orientation

@@ -5,9 +5,11 @@ as ros2_controllers' JointTrajectoryController serves it (the rules are in
 :mod:`simops_sim.follow_goal`): a goal JTC would reject is rejected with its reason in the
 log; an accepted goal runs through the same trajectory path as the topic, its feedback
 (desired, actual, error, point index) and outcome checked at :data:`MONITOR_RATE` (JTC's
-default ``action_monitor_rate``). A new goal aborts the running one with INVALID_GOAL, as
-does a command on the topics (its trajectory replaces the goal's); a cancel holds the arm
-where it is. A goal whose trajectory trips a protective stop (:mod:`simops_sim.reflexes`:
+default ``action_monitor_rate``). A new goal aborts the running one with INVALID_GOAL; a
+command on the topics replaces the goal's trajectory and the goal stays active, judged
+against the new trajectory (JTC's ``topic_callback`` and ``update``,
+joint_trajectory_controller.cpp:270-283 and :1385-1398, jazzy ed360c9); a cancel holds the
+arm where it is. A goal whose trajectory trips a protective stop (:mod:`simops_sim.reflexes`:
 faster than the joint velocity limits), or that runs when the arm stops itself, is aborted
 with INVALID_GOAL, as JTC aborts its goal when its hardware stops; while the arm is stopped
 new goals are rejected.
@@ -98,7 +100,8 @@ class FollowJointTrajectoryServer:
 
     def _on_goal(self, request: Any) -> GoalResponse:
         stop = self._arm.stopped()   # JTC rejects goals while it is not running
-        goal, problem = self._parse(request) if stop is None else (
+        refusal = self._arm.refusal()
+        goal, problem = (None, refusal) if refusal else self._parse(request) if stop is None else (
             None, f'the arm is in a {stop.message()}; call /action_server/error_recovery first')
         if goal is None:
             self._node.get_logger().error(f'rejected a FollowJointTrajectory goal: {problem}')
@@ -140,6 +143,9 @@ class FollowJointTrajectoryServer:
             self._arm.hold()
             self._finish(None, 'canceled')
             return
+        if state.refusal and state.stop is None:   # JTC's on_deactivate aborts its goal
+            self._finish(FollowResult.INVALID_GOAL, state.refusal)
+            return
         if state.rejected[0] == running.number:
             self._finish(FollowResult.INVALID_GOAL, f'the simulator refused the trajectory: '
                                                     f'{state.rejected[1]}')
@@ -151,9 +157,13 @@ class FollowJointTrajectoryServer:
                                                     'stopped')
             return
         if state.applied > running.number:
-            self._finish(FollowResult.INVALID_GOAL, 'Current goal preempted by a command on '
-                                                    'the topics.')
-            return
+            if state.plan is None:   # a hold replaced it (a reset of the simulator)
+                self._finish(FollowResult.INVALID_GOAL, 'the simulator was reset')
+                return
+            # A command on the topics replaced the trajectory; as JTC, the goal stays active
+            # and is judged against the trajectory now followed.
+            running.number = state.applied
+            running.monitor = GoalMonitor(running.monitor.tolerances, *state.plan)
         error_q, error_qd = state.desired_q - state.actual_q, state.desired_qd - state.actual_qd
         running.handle.publish_feedback(self._feedback(state, running.monitor))
         outcome = running.monitor.check(state.time, error_q, error_qd)

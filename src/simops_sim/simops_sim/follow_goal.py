@@ -114,9 +114,12 @@ def goal_problem(goal: TrajectoryGoal, joint_count: int, end_velocity: np.ndarra
     """Why JTC would reject ``goal`` (on sim time ``now``, s), or None to accept it.
 
     The message checks of :func:`simops_sim.trajectory_plan.parse_trajectory` come first;
-    this adds JTC's: every one of the ``joint_count`` joints named, the last point's
-    velocities ``end_velocity`` (or None when it has none) zero, and a stamped goal not
-    ending in the past.
+    this adds JTC's ``validate_trajectory_msg`` (joint_trajectory_controller.cpp:1671-1760,
+    ros2_controllers jazzy ed360c9), which judges the action's goals and the topic's
+    trajectories alike with franka's ``allow_partial_joints_goal: false`` and Jazzy's
+    ``allow_nonzero_velocity_at_trajectory_end: false``: every one of the ``joint_count``
+    joints named, the last point's velocities ``end_velocity`` (or None when it has none)
+    zero, and a stamped trajectory not ending in the past.
     """
     if len(goal.joints) != joint_count:
         return (f'names {len(goal.joints)} of the controller\'s {joint_count} joints; a goal '

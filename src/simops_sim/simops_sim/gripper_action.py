@@ -1,8 +1,11 @@
-"""franka_gripper's interface on the simulator (ROS wiring only): node ``<robot>_gripper``.
+"""franka_gripper's interface on the simulator (ROS wiring only): node ``franka_gripper``.
 
-As franka_ros2's franka_gripper serves it: the actions ``~/homing``, ``~/move``, ``~/grasp``
-(franka_msgs) and ``~/gripper_action`` (control_msgs GripperCommand), the service ``~/stop``
-(std_srvs/Trigger) and the fingers' ``~/joint_states`` (sensor-data QoS). The motions and
+As franka_ros2's franka_gripper serves it, under the chosen release's node name
+(``franka_gripper`` from v2.0.0, ``<robot>_gripper`` before: config/franka_ros2.yaml): the
+actions ``~/homing``, ``~/move``, ``~/grasp`` (franka_msgs) and ``~/gripper_action``
+(control_msgs GripperCommand), the service ``~/stop`` (std_srvs/Trigger) and the fingers'
+``~/joint_states`` (reliable, depth 1: QoS ``gripper_state`` of config/topics.yaml) at the
+release's ``state_publish_rate``. The motions and
 their verdicts are :mod:`simops_sim.gripper_goal`'s; the fingers are the simulator's,
 driven through its :class:`~simops_sim.arm_lane.ArmLane`. One motion runs at a time: a new goal
 aborts the running one, a cancel or ``~/stop`` holds the fingers where they are.
@@ -21,13 +24,14 @@ from control_msgs.action import GripperCommand
 from franka_msgs.action import Grasp, Homing, Move
 from rclpy.action import ActionServer, CancelResponse
 from rclpy.node import Node
-from rclpy.qos import qos_profile_sensor_data
 from rclpy.task import Future
 from sensor_msgs.msg import JointState
 from std_srvs.srv import Trigger
 
+from simops_core.franka_ros2 import FrankaRelease
 from simops_core.robot_spec import RobotSpec
-from simops_ros.gripper_goals import gripper_node
+from simops_core.topics import load_qos
+from simops_ros.qos import qos_from_spec
 from simops_sim.arm_lane import ArmLane
 from simops_sim.follow_action import goal_key
 from simops_sim.gripper_goal import (
@@ -38,7 +42,6 @@ from simops_sim.gripper_goal import (
     task_problem,
 )
 
-STATE_RATE = 30.0          # Hz, franka_gripper's default state_publish_rate
 SAME_WIDTH = 1e-4          # m: a GripperCommand to the current width succeeds at once
 
 
@@ -51,8 +54,9 @@ class _Running:
 class GripperNode(Node):
     """The simulated Franka Hand's node, beside the simulator node in its process."""
 
-    def __init__(self, arm: ArmLane, spec: RobotSpec, namespace: str) -> None:
-        super().__init__(gripper_node(spec.name), namespace=namespace,
+    def __init__(self, arm: ArmLane, spec: RobotSpec, namespace: str,
+                 release: FrankaRelease) -> None:
+        super().__init__(release.gripper_node_name(spec.name), namespace=namespace,
                          use_global_arguments=False)
         self._arm, self._spec = arm, spec
         self._running: _Running | None = None
@@ -63,9 +67,9 @@ class GripperNode(Node):
                          cancel_callback=lambda _: CancelResponse.ACCEPT)
         self.create_service(Trigger, '~/stop', self._on_stop)
         self._states = self.create_publisher(JointState, '~/joint_states',
-                                             qos_profile_sensor_data)
+                                             qos_from_spec(load_qos('gripper_state')))
         self._results: dict[bytes, Future] = {}   # by goal id: set when the goal ends
-        self.create_timer(1.0 / STATE_RATE, self._tick)
+        self.create_timer(1.0 / release.gripper_state_rate, self._tick)
 
     def _task(self, handle: Any, opening: float) -> GripperTask | None:
         """The motion a goal asks for; None for a GripperCommand already at its width."""

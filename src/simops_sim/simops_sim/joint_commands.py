@@ -22,7 +22,8 @@ class CommandError(ValueError):
     """A command that must be rejected: the message names the problem, ``kind`` its class.
 
     Kinds: ``malformed`` (shape, names, timing), ``non_finite``, ``position_limits``,
-    ``velocity_limits``, ``gripper_limits``, ``clock`` (a stamp on another clock). The node
+    ``velocity_limits``, ``gripper_limits``, ``clock`` (a stamp on another clock),
+    ``inactive`` (the arm's controller or hardware component is not active). The node
     throttles its warnings per topic and kind, so one kind of fault cannot hide another.
     """
 

@@ -35,6 +35,7 @@ from rosgraph_msgs.msg import Clock
 from std_srvs.srv import SetBool, Trigger
 
 from simops_core.command_line import ConfigError
+from simops_core.franka_ros2 import franka_release
 from simops_core.robot_spec import SpecError, load_robot_spec
 from simops_core.sim_params import SimParams, SimParamsError, load_sim_params
 from simops_core.topics import TopicConfigError, load_topics
@@ -78,6 +79,7 @@ class SimNode(Node):
         s = self.settings
         try:
             self.spec, self.topics = load_robot_spec(s.robot), load_topics()
+            self.release = franka_release(s.franka_ros2)
             params = load_sim_params(s.sim_params_file) if s.sim_params_file else SimParams()
             params = params if s.gripper else replace(params, end_effector='none')
             prefixes = arm_prefixes(s.arms)
@@ -137,8 +139,8 @@ class SimNode(Node):
                             use_global_arguments=False)
                 self.arm_nodes.append(node)
                 warn = KindWarnings(node.get_logger())
-            self.ports[prefix] = ArmPorts(node, lane, self.spec,
-                                          arm_topics(self.topics, relative=bool(prefix)), warn)
+            self.ports[prefix] = ArmPorts(node, lane, self.spec, arm_topics(
+                self.topics, relative=bool(prefix)), warn, self.release)
         self.companions = [*self.arm_nodes, *(c for p in self.ports.values()
                                               for c in p.companions)]
         self._clock_wire, self._clock_arm = ClockEncoder(), next(iter(self.ports))

@@ -45,7 +45,7 @@ from simops_ros.arming import ModeReport, attach_motion_controls
 from simops_ros.declarations import declare_schema
 from simops_ros.point_commands import ArmCommandPublisher
 from simops_ros.polled import Polled, PolledGroup, never_called
-from simops_ros.qos import qos_profile
+from simops_ros.qos import subscription_qos
 from simops_ros.scaffold import run_node
 from simops_ros.spinning import spin_once
 from simops_sysid.excitation import ExcitationError, fourier_excitation
@@ -86,7 +86,7 @@ class ExciteNode(Node):
                                             self.spec.arm_joints, self.period, chained=True)
         state = topics['joint_states']
         self._joint_states = Polled(self.create_subscription(
-            JointState, state.name, never_called, qos_profile(state),
+            JointState, state.name, never_called, subscription_qos(state),
             raw=True, callback_group=PolledGroup()))
         self._columns: np.ndarray | None = None
         self._safety: safety.SafetyState | None = None

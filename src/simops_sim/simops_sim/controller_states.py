@@ -1,0 +1,140 @@
+"""The arm's controller manager as franka_ros2 runs it, for one simulated arm (no rclpy).
+
+On a real arm ros2_control's ``controller_manager`` holds the hardware component
+(``FrankaHardwareInterface``) and the controllers; whether the arm takes commands depends on
+both. :class:`ControllerStates` keeps that state for the chosen franka_ros2 release
+(:class:`~simops_core.franka_ros2.FrankaRelease`) and answers what the services would:
+
+- the hardware component is ``active`` at start. When the arm stops itself (a reflex), a
+  release with in-place recovery (v2.4+ / v3.3+) leaves it ``unconfigured``
+  (franka_hardware/doc/index.rst, "Behavior on Error"); Jazzy's controller manager also
+  deactivates the controllers that claim it, Humble's does not (ros2_control#2318);
+- ``set_hardware`` to ``active`` needs the robot error cleared first (error recovery) and,
+  where the controllers stay active on an error (Humble), the arm's controller deactivated:
+  the order of the recovery steps;
+- ``switch``: activating a controller needs an active hardware component; STRICT fails the
+  whole switch on an unknown name or a refused transition, BEST_EFFORT skips those and
+  fails only when nothing could be done (controller_manager_msgs/srv/SwitchController.srv);
+- the arm takes commands only while the hardware component and the arm's controller are
+  both active.
+
+The broadcasters (``joint_state_broadcaster``, ``franka_robot_state_broadcaster``) are
+listed and can be switched, but states keep coming in the simulator whatever their state.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from simops_core.franka_ros2 import ARM_CONTROLLER, FrankaRelease
+
+ACTIVE, INACTIVE, UNCONFIGURED = 'active', 'inactive', 'unconfigured'
+# lifecycle_msgs/msg/State ids of the states a component can be in.
+LIFECYCLE_IDS = {UNCONFIGURED: 1, INACTIVE: 2, ACTIVE: 3}
+BEST_EFFORT, STRICT = 1, 2   # SwitchController strictness (AUTO and FORCE_AUTO act as STRICT)
+
+
+@dataclass(frozen=True)
+class ControllerInfo:
+    """A controller as ``list_controllers`` shows it: name, class, claimed interfaces."""
+
+    name: str
+    type: str
+    command_interfaces: tuple[str, ...]
+    state_interfaces: tuple[str, ...]
+
+
+def franka_controllers(arm_joints: tuple[str, ...]) -> tuple[ControllerInfo, ...]:
+    """The controllers franka_ros2's MoveIt bringup loads for an arm of ``arm_joints``.
+
+    franka_fr3_moveit_config/config/fr3_ros_controllers.yaml (v2.5.0, v3.4.0): the arm's
+    JointTrajectoryController on the effort interface, plus the state broadcasters of
+    franka_bringup/config/controllers.yaml.
+    """
+    states = tuple(f'{j}/{kind}' for j in arm_joints for kind in ('position', 'velocity'))
+    return (
+        ControllerInfo(ARM_CONTROLLER, 'joint_trajectory_controller/JointTrajectoryController',
+                       tuple(f'{j}/effort' for j in arm_joints), states),
+        ControllerInfo('joint_state_broadcaster',
+                       'joint_state_broadcaster/JointStateBroadcaster', (), states),
+        ControllerInfo('franka_robot_state_broadcaster',
+                       'franka_robot_state_broadcaster/FrankaRobotStateBroadcaster', (), ()))
+
+
+class ControllerStates:
+    """The hardware component's and the controllers' states; see the module docstring."""
+
+    def __init__(self, release: FrankaRelease, controllers: tuple[ControllerInfo, ...]) -> None:
+        self.release = release
+        self.controllers = {c.name: c for c in controllers}
+        self.restart()
+
+    def restart(self) -> None:
+        """Everything active, as after bringup (and after the simulator's ``~/reset``)."""
+        self.states = dict.fromkeys(self.controllers, ACTIVE)
+        self.hardware = ACTIVE
+
+    def refusal(self) -> str:
+        """Why the arm takes no command now ('' when it takes them)."""
+        if self.hardware != ACTIVE:
+            steps = ', then '.join(self.release.recovery)
+            return (f'the hardware component is {self.hardware} after an error; recover '
+                    f'({steps}; franka_ros2 {self.release.name})')
+        if self.states.get(ARM_CONTROLLER) != ACTIVE:
+            return f'{ARM_CONTROLLER} is {self.states.get(ARM_CONTROLLER)}; activate it'
+        return ''
+
+    def on_error(self) -> None:
+        """The arm stopped itself: the hardware component (and perhaps controllers) stop."""
+        if not self.release.hardware_lifecycle:
+            return
+        self.hardware = UNCONFIGURED
+        if self.release.error_deactivates_controllers:
+            for name, info in self.controllers.items():
+                if self.states[name] == ACTIVE and info.command_interfaces:
+                    self.states[name] = INACTIVE
+
+    def set_hardware(self, target: str, error_cleared: bool) -> str:
+        """Move the hardware component to ``target``; '' when done, else why not.
+
+        ``error_cleared``: whether the robot has no error in force (error recovery ran).
+        """
+        if target not in LIFECYCLE_IDS:
+            return f'unknown target state {target!r}; use one of {", ".join(LIFECYCLE_IDS)}'
+        if target == self.hardware:
+            return ''
+        if target == ACTIVE:
+            if not error_cleared:
+                return 'the robot is still in its error; call the error recovery first'
+            claimed = [n for n, info in self.controllers.items()
+                       if info.command_interfaces and self.states[n] == ACTIVE]
+            if claimed and self.hardware == UNCONFIGURED:
+                return (f'{", ".join(claimed)} still active on a component in error; '
+                        'deactivate the controllers first (Humble: ros2_control#2318)')
+        else:
+            for name, info in self.controllers.items():
+                if info.command_interfaces and self.states[name] == ACTIVE:
+                    self.states[name] = INACTIVE
+        self.hardware = target
+        return ''
+
+    def switch(self, activate: list[str], deactivate: list[str], strictness: int
+               ) -> tuple[bool, str]:
+        """``switch_controller``: (ok, message), as the strictness judges it."""
+        problems, done = [], 0
+        moves = [(name, INACTIVE) for name in deactivate] + [(name, ACTIVE) for name in activate]
+        for name, target in moves:
+            if name not in self.controllers:
+                problems.append(f'controller {name!r} is not loaded')
+            elif target == ACTIVE and self.states[name] != ACTIVE and self.hardware != ACTIVE:
+                problems.append(f'cannot activate {name}: the hardware component is '
+                                f'{self.hardware}')
+        if problems and strictness != BEST_EFFORT:
+            return False, '; '.join(problems)
+        for name, target in moves:
+            if name in self.controllers and (target == INACTIVE or self.hardware == ACTIVE):
+                done += self.states[name] != target
+                self.states[name] = target
+        if problems and not done:
+            return False, '; '.join(problems)
+        return True, '; '.join(problems) or 'switched'

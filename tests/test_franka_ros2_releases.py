@@ -1,0 +1,233 @@
+"""The simulator serves what the chosen franka_ros2 release serves, over DDS.
+
+Real ``sim`` processes with ``franka_ros2:=v3|v2|v1`` (config/franka_ros2.yaml):
+
+- franka_gripper's node name (``franka_gripper`` from v2.0.0, ``fr3_gripper`` before), its
+  actions and ``~/stop``, and its ``~/joint_states`` reliable at depth 1 and the release's
+  rate;
+- franka_robot_state_broadcaster's ``robot_state``, heard by a best-effort subscriber;
+- the controller manager: a deactivated ``fr3_arm_controller`` takes no command and the arm
+  holds; after a reflex only the release's whole recovery procedure (``simops-recover``)
+  lets the arm move again, and on v3/v2 the recovery action alone does not.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from control_msgs.action import GripperCommand
+from controller_manager_msgs.srv import (
+    ListControllers,
+    ListHardwareComponents,
+    SetHardwareComponentState,
+    SwitchController,
+)
+from franka_msgs.action import ErrorRecovery, Grasp, Homing, Move
+from franka_msgs.msg import FrankaRobotState
+from lifecycle_msgs.msg import State
+from rclpy.action import get_action_names_and_types
+from rclpy.qos import QoSProfile, ReliabilityPolicy
+from ros_helpers import NodeProcess, RosProbe, installed_executable, wait_until
+from sensor_msgs.msg import JointState
+from sim_helpers import (
+    Recovery,
+    command_publisher,
+    measured,
+    smooth_goal,
+    start_sim,
+    subscribe_states,
+    trajectory_publisher,
+)
+from std_msgs.msg import Float64MultiArray
+from test_follow_action import Goal, client_for
+from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
+
+from simops_core.franka_ros2 import franka_release
+from simops_core.robot_spec import load_robot_spec
+from simops_core.topics import load_qos
+
+SPEC = load_robot_spec('fr3')
+ROBOT_STATE = '/franka_robot_state_broadcaster/robot_state'
+MANAGER = '/controller_manager'
+GRIPPER_SERVES = {'homing': Homing, 'move': Move, 'grasp': Grasp,
+                  'gripper_action': GripperCommand}
+
+
+def call(probe: RosProbe, kind: type, name: str, request: object) -> object:
+    """Call service ``name`` and return its response."""
+    with probe.paused():
+        client = probe.node.create_client(kind, name)
+    assert client.wait_for_service(timeout_sec=20), f'no service {name}'
+    future = client.call_async(request)
+    assert wait_until(future.done, 10), f'no answer from {name}'
+    return future.result()
+
+
+def arm_state(probe: RosProbe) -> tuple[str, str]:
+    """(fr3_arm_controller's state, the hardware component's state)."""
+    controllers = call(probe, ListControllers, f'{MANAGER}/list_controllers',
+                       ListControllers.Request()).controller
+    hardware = call(probe, ListHardwareComponents, f'{MANAGER}/list_hardware_components',
+                    ListHardwareComponents.Request()).component
+    return ({c.name: c.state for c in controllers}['fr3_arm_controller'],
+            hardware[0].state.label)
+
+
+def still(probe: RosProbe, seconds: float = 0.5) -> np.ndarray:
+    """The arm's position after ``seconds``, checked to be still (within 1 mrad)."""
+    _, before = measured(probe)
+    time.sleep(seconds)
+    _, after = measured(probe)
+    assert np.abs(after - before).max() < 1e-3, after - before
+    return after
+
+
+def stream(pub: object, target: np.ndarray, count: int = 10) -> None:
+    for _ in range(count):
+        pub.publish(Float64MultiArray(data=target.tolist()))
+        time.sleep(0.05)
+
+
+def trip_velocity_reflex(probe: RosProbe, pub: object, home: np.ndarray) -> None:
+    """A step of 0.5 rad in one 50 ms period (10 rad/s; the limit is 5.26): a reflex."""
+    step = home.copy()
+    step[4] += 0.5
+    pub.publish(Float64MultiArray(data=step.tolist()))
+    state = [None]
+
+    def reflex() -> bool:
+        messages = probe.messages(ROBOT_STATE)
+        state[0] = messages[-1] if messages else None
+        return bool(messages) and messages[-1].robot_mode == FrankaRobotState.ROBOT_MODE_REFLEX
+
+    assert wait_until(reflex, 5), state[0]
+
+
+@pytest.mark.parametrize(('release', 'node'), [('v3', 'franka_gripper'),
+                                               ('v1', 'fr3_gripper')])
+def test_each_release_serves_its_gripper_node(ros_probe: RosProbe, tmp_path: Path,
+                                              release: str, node: str) -> None:
+    """franka_gripper's actions, ``~/stop`` and reliable depth-1 ``~/joint_states`` at the
+    release's state_publish_rate, under its node name, and nothing under the other name."""
+    other = {'franka_gripper': 'fr3_gripper', 'fr3_gripper': 'franka_gripper'}[node]
+    reliable = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
+    ros_probe.subscribe(f'/{node}/joint_states', JointState, reliable)  # joint_state_publisher
+    with start_sim(tmp_path, f'franka_ros2:={release}') as sim:
+        expected = {f'/{node}/{name}': f'{kind.__module__.split(".")[0]}/action/'
+                    f'{kind.__name__}' for name, kind in GRIPPER_SERVES.items()}
+
+        def actions() -> dict[str, str]:
+            return {name: types[0] for name, types in get_action_names_and_types(ros_probe.node)}
+
+        assert wait_until(lambda: expected.items() <= actions().items(), 20), actions()
+        assert not [name for name in actions() if name.startswith(f'/{other}/')]
+        services = dict(ros_probe.node.get_service_names_and_types())
+        assert services.get(f'/{node}/stop') == ['std_srvs/srv/Trigger']
+        first = len(ros_probe.wait_for_messages(f'/{node}/joint_states', timeout=20))
+        time.sleep(4.0)
+        rate = (len(ros_probe.messages(f'/{node}/joint_states')) - first) / 4.0
+        wanted = franka_release(release).gripper_state_rate
+        assert abs(rate - wanted) < 0.2 * wanted, (rate, wanted)
+        [info] = ros_probe.node.get_publishers_info_by_topic(f'/{node}/joint_states')
+        assert info.qos_profile.reliability == ReliabilityPolicy.RELIABLE
+        assert load_qos('gripper_state').depth == 1   # history depth is not in discovery
+        assert sim.stop() == 0, sim.output
+
+
+def test_a_best_effort_subscriber_receives_robot_state(ros_probe: RosProbe,
+                                                       tmp_path: Path) -> None:
+    """As franka_ros2's changelog tells clients to subscribe from v2.4.0 / v3.3.0."""
+    ros_probe.subscribe(ROBOT_STATE, FrankaRobotState,
+                        QoSProfile(depth=10, reliability=ReliabilityPolicy.BEST_EFFORT))
+    with start_sim(tmp_path) as sim:
+        state = ros_probe.wait_for_messages(ROBOT_STATE, count=5, timeout=30)[-1]
+        assert state.robot_mode == FrankaRobotState.ROBOT_MODE_MOVE
+        assert sim.stop() == 0, sim.output
+
+
+def test_a_deactivated_arm_controller_ignores_commands_and_the_arm_holds(
+        ros_probe: RosProbe, tmp_path: Path) -> None:
+    subscribe_states(ros_probe)
+    with start_sim(tmp_path) as sim:
+        commands, trajectories = command_publisher(ros_probe), trajectory_publisher(ros_probe)
+        arm = client_for(ros_probe)
+        home = still(ros_probe)
+        assert arm_state(ros_probe) == ('active', 'active')
+        switch = SwitchController.Request(deactivate_controllers=['fr3_arm_controller'],
+                                          strictness=SwitchController.Request.STRICT)
+        assert call(ros_probe, SwitchController, f'{MANAGER}/switch_controller', switch).ok
+        assert arm_state(ros_probe) == ('inactive', 'active')
+
+        slow = home.copy()
+        slow[0] += 0.05
+        stream(commands, slow)
+        point = JointTrajectoryPoint(positions=slow.tolist())
+        point.time_from_start.sec = 1
+        trajectories.publish(JointTrajectory(joint_names=list(SPEC.arm_joints), points=[point]))
+        assert not Goal(arm, smooth_goal(home, np.full(7, 0.05), 1.0)).handle.accepted
+        assert np.abs(still(ros_probe, 1.0) - home).max() < 1e-3       # ignored: it holds
+
+        switch = SwitchController.Request(activate_controllers=['fr3_arm_controller'],
+                                          strictness=SwitchController.Request.STRICT)
+        assert call(ros_probe, SwitchController, f'{MANAGER}/switch_controller', switch).ok
+        stream(commands, slow)
+        assert np.abs(still(ros_probe) - slow).max() < 3e-3             # moves again
+        log = sim.output
+        assert sim.stop() == 0, log
+    assert 'fr3_arm_controller is inactive; activate it' in log
+
+
+@pytest.mark.parametrize('release', ['v3', 'v2', 'v1'])
+def test_after_a_reflex_only_the_releases_recovery_resumes_motion(
+        ros_probe: RosProbe, ros_env: dict[str, str], tmp_path: Path, release: str) -> None:
+    """v3 (Jazzy): recovery action, hardware component active, controllers active; v2
+    (Humble): deactivate the controllers first; v1: the action alone, as before v2.4."""
+    subscribe_states(ros_probe)
+    ros_probe.subscribe(ROBOT_STATE, FrankaRobotState,
+                        QoSProfile(depth=10, reliability=ReliabilityPolicy.BEST_EFFORT))
+    with start_sim(tmp_path, f'franka_ros2:={release}') as sim:
+        commands = command_publisher(ros_probe)
+        home = still(ros_probe)
+        trip_velocity_reflex(ros_probe, commands, home)
+        slow = home.copy()
+        slow[0] += 0.05
+        if release == 'v3':
+            assert arm_state(ros_probe) == ('inactive', 'unconfigured')
+        elif release == 'v2':   # Humble's controller manager leaves the controllers active
+            assert arm_state(ros_probe) == ('active', 'unconfigured')
+        else:
+            assert arm_state(ros_probe) == ('active', 'active')
+
+        action = ros_probe.action_client(ErrorRecovery, '/action_server/error_recovery')
+        assert action.wait_for_server(timeout_sec=20)
+        sent = action.send_goal_async(ErrorRecovery.Goal())
+        assert wait_until(sent.done, 10)
+        result = sent.result().get_result_async()
+        assert wait_until(result.done, 10)
+        stream(commands, slow)
+        if release == 'v1':
+            assert np.abs(still(ros_probe) - slow).max() < 3e-3         # the action sufficed
+            assert sim.stop() == 0, sim.output
+            return
+        assert np.abs(still(ros_probe) - home).max() < 1e-3             # still refused
+        hardware = SetHardwareComponentState.Request(
+            name='FrankaHardwareInterface', target_state=State(id=3, label='active'))
+        answer = call(ros_probe, SetHardwareComponentState,
+                      f'{MANAGER}/set_hardware_component_state', hardware)
+        if release == 'v2':     # out of order: the controllers must be deactivated first
+            assert not answer.ok and answer.state.label == 'unconfigured'
+
+        # The documented procedure, as a user runs it from a terminal on the arm.
+        with NodeProcess([str(installed_executable('simops_bringup', 'simops-recover')),
+                          '--franka-ros2', release], tmp_path / 'recover.log',
+                         env=ros_env) as recover:
+            assert wait_until(lambda: recover.proc.poll() is not None, 60), recover.output
+            assert recover.proc.returncode == 0, recover.output
+        assert arm_state(ros_probe) == ('active', 'active')
+        stream(commands, slow)
+        assert np.abs(still(ros_probe) - slow).max() < 3e-3             # moves again
+        Recovery(ros_probe, release)()                                  # nothing to do: fine
+        assert sim.stop() == 0, sim.output
