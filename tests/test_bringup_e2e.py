@@ -187,3 +187,39 @@ def test_real_robot_recorder_records_the_arms_joint_states(launch: object, ros_p
     bag = Path(trigger(ros_probe, '/recorder/stop').message)
     stop_cleanly(proc)
     read_bag(bag).require(FRANKA_STATES)
+
+
+def test_real_robot_pick_place_grasps_through_franka_gripper(launch: object,
+                                                              ros_probe: RosProbe) -> None:
+    """The shipped pick-and-place policy on the stand-in, real-robot profile, franka_ros2's
+    default release: its gripper widths go as GripperCommand goals to /franka_gripper (the
+    node name since franka_ros2 v2.0.0), which grasps the cube, and the cube is placed."""
+    ros_probe.subscribe(STATE, String, qos('policy_state'))
+    reliable = 10   # joint_state_publisher's subscription: reliable, depth 10
+    ros_probe.subscribe('/franka_gripper/joint_states', JointState, reliable)
+    ros_probe.subscribe(TOPICS['object_pose'].name, PoseStamped, 1000)
+    goal = np.array([0.45, -0.15, 0.15])   # m, the demo's: the cube at (0.5, 0, 0.02) goes here
+    publisher = ros_probe.publisher(TOPICS['goal_pose'].name, PoseStamped, qos('goal_pose'))
+    publisher.publish(goal_message(goal))
+    proc = launch('real_robot', 'standin:=true', 'record:=false', 'task:=pick_place')
+    assert wait_until(lambda: states(ros_probe)[-1:] == ['DISABLED'], STARTUP), \
+        proc.output[-3000:]
+    assert ros_probe.wait_for_messages('/franka_gripper/joint_states', timeout=STARTUP)
+    assert call_enable(ros_probe, True).success
+
+    def cube_error() -> float:
+        poses = ros_probe.messages(TOPICS['object_pose'].name)
+        if not poses:
+            return float('inf')
+        p = poses[-1].pose.position
+        return float(np.linalg.norm([p.x - goal[0], p.y - goal[1], p.z - goal[2]]))
+
+    assert wait_until(lambda: cube_error() < SUCCESS_RADIUS, 30), (cube_error(),
+                                                                   proc.output[-3000:])
+    openings = [sum(m.position) for m in ros_probe.messages('/franka_gripper/joint_states')]
+    held = [w for w in openings if 0.03 < w < 0.05]   # closed on the 4 cm cube, not on nothing
+    assert len(held) >= 5, openings                    # a third of a second at 15 Hz
+    assert 'gripper widths go as goals to /franka_gripper/gripper_action' in proc.output
+    assert '[franka_gripper]: goal: grasp' in proc.output
+    assert call_enable(ros_probe, False).success
+    stop_cleanly(proc)
