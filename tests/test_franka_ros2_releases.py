@@ -231,3 +231,34 @@ def test_after_a_reflex_only_the_releases_recovery_resumes_motion(
         assert np.abs(still(ros_probe) - slow).max() < 3e-3             # moves again
         Recovery(ros_probe, release)()                                  # nothing to do: fine
         assert sim.stop() == 0, sim.output
+
+
+def test_a_target_beyond_the_position_based_limit_sent_by_hand_trips_the_reflex(
+        ros_probe: RosProbe, tmp_path: Path) -> None:
+    """fr3_joint7 brought 0.1 rad short of its upper limit, then a streamed target 0.05 rad
+    further in one 50 ms period: 1 rad/s, well under the constant 5.26 rad/s, beyond the
+    position-based 0.85 rad/s at the target. The sim stops the arm as the FR3 would."""
+    subscribe_states(ros_probe)
+    ros_probe.subscribe(ROBOT_STATE, FrankaRobotState,
+                        QoSProfile(depth=10, reliability=ReliabilityPolicy.BEST_EFFORT))
+    with start_sim(tmp_path) as sim:
+        arm = client_for(ros_probe)
+        commands = command_publisher(ros_probe)
+        home = still(ros_probe)
+        near = home.copy()
+        near[6] = SPEC.position_upper[6] - 0.1
+        assert Goal(arm, smooth_goal(home, near - home, 4.0)).result(30)[0] == 4   # SUCCEEDED
+        time.sleep(1.0)                      # joint 7's servo (p = 50 N*m/rad) settles
+        _, near = measured(ros_probe)
+        step = near.copy()
+        step[6] = SPEC.position_upper[6] - 0.05
+        commands.publish(Float64MultiArray(data=step.tolist()))
+        assert wait_until(lambda: ros_probe.messages(ROBOT_STATE)[-1].robot_mode
+                          == FrankaRobotState.ROBOT_MODE_REFLEX, 5)
+        assert ros_probe.messages(ROBOT_STATE)[-1].current_errors.joint_velocity_violation
+        time.sleep(0.5)
+        _, held = measured(ros_probe)
+        assert abs(held[6] - near[6]) < 5e-3, held[6] - near[6]         # it never went there
+        log = sim.output
+        assert sim.stop() == 0, log
+    assert 'position-based limit' in log and 'fr3_joint7' in log

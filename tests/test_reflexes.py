@@ -15,6 +15,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from sim_helpers import SCENE_XML
+from test_safety import allowed_velocity
 
 from simops_core.robot_spec import load_robot_spec
 from simops_sim.physics import Physics
@@ -46,9 +47,11 @@ def test_a_command_stops_the_arm_exactly_when_a_joint_would_exceed_its_limit(
 
 @st.composite
 def inside(draw: st.DrawFn) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """A measured state within every limit."""
-    return (vector(draw, SPEC.position_lower, SPEC.position_upper),
-            vector(draw, -SPEC.velocity, SPEC.velocity),
+    """A measured state within every limit, the position-based velocity limits included
+    (computed from the YAML's raw numbers with Franka's formula: tests/test_safety.py)."""
+    position = vector(draw, SPEC.position_lower, SPEC.position_upper)
+    low, high = allowed_velocity(position)
+    return (position, vector(draw, np.array(low), np.array(high)),
             vector(draw, -SPEC.collision_torque, SPEC.collision_torque))
 
 
@@ -88,6 +91,41 @@ def test_the_fast_check_agrees_with_the_full_one(
     bound = np.stack((SPEC.position_upper, SPEC.velocity, SPEC.collision_torque))
     measured.flat[slot] = bound.flat[slot] * scale   # near a bound, inside or out, or NaN
     assert REFLEXES.within(measured) == (REFLEXES.measure(*measured, 0.0) is None)
+
+
+@given(inside(), st.integers(0, 6), st.floats(0.02, 0.99), st.sampled_from([-1.0, 1.0]))
+def test_towards_a_limit_the_velocity_limit_is_the_position_based_one(
+        state: tuple[np.ndarray, np.ndarray, np.ndarray], joint: int, fraction: float,
+        sign: float) -> None:
+    """Near a position limit a measured velocity towards it under the constant limit, but
+    beyond Franka's position-based limit there, stops the arm; away from it, it does not."""
+    position, velocity, contact = (x.copy() for x in state)
+    edge = SPEC.position_upper if sign > 0 else SPEC.position_lower
+    position[joint] = edge[joint] - sign * fraction * 0.1     # within 0.1 rad of the limit
+    low, high = allowed_velocity(position)
+    velocity = np.clip(velocity, low, high)
+    allowed = high[joint] if sign > 0 else -low[joint]
+    velocity[joint] = sign * (allowed * (1 + 2 * SPEED_TOLERANCE) + 0.01)  # beyond it
+    assert abs(velocity[joint]) < SPEC.velocity[joint]        # the constant limit allows it
+    stop = REFLEXES.measure(position, velocity, contact, 3.0)
+    assert stop is not None and stop.error == 'joint_velocity_violation'
+    assert stop.joint == SPEC.arm_joints[joint] and 'position-based' in stop.message()
+    assert not REFLEXES.within(np.stack((position, velocity, contact)))
+    velocity[joint] = -velocity[joint]                          # away from the limit
+    assert REFLEXES.measure(position, velocity, contact, 3.0) is None
+
+
+def test_a_command_faster_than_the_position_based_limit_at_its_end_stops_the_arm() -> None:
+    """A segment ending 0.05 rad short of fr3_joint7's upper limit at 1 rad/s: under the
+    5.26 rad/s constant limit, beyond the position-based 0.85 rad/s there."""
+    end = SPEC.home.copy()
+    end[6] = SPEC.position_upper[6] - 0.05
+    velocity = np.zeros(7)
+    velocity[6] = 1.0
+    assert allowed_velocity(end)[1][6] < 0.9
+    stop = REFLEXES.command(np.abs(velocity), 4.0, (end[None, :], velocity[None, :]))
+    assert stop is not None and stop.joint == 'fr3_joint7' and 'position-based' in stop.text
+    assert REFLEXES.command(np.abs(velocity), 4.0, (end[None, :], -velocity[None, :])) is None
 
 
 def test_a_position_within_the_joint_limit_softness_does_not_stop_the_arm() -> None:

@@ -20,13 +20,21 @@ def test_fr3_published_limits() -> None:
     assert spec.gripper.joints == ('fr3_finger_joint1', 'fr3_finger_joint2')
     assert list(spec.velocity) == [2.62] * 4 + [5.26, 4.18, 5.26]
     assert list(spec.effort) == [87.0] * 4 + [12.0] * 3
-    assert spec.position_upper[3] == pytest.approx(-0.1518)
+    # Franka's current FR3 table (control-parameters-joint-fr3.csv), position-based limits too
+    assert spec.position_upper[3] == pytest.approx(-0.1169)
+    assert list(spec.position_lower) == [-2.9007, -1.8361, -2.9007, -3.0770, -2.8763, 0.4398,
+                                         -3.0508]
+    assert list(spec.velocity_offset) == [0.6599, 0.2517, 0.2, 0.3533, 0.5757, 0.4878, 0.4628]
+    assert list(spec.deceleration) == [6.0, 2.585, 3.5, 4.0, 17.0, 5.5, 17.0]
     assert spec.gripper.width_max == pytest.approx(0.08)
     assert np.all(spec.home >= spec.position_lower) and np.all(spec.home <= spec.position_upper)
 
 
 def test_panda_published_limits() -> None:
     spec = load_robot_spec('config/robot/panda.yaml')
+    # The Panda keeps its constant velocity limits (no position-based ones published for it)
+    low, high = spec.velocity_bounds(spec.position_upper)
+    assert list(high) == list(spec.velocity) and list(low) == list(-spec.velocity)
     assert spec.arm_joints[0] == 'panda_joint1'
     assert list(spec.velocity) == [2.175] * 4 + [2.61] * 3
     assert list(spec.effort) == [87.0] * 4 + [12.0] * 3
@@ -80,6 +88,8 @@ def _set(tree: dict[str, Any], dotted: str, value: Any) -> dict[str, Any]:
     ('controller.constraints', KeyError, 'controller.constraints'),
     ('controller.constraints.goal', [0.0] * 6 + [-0.1], 'controller.constraints.goal'),
     ('controller.constraints.goal_time', -1.0, 'controller.constraints.goal_time'),
+    ('arm.deceleration', KeyError, 'arm.velocity_offset'),      # the pair, or neither
+    ('arm.velocity_offset', [0.5] * 6 + [0.0], 'arm.velocity_offset'),
 ])
 def test_malformed_spec_names_the_field(tmp_path: Path, field: str, value: Any,
                                         named: str) -> None:

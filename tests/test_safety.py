@@ -2,6 +2,9 @@
 
 I1: every target lies within the spec's position limits minus the margin.
 I2: consecutive targets differ by at most velocity limit × velocity_scale × period.
+I3: no target asks for a velocity the arm refuses at its position: Franka's position-based
+velocity limits, computed here from config/robot/fr3.yaml's raw numbers with the formula of
+Franka's documentation, independently of the code under test.
 Plus: the gripper stays in range and within its speed, and with the acceleration limit the
 step changes by at most the scaled acceleration × period² between non-hold targets.
 """
@@ -13,13 +16,16 @@ import math
 
 import numpy as np
 import pytest
+import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from simops_core import safety
+from simops_core.paths import resolve_resource
 from simops_core.robot_spec import load_robot_spec
 
 SPEC = load_robot_spec('fr3')
+ARM = yaml.safe_load(resolve_resource('config/robot/fr3.yaml').read_text())['arm']
 RATE = 20.0
 TOL = 1e-9  # rad: float rounding of target ± max_step
 
@@ -80,6 +86,28 @@ def scenarios(draw: st.DrawFn) -> dict:
     }
 
 
+def allowed_velocity(position: np.ndarray) -> tuple[list[float], list[float]]:
+    """Franka's position-based limits (rad/s) at ``position``, joint by joint in plain floats:
+
+    upper = min(v_max, max(0, -v_offset + sqrt(max(0, 2 a_dec (q_max - q))))), lower likewise
+    ("Robot and interface specifications", "Position-Based Velocity Limits")."""
+    lower, upper = [], []
+    for i, q in enumerate(position):
+        v_max, offset, dec = ARM['velocity'][i], ARM['velocity_offset'][i], ARM['deceleration'][i]
+        q_min, q_max = ARM['position_lower'][i], ARM['position_upper'][i]
+        upper.append(min(v_max, max(0.0, -offset + math.sqrt(max(0.0, 2 * dec * (q_max - q))))))
+        lower.append(max(-v_max, min(0.0, offset - math.sqrt(max(0.0, 2 * dec * (q - q_min))))))
+    return lower, upper
+
+
+def assert_position_based(before: np.ndarray, after: np.ndarray) -> None:
+    """I3: the velocity from ``before`` to ``after`` (one period) is allowed at ``after``."""
+    lower, upper = allowed_velocity(after)
+    velocity = (after - before) * RATE
+    for i, v in enumerate(velocity):
+        assert lower[i] - 1e-7 <= v <= upper[i] + 1e-7, (i, after[i], v, lower[i], upper[i])
+
+
 def run(scenario: dict) -> tuple[safety.SafetyLimits, list[tuple[safety.SafetyState, bool]]]:
     limits = safety.SafetyLimits.from_spec(SPEC, 1.0 / RATE, scenario['velocity_scale'],
                                            scenario['margin'], scenario['acceleration'])
@@ -118,6 +146,7 @@ def test_every_target_inside_limits_and_rate(scenario: dict) -> None:
         if previous is not None:
             assert np.all(np.abs(state.target - previous.target)
                           <= limits.max_step + TOL)  # I2
+            assert_position_based(previous.target, state.target)  # I3
             assert abs(state.gripper - previous.gripper) <= limits.gripper_max_step + TOL
         previous = state
 
@@ -145,6 +174,7 @@ def test_braking_stop_stays_inside_decelerates_and_comes_to_rest(scenario: dict)
         after, rest = safety.brake(state, limits)
         assert np.all(after.target >= limits.lower) and np.all(after.target <= limits.upper)
         assert np.all(np.abs(after.step) <= limits.max_step + TOL)
+        assert_position_based(state.target, after.target)
         if limits.max_step_change is not None:
             assert np.all(np.abs(after.step) <= np.abs(state.step) + TOL)   # never speeds up
             assert np.all(np.abs(after.step - state.step) <= limits.max_step_change + TOL)

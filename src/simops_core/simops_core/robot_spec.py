@@ -77,11 +77,50 @@ class RobotSpec:
     gain_p: np.ndarray       # N*m/rad, the arm controller's proportional gains
     gain_d: np.ndarray       # N*m*s/rad, its derivative gains (on the velocity error)
     constraints: Constraints
+    # Position-based velocity limits (:func:`velocity_bounds`), or None for constant ones.
+    velocity_offset: np.ndarray | None = None   # rad/s, q_dot_offset
+    deceleration: np.ndarray | None = None      # rad/s^2, q_ddot_dec
+
+    def velocity_bounds(self, position: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The slowest and fastest joint velocities (rad/s) the arm allows at ``position``.
+
+        ``position`` (..., 7) rad; returns (lower, upper), each (..., 7). See
+        :func:`velocity_bounds`.
+        """
+        return velocity_bounds(position, self.position_lower, self.position_upper,
+                               self.velocity, self.velocity_offset, self.deceleration)
 
     @property
     def joint_names(self) -> tuple[str, ...]:
         """Arm joints followed by the finger joints, as published on /joint_states."""
         return self.arm_joints + self.gripper.joints
+
+
+def velocity_bounds(position: np.ndarray, lower: np.ndarray, upper: np.ndarray,
+                    velocity: np.ndarray, offset: np.ndarray | None,
+                    deceleration: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    """Franka's position-based joint velocity limits at ``position`` (..., 7) rad.
+
+    From Franka's "Robot and interface specifications", "Position-Based Velocity Limits"
+    (frankarobotics/docs, source/robot_specifications.rst:185-215, 5f28326), what
+    libfranka's ``Robot::getUpperJointVelocityLimits`` and ``getLowerJointVelocityLimits``
+    return::
+
+        upper = min(v_max, max(0, -v_offset + sqrt(max(0, 2 a_dec (q_max - q)))))
+        lower = max(-v_max, min(0, v_offset - sqrt(max(0, 2 a_dec (q - q_min)))))
+
+    ``lower``/``upper`` (7,) rad are q_min/q_max, ``velocity`` (7,) rad/s v_max,
+    ``offset`` (7,) rad/s and ``deceleration`` (7,) rad/s^2; without them the limits are
+    the constant ``-velocity, velocity``. Returns (lower, upper) rad/s, each (..., 7).
+    """
+    position = np.asarray(position, dtype=float)
+    if offset is None or deceleration is None:
+        shape = np.broadcast_shapes(position.shape, velocity.shape)
+        return np.broadcast_to(-velocity, shape), np.broadcast_to(velocity, shape)
+    up = np.sqrt(np.maximum(0.0, 2.0 * deceleration * (upper - position)))
+    down = np.sqrt(np.maximum(0.0, 2.0 * deceleration * (position - lower)))
+    return (np.maximum(-velocity, np.minimum(0.0, offset - down)),
+            np.minimum(velocity, np.maximum(0.0, up - offset)))
 
 
 def load_robot_spec(path: str | Path) -> RobotSpec:
@@ -158,8 +197,18 @@ def parse_robot_spec(raw: Any, source: Path) -> RobotSpec:
         gain_p=_vector(fields, controller, 'controller.p', positive=True),
         gain_d=_vector(fields, controller, 'controller.d', positive=True),
         constraints=_constraints(fields, controller),
+        **_position_based(fields, arm),
         **limits,
     )
+
+
+def _position_based(fields: Fields, arm: dict[str, Any]) -> dict[str, np.ndarray]:
+    """``arm.velocity_offset`` and ``arm.deceleration``: both, or neither (constant limits)."""
+    given = [key for key in ('velocity_offset', 'deceleration') if key in arm]
+    if len(given) == 1:
+        fields.fail(f'arm.{given[0]}', 'needs its pair: give velocity_offset and deceleration '
+                    'together (position-based velocity limits), or neither')
+    return {key: _vector(fields, arm, f'arm.{key}', positive=True) for key in given}
 
 
 def _constraints(fields: Fields, controller: dict[str, Any]) -> Constraints:

@@ -8,7 +8,8 @@ Every control step maps (state, raw action, measured position) to the next joint
    or the last target), then blended from the ramp anchor while ramping in;
 4. low-pass filtered (first order);
 5. rate limited: the step is bounded by the velocity limit and, when set, by the
-   acceleration limit, including the braking distance to each position limit;
+   acceleration limit, including the braking distance to each position limit, and by the
+   arm's position-based velocity limits at the new target (:class:`PositionBased`);
 6. clamped into the position limits minus the margin, after a final clip to one velocity
    step around the previous target.
 
@@ -46,12 +47,49 @@ class OutsideLimitsError(ValueError):
 
 
 @dataclass(frozen=True)
+class PositionBased:
+    """The arm's position-based velocity limits as a bound on each step (arrays (7,)).
+
+    The arm refuses a velocity towards a position limit above ``-offset + sqrt(2 a d)`` at a
+    distance ``d`` from it (:func:`simops_core.robot_spec.velocity_bounds`, with its
+    deceleration). The pipeline bounds each step ``s`` (one ``period`` s) so that its
+    velocity ``s / period`` stays under that at the new target, with ``deceleration`` ``a``
+    no higher than the arm's nor than the (scaled) acceleration limit, so a target riding
+    the bound slows within the acceleration limit. ``lower``/``upper`` rad are the spec's
+    own position limits (no margin), ``offset`` rad/s, ``deceleration`` rad/s².
+    """
+
+    lower: np.ndarray
+    upper: np.ndarray
+    offset: np.ndarray
+    deceleration: np.ndarray
+    period: float
+
+    def steps(self, target: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The largest steps (rad) up and down (both >= 0) from ``target`` (7,) rad.
+
+        The largest ``u = s / T`` with ``u + offset <= sqrt(2 a (d - u T))``:
+        ``u = -(offset + a T) + sqrt((offset + a T)^2 - offset^2 + 2 a d)``, 0 when negative.
+        """
+        a, period, offset = self.deceleration, self.period, self.offset
+        head = offset + a * period
+        base = head**2 - offset**2
+
+        def largest(distance: np.ndarray) -> np.ndarray:
+            root = np.sqrt(base + 2.0 * a * np.maximum(distance, 0.0))
+            return np.maximum(root - head, 0.0) * period
+
+        return largest(self.upper - target), largest(target - self.lower)
+
+
+@dataclass(frozen=True)
 class SafetyLimits:
     """Per-step limits in spec arm order; arrays have shape (7,).
 
     ``lower``/``upper`` rad (spec limits minus margin), ``max_step`` rad per step,
     ``max_step_change`` rad per step² (None: no acceleration limit); gripper widths in m and
-    ``gripper_max_step`` m per step.
+    ``gripper_max_step`` m per step; ``position_based`` the arm's position-based velocity
+    limits, or None where the spec has none.
     """
 
     lower: np.ndarray
@@ -61,6 +99,7 @@ class SafetyLimits:
     gripper_min: float
     gripper_max: float
     gripper_max_step: float
+    position_based: PositionBased | None = None
 
     @classmethod
     def from_spec(cls, spec: RobotSpec, period: float, velocity_scale: float, margin: float,
@@ -79,10 +118,17 @@ class SafetyLimits:
             raise SafetyConfigError(f'joint_limit_margin {margin} rad must be >= 0 and leave '
                                     'room between every pair of position limits')
         change = spec.acceleration * velocity_scale * period**2 if limit_acceleration else None
+        position_based = None
+        if spec.velocity_offset is not None and spec.deceleration is not None:
+            decel = (np.minimum(spec.deceleration, spec.acceleration * velocity_scale)
+                     if limit_acceleration else spec.deceleration)
+            position_based = PositionBased(spec.position_lower, spec.position_upper,
+                                           spec.velocity_offset, decel, period)
         return cls(lower=lower, upper=upper, max_step=spec.velocity * velocity_scale * period,
                    max_step_change=change, gripper_min=spec.gripper.width_min,
                    gripper_max=spec.gripper.width_max,
-                   gripper_max_step=spec.gripper.speed_max * period)
+                   gripper_max_step=spec.gripper.speed_max * period,
+                   position_based=position_based)
 
 
 @dataclass(frozen=True)
@@ -210,6 +256,9 @@ def step(state: SafetyState, action: np.ndarray, measured: np.ndarray, blend: fl
         room_down = np.maximum(state.target - limits.lower, 0.0)
         high = np.minimum(high, change * (np.sqrt(1.0 + 2.0 * room_up / change) - 1.0))
         low = np.maximum(low, -change * (np.sqrt(1.0 + 2.0 * room_down / change) - 1.0))
+    if limits.position_based is not None:
+        up, down = limits.position_based.steps(state.target)
+        high, low = np.minimum(high, up), np.maximum(low, -down)
     moved = state.target + np.minimum(np.maximum(wanted, low), high)
     target = _guard(moved, state.target, limits.max_step, limits.lower, limits.upper)
 

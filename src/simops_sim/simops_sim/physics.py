@@ -651,7 +651,7 @@ class Physics:
         if self._reflexes is not None:
             if self.stop is None:
                 commanded = plan.peak_speed() if speed is None else speed
-                self._latch(self._reflexes.command(commanded, self.time))
+                self._latch(self._reflexes.command(commanded, self.time, plan.segments()))
             if self.stop is not None:
                 return self.stop
         self._plan = plan

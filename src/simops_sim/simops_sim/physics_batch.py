@@ -161,8 +161,7 @@ class _Batch:
         measured[:, 1] = self.qvel[:, self.arm_dofs]
         measured[:, 2] = generalised[:, self.arm_dofs]
         reflexes = self.arms[checked[0]]._reflexes
-        excess = np.abs(measured[checked] - reflexes._centre)
-        tripped = checked[~(excess <= reflexes._half).all(axis=(1, 2))]
+        tripped = checked[~reflexes.inside(measured[checked])]
         for i in tripped:
             arm = self.arms[i]
             stop = arm._reflexes.measure(measured[i, 0], measured[i, 1], measured[i, 2],

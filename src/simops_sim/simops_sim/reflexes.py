@@ -7,7 +7,10 @@ same way, on the same limits (the robot spec's, one source):
 
 - ``joint_velocity_violation``: a command that would move a joint faster than its velocity
   limit (checked when the command is applied: the controller would drive the arm there), or
-  a measured joint velocity beyond the limit (checked at every physics step);
+  a measured joint velocity beyond the limit (checked at every physics step). Where the spec
+  gives position-based limits (:meth:`~simops_core.robot_spec.RobotSpec.velocity_bounds`,
+  the FR3's), the limit is the one at the position: a command segment's mean velocity at
+  its end point, a measured velocity at the measured position;
 - ``joint_position_limits_violation``: a measured joint position beyond the spec's limits;
 - ``joint_reflex``: the torque contacts put on a joint beyond its collision threshold
   (``arm.collision_torque``, franka_ros2's default collision behaviour).
@@ -61,27 +64,54 @@ class Reflexes:
         high = np.stack((self._upper, self._speed, self._contact))
         self._centre, self._half = (high + low) / 2.0, (high - low) / 2.0
         self._scratch = np.empty_like(low)
+        self._position_based = spec.velocity_offset is not None
 
-    def command(self, peak_speed: np.ndarray, now: float) -> ProtectiveStop | None:
-        """The stop a command moving each joint at up to ``peak_speed`` (7,) rad/s trips."""
+    def command(self, peak_speed: np.ndarray, now: float,
+                segments: tuple[np.ndarray, np.ndarray] | None = None
+                ) -> ProtectiveStop | None:
+        """The stop a command moving each joint at up to ``peak_speed`` (7,) rad/s trips.
+
+        ``segments``: the command's segments as (end positions (K, 7) rad, mean velocities
+        (K, 7) rad/s), judged against the position-based limits at their ends.
+        """
         over = _beyond(peak_speed, self.spec.velocity * (1.0 + SPEED_TOLERANCE))
-        if over is None:
+        if over is not None:
+            joint = over
+            return self._stop('joint_velocity_violation', joint, now,
+                              f'a command moves {self.spec.arm_joints[joint]} at '
+                              f'{peak_speed[joint]:.3g} rad/s, beyond its '
+                              f'{self.spec.velocity[joint]:g} rad/s limit')
+        if segments is None or not self._position_based:
             return None
-        joint = over
-        return self._stop('joint_velocity_violation', joint, now,
+        ends, velocities = segments
+        low, high = self.spec.velocity_bounds(ends)
+        excess = _position_based_excess(velocities, low, high)
+        if not np.any(excess > 0.0):
+            return None
+        row, joint = np.unravel_index(int(np.argmax(excess)), excess.shape)
+        bound = high[row, joint] if velocities[row, joint] > 0 else low[row, joint]
+        return self._stop('joint_velocity_violation', int(joint), now,
                           f'a command moves {self.spec.arm_joints[joint]} at '
-                          f'{peak_speed[joint]:.3g} rad/s, beyond its '
-                          f'{self.spec.velocity[joint]:g} rad/s limit')
+                          f'{velocities[row, joint]:.3g} rad/s towards '
+                          f'{ends[row, joint]:.4g} rad, where the position-based limit is '
+                          f'{bound:.3g} rad/s')
+
+    def inside(self, measured: np.ndarray) -> np.ndarray:
+        """Whether each ``measured`` (..., 3, 7) (position, velocity, contact) trips no stop.
+
+        Returns (...,) bool; False for a NaN (then :meth:`measure` names the stop). One
+        check for a single arm and for a batch of arms alike.
+        """
+        ok = (np.abs(measured - self._centre) <= self._half).all(axis=(-2, -1))
+        if self._position_based:
+            low, high = self.spec.velocity_bounds(measured[..., 0, :])
+            excess = _position_based_excess(measured[..., 1, :], low, high)
+            ok &= ~(excess > 0.0).any(axis=-1)
+        return ok
 
     def within(self, measured: np.ndarray) -> bool:
-        """Whether ``measured`` (3, 7): position, velocity, contact, trips no stop (fast).
-
-        False for a NaN; then :meth:`measure` names the stop.
-        """
-        scratch = self._scratch
-        np.subtract(measured, self._centre, out=scratch)
-        np.abs(scratch, out=scratch)
-        return bool((scratch <= self._half).all())
+        """:meth:`inside` for one arm's ``measured`` (3, 7)."""
+        return bool(self.inside(measured))
 
     def measure(self, position: np.ndarray, velocity: np.ndarray, contact: np.ndarray,
                 now: float) -> ProtectiveStop | None:
@@ -99,6 +129,11 @@ class Reflexes:
             ('joint_velocity_violation', np.abs(velocity), self._speed,
              lambda j: f'{names[j]} moves at {velocity[j]:.3g} rad/s, beyond its '
                        f'{spec.velocity[j]:g} rad/s limit'),
+            ('joint_velocity_violation', _position_based_excess(
+                velocity, *spec.velocity_bounds(position)) if self._position_based
+             else np.zeros_like(velocity), 0.0,
+             lambda j: f'{names[j]} moves at {velocity[j]:.3g} rad/s at {position[j]:.4g} '
+                       'rad, beyond its position-based limit there'),
             ('joint_reflex', np.abs(contact), self._contact,
              lambda j: f'a contact puts {contact[j]:.3g} N*m on {names[j]}, beyond its '
                        f'{self._contact[j]:g} N*m collision threshold'))
@@ -110,6 +145,17 @@ class Reflexes:
 
     def _stop(self, error: str, joint: int, now: float, text: str) -> ProtectiveStop:
         return ProtectiveStop(error, self.spec.arm_joints[joint], now, text)
+
+
+def _position_based_excess(velocity: np.ndarray, low: np.ndarray, high: np.ndarray
+                           ) -> np.ndarray:
+    """How far (rad/s) each ``velocity`` lies beyond [``low``, ``high``], less the rounding.
+
+    > 0 trips a stop; a NaN counts as beyond.
+    """
+    slack = 1.0 + SPEED_TOLERANCE
+    excess = np.maximum(velocity - high * slack, low * slack - velocity)
+    return np.where(np.isnan(excess), np.inf, excess)
 
 
 def _beyond(values: np.ndarray, limit: np.ndarray | float) -> int | None:

@@ -197,6 +197,18 @@ class TrajectoryPlan:
         """
         return self._sent
 
+    def segments(self) -> tuple[np.ndarray, np.ndarray]:
+        """Where the plan moves and how fast: end positions (S, 7) rad, velocities (S, 7) rad/s.
+
+        Each segment's end point with its mean velocity, as the plan runs it (from the
+        current target), and with velocities also each point's own; what the position-based
+        velocity limits judge (:meth:`simops_sim.reflexes.Reflexes.command`).
+        """
+        if self.velocities is None:
+            return self.positions[1:], self._slopes
+        return (np.vstack((self.positions[1:], self.positions[1:])),
+                np.vstack((self._slopes, self.velocities[1:])))
+
     def sample(self, now: float, out: np.ndarray, velocity: np.ndarray | None = None) -> bool:
         """Write the target (7,) rad at sim time ``now`` into ``out``; True once finished.
 
