@@ -14,23 +14,29 @@ INTERFACES_STAMP := $(VENV)/.interfaces.stamp
 INTERFACE_FILES := $(shell find interfaces -type f)
 PYTEST_ARGS ?=
 GL_STAMP := $(VENV)/.gl.stamp
+JAZZY_VENV := .venv-jazzy
+JBIN := $(JAZZY_VENV)/bin
+JAZZY_REQS_STAMP := $(JAZZY_VENV)/.requirements.stamp
+JAZZY_EDITABLE_STAMP := $(JAZZY_VENV)/.editable.stamp
+JAZZY_INTERFACES_STAMP := $(JAZZY_VENV)/.interfaces.stamp
 # Offscreen rendering of the cameras without a GPU: Mesa's EGL and software rasteriser.
 GL_PACKAGES := libegl1 libegl-mesa0 libgl1-mesa-dri libosmesa6
 
-.PHONY: help demo test build lint docs clean
+.PHONY: help demo test test-jazzy build build-jazzy lint docs clean
 
 help:
 	@echo "make demo   run the SimOps demo (sets everything up first)"
-	@echo "make test   build, lint and run the tests (sets everything up first)"
+	@echo "make test   build, lint and run the tests, then the ROS tests on Jazzy (sets everything up)"
 	@echo "make build  set up .venv and colcon-build the workspace"
 	@echo "make docs   regenerate the parameter tables in docs/interfaces.md"
-	@echo "make clean  remove .venv, build/, install/, log/"
+	@echo "make clean  remove .venv, .venv-jazzy, build/, install/, log/ and their -jazzy twins"
 
 demo: build
 	$(BIN)/simops-demo
 
 test: build lint
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(MAKE) --no-print-directory test-jazzy
 
 lint: $(REQS_STAMP)
 	$(BIN)/ruff check .
@@ -63,29 +69,65 @@ $(EDITABLE_STAMP): $(REQS_STAMP) $(PACKAGES)
 	@touch $@
 
 # The interface packages SimOps serves (interfaces/: control_msgs, controller_manager_msgs,
-# franka_msgs), built with colcon into the venv, whose lib/ and site-packages the ROS wheels
-# already put on the library and module paths. Only on this pip-only path: with a ROS 2 distro, rosdep installs
-# the real packages and interfaces/ is not built (see interfaces/README.md).
-$(INTERFACES_STAMP): $(REQS_STAMP) $(INTERFACE_FILES)
+# franka_msgs), built with colcon into a venv, whose lib/ and site-packages the ROS wheels
+# already put on the library and module paths, with the field set of the venv's distro.
+# Only on this pip-only path: with a ROS 2 distro, rosdep installs the real packages and
+# interfaces/ is not built (see interfaces/README.md).
+# $(call interfaces,VENV,DISTRO): build them into VENV for DISTRO (kilted or jazzy).
+define interfaces
 	@command -v g++ >/dev/null && command -v cmake >/dev/null || \
 		{ echo "a C++ compiler and CMake are missing; installing build-essential cmake"; \
 		  apt-get update -qq && apt-get install -y -qq build-essential cmake; }
-	@$(BIN)/python -c 'import os, sysconfig, sys; \
+	@$(1)/bin/python -c 'import os, sysconfig, sys; \
 		sys.exit(not os.path.exists(sysconfig.get_paths()["include"] + "/Python.h"))' || \
 		{ echo "Python's headers are missing; installing python3-dev"; \
 		  apt-get update -qq && apt-get install -y -qq python3-dev; }
 	@started=$$(date +%s); \
-	AMENT_PREFIX_PATH=$(abspath $(VENV)) CMAKE_PREFIX_PATH=$(abspath $(VENV)) \
-	PATH=$(abspath $(BIN)):$$PATH \
-	$(BIN)/colcon --log-base log/interfaces build --base-paths interfaces \
-		--build-base build/interfaces --install-base $(VENV) --merge-install \
+	AMENT_PREFIX_PATH=$(abspath $(1)) CMAKE_PREFIX_PATH=$(abspath $(1)) \
+	PATH=$(abspath $(1)/bin):$$PATH \
+	$(1)/bin/colcon --log-base log/interfaces-$(2) build --base-paths interfaces \
+		--build-base build/interfaces-$(2) --install-base $(1) --merge-install \
 		--event-handlers console_cohesion- summary+ \
 		--cmake-args -DCMAKE_PROJECT_INCLUDE=$(abspath interfaces/cmake/wheel_paths.cmake) \
-		-DPYTHON_EXECUTABLE=$(abspath $(BIN)/python) -DBUILD_TESTING=OFF 2>&1 | tail -n 3; \
+		-DPYTHON_EXECUTABLE=$(abspath $(1)/bin/python) -DSIMOPS_ROS_DISTRO=$(2) \
+		-DBUILD_TESTING=OFF 2>&1 | tail -n 3; \
 	status=$${PIPESTATUS[0]}; \
-	echo "interface packages (control_msgs, controller_manager_msgs, franka_msgs) built in $$(( $$(date +%s) - started )) s"; \
+	echo "interface packages ($(2)) built in $$(( $$(date +%s) - started )) s"; \
 	exit $$status
 	@touch $@
+endef
+
+$(INTERFACES_STAMP): $(REQS_STAMP) $(INTERFACE_FILES)
+	$(call interfaces,$(VENV),kilted)
+
+# The Jazzy leg: a second venv with the ROS 2 Jazzy wheels (franka_ros2 v3's distro), the
+# interfaces with Jazzy's field set, and the workspace built into install-jazzy/. `make test`
+# runs every test that touches ROS (`-m ros`, tests/conftest.py) in it after the Kilted suite.
+$(JBIN)/python:
+	$(PYTHON) -m venv $(JAZZY_VENV)
+
+$(JAZZY_REQS_STAMP): requirements-jazzy.txt requirements-python.txt requirements-lerobot.txt \
+		requirements-nodeps.txt | $(JBIN)/python
+	$(JBIN)/python -m pip install --quiet --upgrade pip
+	$(JBIN)/python -m pip install --quiet -r requirements-jazzy.txt -r requirements-lerobot.txt
+	$(JBIN)/python -m pip install --quiet --no-deps -r requirements-nodeps.txt
+	@touch $@
+
+$(JAZZY_EDITABLE_STAMP): $(JAZZY_REQS_STAMP) $(PACKAGES)
+	$(JBIN)/python -m pip install --quiet --no-deps $(addprefix -e ,$(dir $(PACKAGES)))
+	@touch $@
+
+$(JAZZY_INTERFACES_STAMP): $(JAZZY_REQS_STAMP) $(INTERFACE_FILES)
+	$(call interfaces,$(JAZZY_VENV),jazzy)
+
+build-jazzy: $(JAZZY_EDITABLE_STAMP) $(JAZZY_INTERFACES_STAMP) $(GL_STAMP)
+	$(JBIN)/colcon --log-base log/jazzy build --base-paths src --symlink-install \
+		--build-base build-jazzy --install-base install-jazzy \
+		--event-handlers console_cohesion- summary+ 2>&1 | tail -n 3
+
+test-jazzy: build-jazzy
+	AMENT_PREFIX_PATH=$$(ls -d $(abspath install-jazzy)/simops_* | paste -sd:) \
+		$(JBIN)/python -m pytest -m ros $(PYTEST_ARGS)
 
 # The cameras render headless with MUJOCO_GL=egl (or osmesa) on Mesa: installed from
 # Debian's packages when missing (as root, or through sudo).
@@ -97,4 +139,4 @@ $(GL_STAMP): | $(BIN)/python
 	@touch $@
 
 clean:
-	rm -rf $(VENV) build install log
+	rm -rf $(VENV) $(JAZZY_VENV) build install build-jazzy install-jazzy log

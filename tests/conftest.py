@@ -7,7 +7,9 @@ context and every subprocess a test starts inherit it.
 
 from __future__ import annotations
 
+import inspect
 import os
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,6 +24,21 @@ def pytest_configure(config: pytest.Config) -> None:
     global _claim
     _claim = claim_domain_id()
     os.environ.update(isolated_env(_claim.domain_id))
+
+
+# A test "touches ROS" when it takes a ROS fixture or its own code starts a node, a process
+# or an rclpy context: the Jazzy leg of `make test` runs exactly these (`-m ros`).
+ROS_FIXTURES = {'ros_probe', 'launch', 'ros_env'}
+ROS_CODE = re.compile(r'NodeProcess|rclpy|start_sim|ros2_run|BackgroundNode|run_graph|'
+                      r'installed_executable|subprocess')
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        function = getattr(item, 'function', None)
+        source = inspect.getsource(function) if function is not None else ''
+        if ROS_FIXTURES & set(getattr(item, 'fixturenames', ())) or ROS_CODE.search(source):
+            item.add_marker(pytest.mark.ros)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

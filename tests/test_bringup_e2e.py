@@ -133,7 +133,8 @@ def test_real_robot_standin_waits_for_enable_drives_the_trajectory_topic_and_est
     estop = ros_probe.publisher(ESTOP, Bool, qos('estop'))
 
     proc = launch('real_robot', 'standin:=true', 'record:=false')
-    assert wait_until(lambda: set(node_pids(proc.output)) == {'standin', 'policy'}, STARTUP)
+    assert wait_until(lambda: set(node_pids(proc.output)) == {'standin', 'arm_setup', 'policy'},
+                      STARTUP)
     assert wait_until(lambda: len(arm.samples) > 10, STARTUP), proc.output[-3000:]
     assert wait_until(lambda: states(ros_probe)[-1:] == ['DISABLED'], STARTUP)
     disabled = time.monotonic()

@@ -8,7 +8,10 @@ Real ``sim`` processes with ``franka_ros2:=v3|v2|v1`` (config/franka_ros2.yaml):
 - franka_robot_state_broadcaster's ``robot_state``, heard by a best-effort subscriber;
 - the controller manager: a deactivated ``fr3_arm_controller`` takes no command and the arm
   holds; after a reflex only the release's whole recovery procedure (``simops-recover``)
-  lets the arm move again, and on v3/v2 the recovery action alone does not.
+  lets the arm move again, and on v3/v2 the recovery action alone does not;
+- FR3 position-based velocity limits in the sim's reflex;
+- franka_hardware's ``service_server``: ``arm_setup`` sets the collision behaviour and a
+  fitted payload at bringup.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from controller_manager_msgs.srv import (
 )
 from franka_msgs.action import ErrorRecovery, Grasp, Homing, Move
 from franka_msgs.msg import FrankaRobotState
+from franka_msgs.srv import SetFullCollisionBehavior
 from lifecycle_msgs.msg import State
 from rclpy.action import get_action_names_and_types
 from rclpy.qos import QoSProfile, ReliabilityPolicy
@@ -262,3 +266,35 @@ def test_a_target_beyond_the_position_based_limit_sent_by_hand_trips_the_reflex(
         log = sim.output
         assert sim.stop() == 0, log
     assert 'position-based limit' in log and 'fr3_joint7' in log
+
+
+def test_arm_setup_gives_the_arm_its_collision_behaviour_and_the_fitted_payload(
+        ros_probe: RosProbe, ros_env: dict[str, str], tmp_path: Path) -> None:
+    """real_robot.launch.py's arm_setup against the simulator's franka_hardware services:
+    the spec's thresholds (the reflex's own) and a fitted payload are taken; bad values are
+    refused with the reason, as the arm refuses them."""
+    fitted = tmp_path / 'fitted.yaml'
+    fitted.write_text('version: 1\npayload: {mass: 0.35, com_x: 0.0, com_y: 0.01, '
+                      'com_z: 0.12}\n')
+    with start_sim(tmp_path) as sim, NodeProcess.ros2_run(
+            'simops_ros', 'arm_setup', '--ros-args', '-p', f'payload_file:={fitted}',
+            log_path=tmp_path / 'arm_setup.log', env=ros_env) as setup:
+        assert wait_until(lambda: setup.proc.poll() is not None, 60), setup.output
+        assert setup.proc.returncode == 0, setup.output
+        assert wait_until(lambda: 'load set: 0.35 kg' in sim.output, 10), sim.output
+        assert ('collision behaviour set: joint reflex at '
+                f'{SPEC.collision_torque.tolist()} N*m') in sim.output
+        bad = SetFullCollisionBehavior.Request(upper_torque_thresholds_nominal=[-1.0] * 7)
+        answer = call(ros_probe, SetFullCollisionBehavior,
+                      '/service_server/set_full_collision_behavior', bad)
+        assert not answer.success and 'upper_torque_thresholds_nominal' in answer.error
+        assert sim.stop() == 0, sim.output
+
+
+def test_arm_setup_without_the_arm_says_so_and_exits_4(ros_env: dict[str, str],
+                                                       tmp_path: Path) -> None:
+    with NodeProcess.ros2_run('simops_ros', 'arm_setup', '--ros-args', '-p', 'timeout:=1.0',
+                              log_path=tmp_path / 'arm_setup.log', env=ros_env) as setup:
+        assert wait_until(lambda: setup.proc.poll() is not None, 30), setup.output
+        assert setup.proc.returncode == 4, setup.output
+    assert 'no service /service_server/set_full_collision_behavior within 1 s' in setup.output

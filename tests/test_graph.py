@@ -200,8 +200,14 @@ def test_bad_arguments_raise_one_line_errors(profile: str, values: dict[str, str
 
 def test_real_robot_defaults_policy_disabled_and_recorder_on_franka_topics() -> None:
     nodes = build_graph('real_robot')
-    assert [n.name for n in nodes] == ['policy', 'recorder']
-    policy, recorder = nodes
+    assert [n.name for n in nodes] == ['arm_setup', 'policy', 'recorder']
+    setup, policy, recorder = nodes
+    # once at bringup, not required: the spec's collision behaviour (and a payload) to the arm
+    assert (setup.package, setup.executable, setup.required) == ('simops_ros', 'arm_setup',
+                                                                 False)
+    assert params(setup) == {'robot': 'config/robot/fr3.yaml', 'use_sim_time': False}
+    payload = by_name(build_graph('real_robot', {'payload': 'fitted.yaml'}))['arm_setup']
+    assert params(payload)['payload_file'] == 'fitted.yaml'
     assert params(policy) == {
         'model_path': 'models/policy/fr3_reach.pt', 'robot': 'config/robot/fr3.yaml',
         'gripper': True, 'franka_ros2': 'v3', 'command_interface': 'joint_trajectory',
@@ -228,7 +234,7 @@ def test_real_robot_in_a_namespace_follows_franka_bringup_namespaces() -> None:
 def test_real_robot_excite_and_standin() -> None:
     nodes = by_name(build_graph('real_robot', {'excite': 'true', 'standin': 'true',
                                                'record': 'false'}))
-    assert list(nodes) == ['standin', 'policy', 'excite']
+    assert list(nodes) == ['standin', 'arm_setup', 'policy', 'excite']
     standin, excite = nodes['standin'], nodes['excite']
     assert (standin.package, standin.executable) == ('simops_sim', 'sim')
     assert standin.param_files == (str(resolve_resource('config/standin_robot.yaml')),)

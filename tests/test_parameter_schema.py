@@ -114,7 +114,8 @@ def test_param_set_refuses_read_only_and_applies_live_parameters(tmp_path: Path,
         assert node.stop() == 0, node.output
 
 
-SCHEMA_OF = {'sim': 'sim', 'policy': 'policy', 'record': 'recorder', 'excite': 'excite'}
+SCHEMA_OF = {'sim': 'sim', 'policy': 'policy', 'record': 'recorder', 'excite': 'excite',
+             'arm_setup': 'arm_setup'}
 
 
 @pytest.mark.parametrize(('profile', 'values'), [

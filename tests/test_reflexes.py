@@ -128,6 +128,20 @@ def test_a_command_faster_than_the_position_based_limit_at_its_end_stops_the_arm
     assert REFLEXES.command(np.abs(velocity), 4.0, (end[None, :], -velocity[None, :])) is None
 
 
+def test_set_full_collision_behavior_moves_the_collision_threshold() -> None:
+    """franka's set_full_collision_behavior: its upper_torque_thresholds_nominal is the
+    contact torque that trips joint_reflex from then on, in both checks."""
+    reflexes = Reflexes(SPEC)
+    contact = np.zeros(7)
+    contact[2] = 20.0                                   # under the default 32 N*m
+    state = (SPEC.home, np.zeros(7), contact)
+    assert reflexes.measure(*state, 0.0) is None
+    reflexes.set_collision_torque(np.full(7, 10.0))
+    stop = reflexes.measure(*state, 0.0)
+    assert stop is not None and stop.error == 'joint_reflex' and stop.joint == 'fr3_joint3'
+    assert not reflexes.within(np.stack(state))
+
+
 def test_a_position_within_the_joint_limit_softness_does_not_stop_the_arm() -> None:
     position = SPEC.home.copy()
     position[3] = SPEC.position_upper[3] + 0.5e-3

@@ -92,6 +92,9 @@ CASES = {
          '-p', 'use_sim_time:=true', *NS_REMAPS],
     ]),
     'real-robot-defaults': ('real_robot', {}, [
+        [exe('simops_ros', 'arm_setup'), '--ros-args', '-r', '__node:=arm_setup',
+         '-p', 'robot:=config/robot/fr3.yaml', '-p', 'use_sim_time:=false',
+         '-r', '/joint_states:=/franka/joint_states'],
         [exe('simops_policy', 'policy'), '--ros-args', '-r', '__node:=policy',
          '-p', 'model_path:=models/policy/fr3_reach.pt', '-p', 'robot:=config/robot/fr3.yaml',
          '-p', 'gripper:=true', '-p', 'franka_ros2:=v3',
@@ -111,6 +114,9 @@ CASES = {
          '-p', 'gripper:=true', '-p', 'franka_ros2:=v3',
          '-p', 'joint_state_rate:=1000.0', '-p', 'publish_clock:=false',
          '-p', 'use_sim_time:=false', '-r', '/joint_states:=/franka/joint_states'],
+        [exe('simops_ros', 'arm_setup'), '--ros-args', '-r', '__node:=arm_setup',
+         '-p', 'robot:=config/robot/fr3.yaml', '-p', 'use_sim_time:=false',
+         '-r', '/joint_states:=/franka/joint_states'],
         [exe('simops_policy', 'policy'), '--ros-args', '-r', '__node:=policy',
          '-p', 'model_path:=my policy.pt', '-p', 'robot:=config/robot/fr3.yaml',
          '-p', 'gripper:=true', '-p', 'franka_ros2:=v3',
@@ -122,6 +128,16 @@ CASES = {
          '-p', 'use_sim_time:=false', '-r', '/joint_states:=/franka/joint_states'],
     ]),
     'real-robot-namespace': ('real_robot', {'namespace': '/NS1', 'record': 'false'}, [
+        [exe('simops_ros', 'arm_setup'), '--ros-args', '-r', '__node:=arm_setup',
+         '-r', '__ns:=/NS1', '-p', 'robot:=config/robot/fr3.yaml',
+         '-p', 'use_sim_time:=false',
+         '-r', '/joint_states:=franka/joint_states',
+         '-r', '/joint_commands:=joint_commands',
+         '-r', '/fr3_arm_controller/joint_trajectory:=fr3_arm_controller/joint_trajectory',
+         '-r', '/object_pose:=object_pose', '-r', '/ee_pose:=ee_pose',
+         '-r', '/goal_pose:=goal_pose', '-r', '/policy/action:=policy/action',
+         '-r', '/policy/state:=policy/state', '-r', '/simops/estop:=simops/estop',
+         '-r', ROBOT_STATE_REMAP],
         [exe('simops_policy', 'policy'), '--ros-args', '-r', '__node:=policy',
          '-r', '__ns:=/NS1', '-p', 'model_path:=models/policy/fr3_reach.pt',
          '-p', 'robot:=config/robot/fr3.yaml', '-p', 'gripper:=true', '-p', 'franka_ros2:=v3',
@@ -191,7 +207,8 @@ def test_missing_executable_names_package_and_prefixes(tmp_path: Path,
 
 def fake_install(root: Path) -> str:
     for package, executable in (('simops_sim', 'sim'), ('simops_policy', 'policy'),
-                                ('simops_recorder', 'record'), ('simops_sysid', 'excite')):
+                                ('simops_recorder', 'record'), ('simops_sysid', 'excite'),
+                                ('simops_ros', 'arm_setup')):
         make_prefix(root, package, executable)
     return str(root)
 

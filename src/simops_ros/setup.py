@@ -22,6 +22,8 @@ setup(
     ),
     license='Apache-2.0',
     entry_points={
-        'console_scripts': [],
+        'console_scripts': [
+            'arm_setup = simops_ros.arm_setup:main',
+        ],
     },
 )

@@ -126,6 +126,9 @@ def declare_arguments(profile: str, command_interface: str) -> tuple[Argument, .
                      'excitation (keep the policy disabled meanwhile)', BOOL),
             Argument('standin', 'false', 'also start a simulated stand-in for the arm with '
                      'hidden physics (config/standin_robot.yaml)', BOOL),
+            Argument('payload', '', 'SimParams YAML whose payload (fit --params payload) '
+                     'the arm\'s firmware is told to compensate at bringup (franka\'s '
+                     'set_load); empty = none'),
             Argument('object_pose_topic', '/object_pose', 'where the object\'s pose '
                      '(geometry_msgs/PoseStamped, robot base frame) comes from on the real arm: '
                      'a perception or motion-capture topic; the stand-in publishes its cube '

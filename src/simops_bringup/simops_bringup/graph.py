@@ -14,8 +14,9 @@ Profiles:
   it; the simulator itself always runs on wall time. ``layout:=fr3_duo``: one simulator of
   two arms, and a policy (and a recorder) per arm in the arm's namespace (``left``,
   ``right``, under ``namespace``).
-- ``real_robot``: the policy (DISABLED until ``~/enable``), the recorder and, with
-  ``excite:=true``, excite, all remapped onto franka_ros2's topics. The arm's driver runs
+- ``real_robot``: ``arm_setup`` (once: the spec's collision behaviour, and with ``payload``
+  a fitted payload, to the arm), the policy (DISABLED until ``~/enable``), the recorder and,
+  with ``excite:=true``, excite, all remapped onto franka_ros2's topics. The arm's driver runs
   beside it (franka_bringup). ``standin:=true`` adds a simulated stand-in for the arm.
 """
 
@@ -192,6 +193,10 @@ def _real_robot_graph(nodes: _Nodes, args: dict[str, str], flags: dict[str, bool
             'joint_state_rate': arm.joint_state_rate,
             'publish_clock': flags['use_sim_time'], 'use_sim_time': False},
             files=[_resource(STANDIN_PARAMS)]))
+    # Once at bringup: the spec's collision behaviour (and a fitted payload) to the arm.
+    graph.append(nodes('simops_ros', 'arm_setup', 'arm_setup', {
+        'robot': _spec(args), **({'payload_file': args['payload']} if args['payload'] else {}),
+        'use_sim_time': flags['use_sim_time']}, required=False))
     graph.append(nodes.policy(args, flags))
     if flags['record']:
         graph.append(nodes.recorder(args, flags, 'real'))

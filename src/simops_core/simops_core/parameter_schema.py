@@ -152,7 +152,7 @@ def _literal(value: Any) -> str:
     return f'`{value!r}`'
 
 
-NODES = ('sim', 'policy', 'recorder', 'excite')
+NODES = ('sim', 'policy', 'recorder', 'excite', 'arm_setup')
 TABLE_END = '<!-- end of generated table -->'
 
 

@@ -19,6 +19,11 @@ from simops_core.yaml_fields import Fields
 
 SPEC_VERSION = 1
 ARM_DOF = 7
+# franka_msgs/srv/SetFullCollisionBehavior's request fields and their sizes (joints: 7;
+# Cartesian: x, y, z, roll, pitch, yaw).
+COLLISION_FIELDS = {f'{bound}_{kind}_thresholds_{phase}': 7 if kind == 'torque' else 6
+                    for kind in ('torque', 'force') for phase in ('acceleration', 'nominal')
+                    for bound in ('lower', 'upper')}
 
 
 class SpecError(ValueError):
@@ -70,7 +75,9 @@ class RobotSpec:
     acceleration: np.ndarray
     jerk: np.ndarray
     effort: np.ndarray
-    collision_torque: np.ndarray   # N*m, contact torque that trips the arm's joint_reflex
+    # The arm's collision behaviour (SetFullCollisionBehavior's fields, COLLISION_FIELDS):
+    # torques (7,) N*m, forces (6,) N and N*m.
+    collision_behavior: dict[str, np.ndarray]
     home: np.ndarray
     gripper: GripperSpec
     source: Path
@@ -80,6 +87,14 @@ class RobotSpec:
     # Position-based velocity limits (:func:`velocity_bounds`), or None for constant ones.
     velocity_offset: np.ndarray | None = None   # rad/s, q_dot_offset
     deceleration: np.ndarray | None = None      # rad/s^2, q_ddot_dec
+
+    @property
+    def collision_torque(self) -> np.ndarray:
+        """Contact torque per joint (7,) N*m that trips the arm's joint_reflex.
+
+        The collision behaviour's ``upper_torque_thresholds_nominal``.
+        """
+        return self.collision_behavior['upper_torque_thresholds_nominal']
 
     def velocity_bounds(self, position: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The slowest and fastest joint velocities (rad/s) the arm allows at ``position``.
@@ -161,7 +176,7 @@ def parse_robot_spec(raw: Any, source: Path) -> RobotSpec:
     if bad.size:
         fields.fail('arm.position_upper', f'must exceed position_lower for {joints[bad[0]]}')
     limits = {key: _vector(fields, arm, f'arm.{key}', positive=True)
-              for key in ('velocity', 'acceleration', 'jerk', 'effort', 'collision_torque')}
+              for key in ('velocity', 'acceleration', 'jerk', 'effort')}
     home = _vector(fields, arm, 'arm.home')
     outside = np.flatnonzero((home < lower) | (home > upper))
     if outside.size:
@@ -197,9 +212,35 @@ def parse_robot_spec(raw: Any, source: Path) -> RobotSpec:
         gain_p=_vector(fields, controller, 'controller.p', positive=True),
         gain_d=_vector(fields, controller, 'controller.d', positive=True),
         constraints=_constraints(fields, controller),
+        collision_behavior=_collision_behavior(fields, arm),
         **_position_based(fields, arm),
         **limits,
     )
+
+
+def _collision_behavior(fields: Fields, arm: dict[str, Any]) -> dict[str, np.ndarray]:
+    """``arm.collision_behavior``: every field of :data:`COLLISION_FIELDS`, positive.
+
+    Each lower threshold lies at or below its upper one.
+    """
+    table = fields.mapping(fields.get(arm, 'collision_behavior', dict, 'arm.collision_behavior'),
+                           'arm.collision_behavior')
+    unknown = sorted(set(table) - set(COLLISION_FIELDS))
+    if unknown:
+        fields.fail(f'arm.collision_behavior.{unknown[0]}', 'is not a field of '
+                    'franka_msgs/srv/SetFullCollisionBehavior')
+    values = {}
+    for key, size in COLLISION_FIELDS.items():
+        field = f'arm.collision_behavior.{key}'
+        value = np.asarray(fields.get(table, key, list, field), dtype=float)
+        if value.shape != (size,) or not np.all(np.isfinite(value)) or np.any(value <= 0):
+            fields.fail(field, f'must hold {size} positive numbers')
+        value.setflags(write=False)
+        values[key] = value
+    for key in COLLISION_FIELDS:
+        if key.startswith('lower') and np.any(values[key] > values['upper' + key[5:]]):
+            fields.fail(f'arm.collision_behavior.{key}', f'must not exceed upper{key[5:]}')
+    return values
 
 
 def _position_based(fields: Fields, arm: dict[str, Any]) -> dict[str, np.ndarray]:

@@ -19,7 +19,6 @@ import rclpy
 from rclpy.experimental import EventsExecutor
 from rclpy.node import Node
 from rclpy.signals import SignalHandlerOptions
-from rclpy.subscription import MessageInfo
 from rosbags.typesys import Stores, get_typestore
 from std_msgs.msg import String
 from std_srvs.srv import Trigger
@@ -33,6 +32,7 @@ from simops_recorder.offers import latched, message_class, recording_qos, stored
 from simops_recorder.recorded_topics import default_topics, topic_config
 from simops_ros.declarations import declare_schema
 from simops_ros.qos import subscription_qos
+from simops_ros.rclpy_compat import MessageInfo
 from simops_ros.scaffold import run_node
 from simops_ros.spinning import spin_once
 

@@ -1,8 +1,9 @@
 """The one ``main()`` of the SimOps nodes, shaped like ros2/demos' ``demo_nodes_py``.
 
 :func:`run_node` parses the node's own command line first (:mod:`simops_ros.node_args`:
-``--help``, stray arguments), initialises rclpy with ``with rclpy.init()``, builds the node,
-spins it, and ends it in one place: a :class:`ConfigError` while building becomes one line
+``--help``, stray arguments), initialises rclpy for the block (``with rclpy.init()`` on
+every distro: :func:`simops_ros.rclpy_compat.initialised`), builds the node, spins it, and
+ends it in one place: a :class:`ConfigError` while building becomes one line
 on stderr and exit code 2, Ctrl-C and an external shutdown end it cleanly, and the node's
 ``stop()`` (when it has one: control and physics threads) runs before ``destroy_node()``.
 """
@@ -20,6 +21,7 @@ from rclpy.signals import SignalHandlerOptions
 from simops_core.command_line import EXIT_CONFIG, ConfigError, fail
 from simops_ros import spinning
 from simops_ros.node_args import parse_node_args
+from simops_ros.rclpy_compat import initialised
 
 NodeT = TypeVar('NodeT', bound=Node)
 
@@ -38,7 +40,7 @@ def run_node(executable: str, description: str, make: Callable[[], NodeT],
     argv = parse_node_args(executable, description, args, codes)
     node: NodeT | None = None
     try:
-        with rclpy.init(args=argv, signal_handler_options=signals):
+        with initialised(argv, signals):
             try:
                 node = make()
                 spin(node)

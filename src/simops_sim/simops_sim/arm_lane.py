@@ -219,6 +219,11 @@ class ArmLane:
         with self.lock:
             return self.physics.clear_stop()
 
+    def set_collision_torque(self, threshold: np.ndarray) -> None:
+        """The collision reflex's threshold (7,) N*m (franka's set_full_collision_behavior)."""
+        with self.lock:
+            self.physics.set_collision_torque(threshold)
+
     def move_gripper(self, width: float, speed: float, force: float) -> None:
         """Drive the fingers to ``width`` (m) at ``speed`` (m/s) with at most ``force`` N."""
         with self.lock:

@@ -22,7 +22,6 @@ from typing import Any
 import numpy as np
 from geometry_msgs.msg import PoseStamped
 from rclpy.node import Node
-from rclpy.subscription import MessageInfo
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 from trajectory_msgs.msg import JointTrajectory
@@ -31,6 +30,7 @@ from simops_core.franka_ros2 import FrankaRelease
 from simops_core.robot_spec import RobotSpec
 from simops_core.topics import TopicSpec
 from simops_ros.qos import qos_profile, subscription_qos
+from simops_ros.rclpy_compat import MessageInfo
 from simops_sim.arm_lane import ArmLane, Frame
 from simops_sim.companions import companion_nodes
 from simops_sim.follow_action import FollowJointTrajectoryServer

@@ -3,6 +3,8 @@
 - ``action_server`` (:mod:`simops_sim.recovery_action`): ``~/error_recovery``;
 - ``controller_manager`` (:mod:`simops_sim.controller_manager`): the controllers and the
   hardware component, as the chosen franka_ros2 release runs them;
+- ``service_server`` (:mod:`simops_sim.service_server`): ``~/set_full_collision_behavior``
+  and ``~/set_load``;
 - franka_gripper (:mod:`simops_sim.gripper_action`) under the release's node name
   (``franka_gripper``, or ``<robot>_gripper`` before v2), only when the arm carries its hand
   (``end_effector: franka_hand``).
@@ -22,6 +24,7 @@ from simops_sim.controller_manager import ControllerManagerNode
 from simops_sim.controller_states import ControllerStates, franka_controllers
 from simops_sim.gripper_action import GripperNode
 from simops_sim.recovery_action import RecoveryNode
+from simops_sim.service_server import ServiceServerNode
 
 
 def companion_nodes(arm: ArmLane, spec: RobotSpec, namespace: str,
@@ -32,7 +35,8 @@ def companion_nodes(arm: ArmLane, spec: RobotSpec, namespace: str,
     arm's commands then pass through the controller manager's states.
     """
     arm.control = ControllerStates(release, franka_controllers(spec.arm_joints))
-    nodes: list[Node] = [RecoveryNode(arm, namespace), ControllerManagerNode(arm, namespace)]
+    nodes: list[Node] = [RecoveryNode(arm, namespace), ControllerManagerNode(arm, namespace),
+                         ServiceServerNode(arm, namespace)]
     if arm.physics.params.end_effector != 'none':
         nodes.append(GripperNode(arm, spec, namespace, release))
     return nodes

@@ -29,6 +29,7 @@ from trajectory_msgs.msg import JointTrajectoryPoint
 
 from simops_core.robot_spec import RobotSpec
 from simops_core.topics import TopicSpec
+from simops_ros.rclpy_compat import has_field
 from simops_sim.arm_lane import ArmLane, FollowState
 from simops_sim.follow_goal import (
     FollowResult,
@@ -41,6 +42,7 @@ from simops_sim.joint_commands import CommandError
 from simops_sim.trajectory_plan import TrajectoryGoal, check_goal, goal_from_message
 
 MONITOR_RATE = 20.0   # Hz, JointTrajectoryController's default action_monitor_rate
+FEEDBACK_INDEX = has_field(FollowJointTrajectory.Feedback, 'index')
 
 
 def goal_key(handle: Any) -> bytes:
@@ -181,7 +183,8 @@ class FollowJointTrajectoryServer:
         feedback.actual = _point(state.actual_q, state.actual_qd)
         feedback.error = _point(state.desired_q - state.actual_q,
                                 state.desired_qd - state.actual_qd)
-        feedback.index = monitor.index(state.time)
+        if FEEDBACK_INDEX:   # control_msgs >= 6.3 (Kilted); Jazzy's has no index
+            feedback.index = monitor.index(state.time)
         return feedback
 
     def _finish(self, code: FollowResult | None, reason: str) -> None:

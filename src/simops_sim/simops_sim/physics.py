@@ -657,6 +657,11 @@ class Physics:
         self._plan = plan
         return None
 
+    def set_collision_torque(self, threshold: np.ndarray) -> None:
+        """The collision reflex's threshold (7,) N*m from now on (no effect without reflexes)."""
+        if self._reflexes is not None:
+            self._reflexes.set_collision_torque(threshold)
+
     def clear_stop(self) -> ProtectiveStop | None:
         """End a protective stop (franka_msgs' ErrorRecovery); return the one that ended.
 

@@ -12,8 +12,9 @@ same way, on the same limits (the robot spec's, one source):
   the FR3's), the limit is the one at the position: a command segment's mean velocity at
   its end point, a measured velocity at the measured position;
 - ``joint_position_limits_violation``: a measured joint position beyond the spec's limits;
-- ``joint_reflex``: the torque contacts put on a joint beyond its collision threshold
-  (``arm.collision_torque``, franka_ros2's default collision behaviour).
+- ``joint_reflex``: the torque contacts put on a joint beyond its collision threshold (the
+  collision behaviour's ``upper_torque_thresholds_nominal``: the spec's, or what
+  ``set_full_collision_behavior`` set).
 
 Errors are named as franka_msgs' ``Errors`` fields. Arrays are (7,) in the spec's arm order;
 rad, rad/s, N*m. A NaN counts as beyond every limit.
@@ -57,14 +58,21 @@ class Reflexes:
         self._lower = spec.position_lower - POSITION_TOLERANCE
         self._upper = spec.position_upper + POSITION_TOLERANCE
         self._speed = spec.velocity
-        self._contact = spec.collision_torque
+        self._position_based = spec.velocity_offset is not None
+        self.set_collision_torque(spec.collision_torque)
+
+    def set_collision_torque(self, threshold: np.ndarray) -> None:
+        """Stop on a contact torque beyond ``threshold`` (7,) N*m, all positive.
+
+        The spec's at start; franka_hardware's ``set_full_collision_behavior`` changes it
+        (its ``upper_torque_thresholds_nominal``).
+        """
+        self._contact = np.array(threshold, dtype=float)
         # The box every measured (position, velocity, contact) (3, 7) must lie in, as its
         # centre and half-widths, for a one-pass check at every physics step.
         low = np.stack((self._lower, -self._speed, -self._contact))
         high = np.stack((self._upper, self._speed, self._contact))
         self._centre, self._half = (high + low) / 2.0, (high - low) / 2.0
-        self._scratch = np.empty_like(low)
-        self._position_based = spec.velocity_offset is not None
 
     def command(self, peak_speed: np.ndarray, now: float,
                 segments: tuple[np.ndarray, np.ndarray] | None = None

@@ -1,0 +1,45 @@
+"""What differs between the rclpy releases SimOps runs on, in one place.
+
+SimOps is tested on ROS 2 Kilted (rclpy 9.1) and Jazzy (rclpy 7.1, the distro of
+franka_ros2 v3). Every difference the nodes meet is bridged here, so the rest of the code
+reads as one rclpy:
+
+- ``rclpy.init()`` is a context manager from rclpy 8 (Kilted) on; :func:`initialised` is one
+  on both;
+- ``rclpy.subscription.MessageInfo`` (the typed dict a two-argument subscription callback
+  receives) is named from rclpy 8 on; Jazzy passes the same dict unnamed;
+- interface packages differ by distro: Jazzy's control_msgs FollowJointTrajectory feedback
+  has no ``index`` (:func:`has_field`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import rclpy
+from rclpy.signals import SignalHandlerOptions
+
+try:
+    from rclpy.subscription import MessageInfo
+except ImportError:   # rclpy 7 (Jazzy): the same keys, in a plain dict
+    MessageInfo = dict  # type: ignore[misc, assignment]
+
+__all__ = ['MessageInfo', 'has_field', 'initialised']
+
+
+@contextmanager
+def initialised(args: Sequence[str] | None,
+                signal_handler_options: SignalHandlerOptions) -> Iterator[None]:
+    """Rclpy initialised with ``args`` for the block, shut down after it (if still up)."""
+    rclpy.init(args=args, signal_handler_options=signal_handler_options)
+    try:
+        yield
+    finally:
+        rclpy.try_shutdown()
+
+
+def has_field(message: Any, field: str) -> bool:
+    """Whether the interface type (or message) ``message`` has ``field`` in this distro."""
+    return field in message.get_fields_and_field_types()
