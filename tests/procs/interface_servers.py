@@ -15,6 +15,8 @@ from rclpy.action import ActionServer
 from rclpy.node import Node
 from spinning import spin_until_shutdown
 
+from simops_ros.rclpy_compat import has_field
+
 
 class InterfaceServers(Node):
     def __init__(self) -> None:
@@ -32,7 +34,8 @@ class InterfaceServers(Node):
             return result
         feedback = FollowJointTrajectory.Feedback(joint_names=['j1'],
                                                   desired=goal.trajectory.points[-1])
-        feedback.index = len(goal.trajectory.points) - 1
+        if has_field(feedback, 'index'):   # Kilted's control_msgs; Jazzy's has none
+            feedback.index = len(goal.trajectory.points) - 1
         handle.publish_feedback(feedback)
         handle.succeed()
         result.error_code = FollowJointTrajectory.Result.SUCCESSFUL

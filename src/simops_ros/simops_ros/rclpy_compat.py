@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from importlib.metadata import version
 from typing import Any
 
 import rclpy
@@ -26,7 +27,10 @@ try:
 except ImportError:   # rclpy 7 (Jazzy): the same keys, in a plain dict
     MessageInfo = dict  # type: ignore[misc, assignment]
 
-__all__ = ['MessageInfo', 'has_field', 'initialised']
+__all__ = ['DISTRO', 'MessageInfo', 'has_field', 'initialised']
+
+# The ROS 2 distro of the rclpy in use, from its release (rclpy 7.x is Jazzy's, 9.x Kilted's).
+DISTRO = 'jazzy' if int(version('ros-rclpy').split('.')[0]) < 8 else 'kilted'
 
 
 @contextmanager
