@@ -30,6 +30,7 @@ from simops_sim.trajectory_plan import (
     TrajectoryError,
     TrajectoryGoal,
     TrajectoryPlan,
+    goal_from_message,
     parse_trajectory,
     stream_goal,
 )
@@ -253,6 +254,51 @@ def test_trajectory_interpolation(spec: RobotSpec) -> None:
     assert out[0] == pytest.approx(0.5)  # symmetric smoothstep midpoint
     cubic.sample(0.25, out)
     assert out[0] == pytest.approx(3 * 0.25**2 - 2 * 0.25**3)
+
+
+def test_points_with_accelerations_are_joined_by_quintic_splines(spec: RobotSpec) -> None:
+    """JointTrajectoryController interpolates quintic when every point carries accelerations
+    (trajectory.cpp, interpolate_between_points): position, velocity and acceleration match
+    at both ends. The oracle is the quintic through those six conditions, solved here."""
+    names = list(spec.arm_joints)
+    p = [[0.1 * j for j in range(7)], [0.3 + 0.1 * j for j in range(7)]]
+    v = [[0.2] * 7, [-0.1] * 7]
+    a = [[1.5] * 7, [-2.0] * 7]
+    goal = parse_trajectory(names, [0.0, 1.5], p, v, spec.arm_joints, None, a)
+    plan = TrajectoryPlan(goal, start=4.0, current=np.zeros(7))
+    h = 1.5
+    # c0 + c1 t + ... + c5 t^5 with p, v, a given at t = 0 and t = h
+    rows = [[1, 0, 0, 0, 0, 0], [0, 1, 0, 0, 0, 0], [0, 0, 2, 0, 0, 0],
+            [1, h, h**2, h**3, h**4, h**5], [0, 1, 2 * h, 3 * h**2, 4 * h**3, 5 * h**4],
+            [0, 0, 2, 6 * h, 12 * h**2, 20 * h**3]]
+    out, velocity = np.empty(7), np.empty(7)
+    for j in (0, 6):
+        c = np.linalg.solve(np.array(rows, float), [p[0][j], v[0][j], a[0][j], p[1][j],
+                                                    v[1][j], a[1][j]])
+        for t in (0.1, 0.6, 1.2):
+            plan.sample(4.0 + t, out, velocity)
+            assert out[j] == pytest.approx(np.polyval(c[::-1], t), abs=1e-12)
+            assert velocity[j] == pytest.approx(np.polyval(np.polyder(c[::-1]), t), abs=1e-12)
+    cubic = TrajectoryPlan(parse_trajectory(names, [0.0, 1.5], p, v, spec.arm_joints, None),
+                           4.0, np.zeros(7))
+    cubic.sample(4.6, out)
+    plan.sample(4.6, velocity)
+    assert abs(out[0] - velocity[0]) > 1e-3   # without accelerations: cubic, another path
+
+
+def test_goal_from_message_reads_the_accelerations(spec: RobotSpec) -> None:
+    from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
+
+    point = JointTrajectoryPoint(positions=[0.0] * 7, velocities=[0.0] * 7,
+                                 accelerations=[0.5] * 7)
+    point.time_from_start.sec = 1
+    goal = goal_from_message(JointTrajectory(joint_names=list(spec.arm_joints),
+                                             points=[point]), spec.arm_joints)
+    assert goal.accelerations is not None and np.all(goal.accelerations == 0.5)
+    del point.accelerations[:]   # positions and velocities only: cubic, as before
+    assert goal_from_message(JointTrajectory(joint_names=list(spec.arm_joints),
+                                             points=[point]), spec.arm_joints
+                             ).accelerations is None
 
 
 @pytest.mark.parametrize(('names', 'times', 'points', 'message'), [

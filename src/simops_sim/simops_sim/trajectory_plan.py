@@ -1,8 +1,11 @@
 """Joint trajectories sampled at physics rate, as ros2_control's JointTrajectoryController does.
 
 A trajectory starts from the current arm target at its start time. Between points it is
-interpolated linearly when the points carry only positions, and with cubic Hermite splines
-when every point carries velocities (accelerations are not used). Joints are matched by
+interpolated as JointTrajectoryController's ``interpolate_between_points`` does
+(joint_trajectory_controller/src/trajectory.cpp, ros2_controllers jazzy ed360c9): linearly
+when the points carry only positions, with cubic Hermite splines when every point carries
+velocities, and with quintic Hermite splines when every point also carries accelerations
+(MoveIt sends them). Joints are matched by
 name; joints the trajectory does not name keep their current target. After the last point
 the arm holds its position.
 """
@@ -33,7 +36,7 @@ class TrajectoryGoal:
     ``times`` (K,) s from the start, strictly increasing; ``positions`` (K, 7) rad, columns
     not in ``joints`` unused; ``velocities`` (K, 7) rad/s or None; ``joints`` are the
     arm-joint indices the trajectory names; ``start`` is the requested sim start time
-    (s), or None for "now".
+    (s), or None for "now"; ``accelerations`` (K, 7) rad/s^2, or None (only with velocities).
     """
 
     times: np.ndarray
@@ -41,12 +44,14 @@ class TrajectoryGoal:
     velocities: np.ndarray | None
     joints: np.ndarray
     start: float | None
+    accelerations: np.ndarray | None = None
 
 
 def parse_trajectory(names: Sequence[str], times: Sequence[float],
                      positions: Sequence[Sequence[float]],
                      velocities: Sequence[Sequence[float]], arm_joints: Sequence[str],
-                     start: float | None) -> TrajectoryGoal:
+                     start: float | None,
+                     accelerations: Sequence[Sequence[float]] = ()) -> TrajectoryGoal:
     """Validate a JointTrajectory's content; raise :class:`TrajectoryError`."""
     slots = {name: i for i, name in enumerate(arm_joints)}
     unknown = [n for n in names if n not in slots]
@@ -65,6 +70,8 @@ def parse_trajectory(names: Sequence[str], times: Sequence[float],
     joints = np.array([slots[n] for n in names])
     pos = np.zeros((len(stamps), len(arm_joints)))
     vel = np.zeros_like(pos) if all(len(v) for v in velocities) else None
+    acc = (np.zeros_like(pos) if vel is not None and len(accelerations) == len(stamps)
+           and all(len(a) for a in accelerations) else None)
     for k, point in enumerate(positions):
         if len(point) != len(names):
             raise TrajectoryError(f'point {k} has {len(point)} positions for {len(names)} '
@@ -75,9 +82,15 @@ def parse_trajectory(names: Sequence[str], times: Sequence[float],
                 raise TrajectoryError(f'point {k} has {len(velocities[k])} velocities for '
                                       f'{len(names)} joints', 'malformed')
             vel[k, joints] = velocities[k]
-    if not np.all(np.isfinite(pos)) or (vel is not None and not np.all(np.isfinite(vel))):
-        raise TrajectoryError('has a NaN or Inf position or velocity', 'non_finite')
-    return TrajectoryGoal(stamps, pos, vel, joints, start)
+        if acc is not None:
+            if len(accelerations[k]) != len(names):
+                raise TrajectoryError(f'point {k} has {len(accelerations[k])} accelerations '
+                                      f'for {len(names)} joints', 'malformed')
+            acc[k, joints] = accelerations[k]
+    if not all(np.all(np.isfinite(x)) for x in (pos, vel, acc) if x is not None):
+        raise TrajectoryError('has a NaN or Inf position, velocity or acceleration',
+                              'non_finite')
+    return TrajectoryGoal(stamps, pos, vel, joints, start, acc)
 
 
 def point_goal(target: np.ndarray, horizon: float,
@@ -118,7 +131,7 @@ def goal_from_message(msg: Any, arm_joints: Sequence[str]) -> TrajectoryGoal:
         list(msg.joint_names),
         [p.time_from_start.sec + 1e-9 * p.time_from_start.nanosec for p in msg.points],
         [list(p.positions) for p in msg.points], [list(p.velocities) for p in msg.points],
-        arm_joints, stamp if stamp > 0 else None)
+        arm_joints, stamp if stamp > 0 else None, [list(p.accelerations) for p in msg.points])
 
 
 def check_goal(goal: TrajectoryGoal, spec: RobotSpec) -> None:
@@ -167,7 +180,8 @@ class TrajectoryPlan:
 
     def __init__(self, goal: TrajectoryGoal, start: float, current: np.ndarray,
                  now: float | None = None) -> None:
-        times, pos, vel = goal.times, goal.positions.copy(), goal.velocities
+        times, pos = goal.times, goal.positions.copy()
+        vel, acc = goal.velocities, goal.accelerations
         if len(goal.joints) < len(current):   # joints it does not name keep their target
             keep = np.setdiff1d(np.arange(len(current)), goal.joints)
             pos[:, keep] = current[keep]
@@ -177,8 +191,10 @@ class TrajectoryPlan:
             times = np.concatenate(([taken], times))
             pos = np.vstack((current, pos))
             vel = None if vel is None else np.vstack((np.zeros_like(current), vel))
+            acc = None if acc is None else np.vstack((np.zeros_like(current), acc))
         self.start = start
         self.times, self.positions, self.velocities = times, pos, vel
+        self.accelerations = acc
         self.end = start + float(times[-1])
         # Per-step sampling runs at 1 kHz in Python: knots as floats, segment steps and
         # slopes computed once (the same arithmetic as computing them per sample).
@@ -213,8 +229,9 @@ class TrajectoryPlan:
         """Write the target (7,) rad at sim time ``now`` into ``out``; True once finished.
 
         ``velocity`` (7,), when given, receives the trajectory's velocity there (rad/s): the
-        derivative of the interpolation, linear between points without velocities and cubic
-        Hermite with them, as JointTrajectoryController samples; 0 before and after.
+        derivative of the interpolation, linear between points without velocities, cubic
+        Hermite with them and quintic Hermite with accelerations too, as
+        JointTrajectoryController samples; 0 before and after.
         """
         t = now - self.start
         reached = t + KNOT_TOLERANCE   # a knot within the tolerance counts as reached
@@ -236,6 +253,10 @@ class TrajectoryPlan:
                 velocity[:] = self._slopes[k]
             return False
         v0, v1 = self.velocities[k] * h, self.velocities[k + 1] * h
+        if self.accelerations is not None:
+            a0, a1 = self.accelerations[k] * h * h, self.accelerations[k + 1] * h * h
+            _quintic(s, h, p0, v0, a0, a1, v1, p1, out, velocity)
+            return False
         s2, s3 = s * s, s * s * s
         out[:] = ((2 * s3 - 3 * s2 + 1) * p0 + (s3 - 2 * s2 + s) * v0
                   + (-2 * s3 + 3 * s2) * p1 + (s3 - s2) * v1)
@@ -243,3 +264,27 @@ class TrajectoryPlan:
             velocity[:] = ((6 * s2 - 6 * s) * p0 + (3 * s2 - 4 * s + 1) * v0
                            + (-6 * s2 + 6 * s) * p1 + (3 * s2 - 2 * s) * v1) / h
         return False
+
+
+def _quintic(s: float, h: float, p0: np.ndarray, v0: np.ndarray, a0: np.ndarray,
+             a1: np.ndarray, v1: np.ndarray, p1: np.ndarray, out: np.ndarray,
+             velocity: np.ndarray | None) -> None:
+    """The quintic Hermite segment at ``s`` in [0, 1] of a segment ``h`` s long.
+
+    Positions ``p0``, ``p1`` (7,) rad, velocities ``v0``, ``v1`` scaled by ``h`` and
+    accelerations ``a0``, ``a1`` scaled by ``h``^2 at its ends; the position goes into
+    ``out`` and, when given, the velocity (rad/s) into ``velocity``.
+    """
+    s2, s3 = s * s, s * s * s
+    s4, s5 = s3 * s, s3 * s2
+    out[:] = ((1 - 10 * s3 + 15 * s4 - 6 * s5) * p0 + (s - 6 * s3 + 8 * s4 - 3 * s5) * v0
+              + (0.5 * s2 - 1.5 * s3 + 1.5 * s4 - 0.5 * s5) * a0
+              + (0.5 * s3 - s4 + 0.5 * s5) * a1 + (-4 * s3 + 7 * s4 - 3 * s5) * v1
+              + (10 * s3 - 15 * s4 + 6 * s5) * p1)
+    if velocity is not None:
+        velocity[:] = ((-30 * s2 + 60 * s3 - 30 * s4) * p0
+                       + (1 - 18 * s2 + 32 * s3 - 15 * s4) * v0
+                       + (s - 4.5 * s2 + 6 * s3 - 2.5 * s4) * a0
+                       + (1.5 * s2 - 4 * s3 + 2.5 * s4) * a1
+                       + (-12 * s2 + 28 * s3 - 15 * s4) * v1
+                       + (30 * s2 - 60 * s3 + 30 * s4) * p1) / h
