@@ -156,6 +156,15 @@ def measured(probe: RosProbe) -> tuple[float, np.ndarray]:
     return stamp(msg), JointIndex(FR3.arm_joints).select(msg.name, msg.position, np.zeros(7))
 
 
+def settled(probe: RosProbe, seconds: float = 0.5) -> np.ndarray:
+    """The arm's position after ``seconds``, checked to be still (within 1 mrad)."""
+    _, before = measured(probe)
+    time.sleep(seconds)
+    _, after = measured(probe)
+    assert np.abs(after - before).max() < 1e-3, after - before
+    return after
+
+
 class Recovery:
     """franka_hardware's whole recovery procedure from ``probe``, as a user clears a protective
     stop: the steps of franka_ros2 ``release`` ('' = the newest, the simulator's default)."""

@@ -40,6 +40,7 @@ from sim_helpers import (
     Recovery,
     command_publisher,
     measured,
+    settled,
     smooth_goal,
     start_sim,
     subscribe_states,
@@ -78,15 +79,6 @@ def arm_state(probe: RosProbe) -> tuple[str, str]:
                     ListHardwareComponents.Request()).component
     return ({c.name: c.state for c in controllers}['fr3_arm_controller'],
             hardware[0].state.label)
-
-
-def still(probe: RosProbe, seconds: float = 0.5) -> np.ndarray:
-    """The arm's position after ``seconds``, checked to be still (within 1 mrad)."""
-    _, before = measured(probe)
-    time.sleep(seconds)
-    _, after = measured(probe)
-    assert np.abs(after - before).max() < 1e-3, after - before
-    return after
 
 
 def stream(pub: object, target: np.ndarray, count: int = 10) -> None:
@@ -158,7 +150,7 @@ def test_a_deactivated_arm_controller_ignores_commands_and_the_arm_holds(
     with start_sim(tmp_path) as sim:
         commands, trajectories = command_publisher(ros_probe), trajectory_publisher(ros_probe)
         arm = client_for(ros_probe)
-        home = still(ros_probe)
+        home = settled(ros_probe)
         assert arm_state(ros_probe) == ('active', 'active')
         switch = SwitchController.Request(deactivate_controllers=['fr3_arm_controller'],
                                           strictness=SwitchController.Request.STRICT)
@@ -172,13 +164,13 @@ def test_a_deactivated_arm_controller_ignores_commands_and_the_arm_holds(
         point.time_from_start.sec = 1
         trajectories.publish(JointTrajectory(joint_names=list(SPEC.arm_joints), points=[point]))
         assert not Goal(arm, smooth_goal(home, np.full(7, 0.05), 1.0)).handle.accepted
-        assert np.abs(still(ros_probe, 1.0) - home).max() < 1e-3       # ignored: it holds
+        assert np.abs(settled(ros_probe, 1.0) - home).max() < 1e-3       # ignored: it holds
 
         switch = SwitchController.Request(activate_controllers=['fr3_arm_controller'],
                                           strictness=SwitchController.Request.STRICT)
         assert call(ros_probe, SwitchController, f'{MANAGER}/switch_controller', switch).ok
         stream(commands, slow)
-        assert np.abs(still(ros_probe) - slow).max() < 3e-3             # moves again
+        assert np.abs(settled(ros_probe) - slow).max() < 3e-3             # moves again
         log = sim.output
         assert sim.stop() == 0, log
     assert 'fr3_arm_controller is inactive; activate it' in log
@@ -194,7 +186,7 @@ def test_after_a_reflex_only_the_releases_recovery_resumes_motion(
                         QoSProfile(depth=10, reliability=ReliabilityPolicy.BEST_EFFORT))
     with start_sim(tmp_path, f'franka_ros2:={release}') as sim:
         commands = command_publisher(ros_probe)
-        home = still(ros_probe)
+        home = settled(ros_probe)
         trip_velocity_reflex(ros_probe, commands, home)
         slow = home.copy()
         slow[0] += 0.05
@@ -213,10 +205,10 @@ def test_after_a_reflex_only_the_releases_recovery_resumes_motion(
         assert wait_until(result.done, 10)
         stream(commands, slow)
         if release == 'v1':
-            assert np.abs(still(ros_probe) - slow).max() < 3e-3         # the action sufficed
+            assert np.abs(settled(ros_probe) - slow).max() < 3e-3         # the action sufficed
             assert sim.stop() == 0, sim.output
             return
-        assert np.abs(still(ros_probe) - home).max() < 1e-3             # still refused
+        assert np.abs(settled(ros_probe) - home).max() < 1e-3             # still refused
         hardware = SetHardwareComponentState.Request(
             name='FrankaHardwareInterface', target_state=State(id=3, label='active'))
         answer = call(ros_probe, SetHardwareComponentState,
@@ -232,7 +224,7 @@ def test_after_a_reflex_only_the_releases_recovery_resumes_motion(
             assert recover.proc.returncode == 0, recover.output
         assert arm_state(ros_probe) == ('active', 'active')
         stream(commands, slow)
-        assert np.abs(still(ros_probe) - slow).max() < 3e-3             # moves again
+        assert np.abs(settled(ros_probe) - slow).max() < 3e-3             # moves again
         Recovery(ros_probe, release)()                                  # nothing to do: fine
         assert sim.stop() == 0, sim.output
 
@@ -248,7 +240,7 @@ def test_a_target_beyond_the_position_based_limit_sent_by_hand_trips_the_reflex(
     with start_sim(tmp_path) as sim:
         arm = client_for(ros_probe)
         commands = command_publisher(ros_probe)
-        home = still(ros_probe)
+        home = settled(ros_probe)
         near = home.copy()
         near[6] = SPEC.position_upper[6] - 0.1
         assert Goal(arm, smooth_goal(home, near - home, 4.0)).result(30)[0] == 4   # SUCCEEDED

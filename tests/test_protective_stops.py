@@ -25,6 +25,7 @@ from sim_helpers import (
     command_publisher,
     measured,
     qos,
+    settled,
     smooth_goal,
     start_sim,
     subscribe_states,
@@ -49,15 +50,6 @@ def robot_state(probe: RosProbe) -> FrankaRobotState:
 
 def values(report: DiagnosticStatus) -> dict[str, str]:
     return {kv.key: kv.value for kv in report.values}
-
-
-def settled(probe: RosProbe, seconds: float = 0.5) -> np.ndarray:
-    """The arm's position after ``seconds``, checked to be still (within 1 mrad)."""
-    _, before = measured(probe)
-    time.sleep(seconds)
-    _, after = measured(probe)
-    assert np.abs(after - before).max() < 1e-3, after - before
-    return after
 
 
 def test_a_step_beyond_the_velocity_limit_stops_the_arm_until_error_recovery(

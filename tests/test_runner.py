@@ -42,6 +42,17 @@ def exe(package: str, executable: str) -> str:
     return str(fake_resolve(package, executable))
 
 
+# real_robot's remappings in the namespace /NS1: every topic relative
+NS1_REMAPS = ['-r', '/joint_states:=franka/joint_states', '-r', '/joint_commands:=joint_commands',
+              '-r', '/fr3_arm_controller/joint_trajectory:=fr3_arm_controller/joint_trajectory',
+              '-r', '/object_pose:=object_pose', '-r', '/ee_pose:=ee_pose',
+              '-r', '/goal_pose:=goal_pose', '-r', '/policy/action:=policy/action',
+              '-r', '/policy/state:=policy/state', '-r', '/simops/estop:=simops/estop',
+              '-r', ROBOT_STATE_REMAP]
+# real_robot's arm_setup, as the runner starts it without a namespace
+ARM_SETUP = [exe('simops_ros', 'arm_setup'), '--ros-args', '-r', '__node:=arm_setup',
+             '-p', 'robot:=config/robot/fr3.yaml', '-p', 'use_sim_time:=false',
+             '-r', '/joint_states:=/franka/joint_states']
 CASES = {
     'sim-defaults': ('sim', {}, [
         [exe('simops_sim', 'sim'), '--ros-args', '-r', '__node:=sim',
@@ -92,9 +103,7 @@ CASES = {
          '-p', 'use_sim_time:=true', *NS_REMAPS],
     ]),
     'real-robot-defaults': ('real_robot', {}, [
-        [exe('simops_ros', 'arm_setup'), '--ros-args', '-r', '__node:=arm_setup',
-         '-p', 'robot:=config/robot/fr3.yaml', '-p', 'use_sim_time:=false',
-         '-r', '/joint_states:=/franka/joint_states'],
+        ARM_SETUP,
         [exe('simops_policy', 'policy'), '--ros-args', '-r', '__node:=policy',
          '-p', 'model_path:=models/policy/fr3_reach.pt', '-p', 'robot:=config/robot/fr3.yaml',
          '-p', 'gripper:=true', '-p', 'franka_ros2:=v3',
@@ -114,9 +123,7 @@ CASES = {
          '-p', 'gripper:=true', '-p', 'franka_ros2:=v3',
          '-p', 'joint_state_rate:=1000.0', '-p', 'publish_clock:=false',
          '-p', 'use_sim_time:=false', '-r', '/joint_states:=/franka/joint_states'],
-        [exe('simops_ros', 'arm_setup'), '--ros-args', '-r', '__node:=arm_setup',
-         '-p', 'robot:=config/robot/fr3.yaml', '-p', 'use_sim_time:=false',
-         '-r', '/joint_states:=/franka/joint_states'],
+        ARM_SETUP,
         [exe('simops_policy', 'policy'), '--ros-args', '-r', '__node:=policy',
          '-p', 'model_path:=my policy.pt', '-p', 'robot:=config/robot/fr3.yaml',
          '-p', 'gripper:=true', '-p', 'franka_ros2:=v3',
@@ -131,25 +138,13 @@ CASES = {
         [exe('simops_ros', 'arm_setup'), '--ros-args', '-r', '__node:=arm_setup',
          '-r', '__ns:=/NS1', '-p', 'robot:=config/robot/fr3.yaml',
          '-p', 'use_sim_time:=false',
-         '-r', '/joint_states:=franka/joint_states',
-         '-r', '/joint_commands:=joint_commands',
-         '-r', '/fr3_arm_controller/joint_trajectory:=fr3_arm_controller/joint_trajectory',
-         '-r', '/object_pose:=object_pose', '-r', '/ee_pose:=ee_pose',
-         '-r', '/goal_pose:=goal_pose', '-r', '/policy/action:=policy/action',
-         '-r', '/policy/state:=policy/state', '-r', '/simops/estop:=simops/estop',
-         '-r', ROBOT_STATE_REMAP],
+         *NS1_REMAPS],
         [exe('simops_policy', 'policy'), '--ros-args', '-r', '__node:=policy',
          '-r', '__ns:=/NS1', '-p', 'model_path:=models/policy/fr3_reach.pt',
          '-p', 'robot:=config/robot/fr3.yaml', '-p', 'gripper:=true', '-p', 'franka_ros2:=v3',
          '-p', 'command_interface:=joint_trajectory',
          '-p', 'start_enabled:=false', '-p', 'use_sim_time:=false',
-         '-r', '/joint_states:=franka/joint_states',
-         '-r', '/joint_commands:=joint_commands',
-         '-r', '/fr3_arm_controller/joint_trajectory:=fr3_arm_controller/joint_trajectory',
-         '-r', '/object_pose:=object_pose', '-r', '/ee_pose:=ee_pose',
-         '-r', '/goal_pose:=goal_pose', '-r', '/policy/action:=policy/action',
-         '-r', '/policy/state:=policy/state', '-r', '/simops/estop:=simops/estop',
-         '-r', ROBOT_STATE_REMAP],
+         *NS1_REMAPS],
     ]),
 }
 
