@@ -19,7 +19,8 @@ from ros_helpers import REPO, NodeProcess, wait_until
 
 FAKE_NODE = REPO / 'tests/procs/runner_fake_node.py'
 EXECUTABLES = (('simops_sim', 'sim'), ('simops_policy', 'policy'),
-               ('simops_recorder', 'record'), ('simops_sysid', 'excite'))
+               ('simops_recorder', 'record'), ('simops_sysid', 'excite'),
+               ('simops_ros', 'arm_setup'))
 STARTUP = 30.0  # s; two shared cores
 
 
