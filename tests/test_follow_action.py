@@ -32,6 +32,7 @@ from sim_helpers import (
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
 from simops_core.robot_spec import load_robot_spec
+from simops_ros.rclpy_compat import DISTRO
 
 SPEC = load_robot_spec('fr3')
 
@@ -74,8 +75,10 @@ def test_a_planned_goal_succeeds_and_a_goal_jtc_rejects_is_rejected(ros_probe: R
         first, last = goal.feedback[0], goal.feedback[-1]
         assert list(first.joint_names) == list(SPEC.arm_joints)
         assert len(first.desired.positions) == len(first.actual.positions) == 7
-        assert [f.index for f in goal.feedback] == sorted(f.index for f in goal.feedback)
-        assert last.index == 3 and len(goal.feedback) >= 30   # 20 Hz over 2 s
+        assert len(goal.feedback) >= 30   # 20 Hz over 2 s
+        if DISTRO == 'kilted':   # control_msgs >= 6.3: the point index; Jazzy's has none
+            assert [f.index for f in goal.feedback] == sorted(f.index for f in goal.feedback)
+            assert last.index == 3
         np.testing.assert_allclose(last.error.positions,
                                    np.subtract(last.desired.positions, last.actual.positions))
         # JTC succeeds once the arm is stopped (0.01 rad/s); it is then at the goal.
