@@ -9,8 +9,6 @@ publishers' offers, the ~/start and ~/stop services, ~/episode_info, and the pol
 
 from __future__ import annotations
 
-import signal
-import threading
 import time
 from dataclasses import replace
 from typing import Any
@@ -34,7 +32,7 @@ from simops_ros.declarations import declare_schema
 from simops_ros.qos import subscription_qos
 from simops_ros.rclpy_compat import MessageInfo
 from simops_ros.scaffold import run_node
-from simops_ros.spinning import spin_once
+from simops_ros.spinning import spin_until_signal
 
 NODE = 'recorder'
 RUNNING = 'RUNNING'
@@ -48,7 +46,6 @@ DISCOVERY_PERIOD = 0.25  # s between graph checks for topics that appear later
 # numbers; the batch drain costs ~12% on SingleThreadedExecutor and ~7% on EventsExecutor
 # driven by spin_once, which is what main() uses.
 DRAIN_PERIOD = 0.01  # s
-STOP_CHECK_PERIOD = 0.1  # s, longest wait before a SIGINT/SIGTERM is noticed
 AUTO_POLL_PERIOD = 0.1   # s between checks of the auto mode's grace period
 
 
@@ -221,17 +218,9 @@ def _spin(node: Recorder) -> None:
     """Spin until SIGINT/SIGTERM, noticed at a wait, never inside a write.
 
     The episode then ends in a valid context (rclpy's handlers would shut it down first).
+    EventsExecutor: see DRAIN_PERIOD for the measurements behind this choice.
     """
-    stop = threading.Event()
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(signum, lambda *_: stop.set())
-    executor = EventsExecutor()  # see DRAIN_PERIOD for the measurements behind this choice
-    executor.add_node(node)
-    try:
-        while not stop.is_set() and rclpy.ok():  # spin_once: EventsExecutor.spin() hangs
-            spin_once(executor, node.get_logger(), STOP_CHECK_PERIOD)
-    finally:
-        executor.shutdown()
+    spin_until_signal(EventsExecutor(), node)
 
 
 def main(args: list[str] | None = None) -> int:

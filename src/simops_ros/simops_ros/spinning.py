@@ -9,9 +9,19 @@ thread: seen on the policy node under load, at the simulator's 1 kHz joint state
 ros/joint_state_publisher#117 reports), and for a message rclpy cannot represent
 (ros2/rclpy#848). Either way the message is dropped and reported, and spinning goes on
 until the context shuts down.
+
+:func:`spin_until_signal` is for a node with threads of its own (the simulator's physics,
+the recorder's writes): SIGINT and SIGTERM are noticed between two waits, so the node stops
+its threads and is destroyed while the context is still up, and the context shuts down
+last. rclpy's own handlers (``SignalHandlerOptions.ALL``) shut the context down from their
+signal thread at once, under the feet of a thread that is publishing; run such a node with
+``SignalHandlerOptions.NO``.
 """
 
 from __future__ import annotations
+
+import signal
+import threading
 
 from rclpy.executors import Executor, ExternalShutdownException, SingleThreadedExecutor
 from rclpy.impl.rcutils_logger import RcutilsLogger
@@ -19,6 +29,7 @@ from rclpy.node import Node
 
 UNCONVERTED = 'Unable to convert call argument'   # pybind11's message for a failed take
 REPORT_PERIOD = 1.0   # s between two reports of dropped messages
+STOP_CHECK_PERIOD = 0.1   # s, longest wait before a SIGINT/SIGTERM is noticed
 
 
 def spin_once(executor: Executor, logger: RcutilsLogger,
@@ -42,6 +53,27 @@ def spin(*nodes: Node) -> None:
     try:
         while executor.context.ok():
             spin_once(executor, logger)
+    except ExternalShutdownException:
+        pass   # the context shut down while it waited
+    finally:
+        executor.shutdown()
+
+
+def spin_until_signal(executor: Executor, *nodes: Node) -> None:
+    """Spin ``nodes`` in ``executor`` until SIGINT/SIGTERM, or their context shuts down.
+
+    The signal is noticed at a wait (within :data:`STOP_CHECK_PERIOD`), never inside a
+    callback; the executor is shut down on the way out, the context is left up.
+    """
+    stop = threading.Event()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda *_: stop.set())
+    for node in nodes:
+        executor.add_node(node)
+    logger = nodes[0].get_logger()
+    try:
+        while not stop.is_set() and nodes[0].context.ok():
+            spin_once(executor, logger, STOP_CHECK_PERIOD)
     except ExternalShutdownException:
         pass   # the context shut down while it waited
     finally:

@@ -10,7 +10,7 @@
   (``end_effector: franka_hand``).
 
 All of them serve one arm's :class:`~simops_sim.arm_lane.ArmLane` and spin in the simulator's
-executor (:func:`simops_ros.spinning.spin`).
+executor (:func:`simops_ros.spinning.spin_until_signal`).
 """
 
 from __future__ import annotations
