@@ -640,8 +640,8 @@ def test_a_stall_of_the_node_costs_lag_not_a_stop(spec: RobotSpec) -> None:
     speed stays under the limit, and the stream ends where it was sent."""
     import time
 
-    from simops_sim.arm_lane import CATCH_UP_SPEED
     from simops_sim.joint_commands import ArmCommand
+    from simops_sim.stream_rule import CATCH_UP_SPEED
 
     peak = np.zeros(7)
     arms: list[Any] = []

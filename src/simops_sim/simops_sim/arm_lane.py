@@ -5,10 +5,8 @@ A :class:`~simops_sim.stepper.Stepper` steps one world and holds an :class:`ArmL
 is the arm's own:
 
 - the command inbox: streamed :class:`~simops_sim.joint_commands.ArmCommand` targets, each
-  reached linearly over one ``control_period`` (within a realtime stream: over the time
-  since the previous one arrived, if longer; a protective stop if that is too fast; slower
-  where a stall of the node left the target behind) as JointTrajectoryController reaches
-  a one-point trajectory, and
+  a plan by the stream rule (:mod:`simops_sim.stream_rule`, which ``fit``'s replay runs
+  too; a protective stop if the stream asks for too much speed), and
   :class:`~simops_sim.trajectory_plan.TrajectoryGoal` trajectories; the physics samples the
   plan. Each command is applied at the first step due after it arrived, also while the
   schedule catches up after a hiccup;
@@ -41,19 +39,12 @@ from simops_sim.controller_states import ACTIVE, ControllerStates
 from simops_sim.joint_commands import ArmCommand
 from simops_sim.physics import Physics
 from simops_sim.reflexes import ProtectiveStop
-from simops_sim.trajectory_plan import (
-    TrajectoryError,
-    TrajectoryGoal,
-    TrajectoryPlan,
-    stream_goal,
-)
+from simops_sim.stream_rule import MAX_CATCH_UP, StreamPacer
+from simops_sim.trajectory_plan import TrajectoryError, TrajectoryGoal, TrajectoryPlan
 
 if TYPE_CHECKING:
     from simops_sim.stepper import Stepper
 
-MAX_CATCH_UP = 1.0         # s behind schedule before the schedule is re-anchored
-CATCH_UP_SPEED = 0.5       # of the velocity limits: a stalled stream's fastest catch-up (the
-                           # policy's default velocity_scale; the servo's overshoot stays clear)
 MAX_STAMP_OFFSET = 60.0    # s a trajectory may start ahead of, or end behind, sim time
 
 
@@ -125,10 +116,10 @@ class ArmLane:
         self._rejected: tuple[int, str] = (0, '')
         self._last_stop: ProtectiveStop | None = None
         self._streaming = False
-        # time.monotonic() at the arrival of the last applied streamed target, None after a
-        # trajectory, a cancel, a reset or a stop (see _apply)
-        self._streamed_at: float | None = None
-        self._streamed = np.zeros(0)   # (7,) rad, the last applied streamed target
+        # the stream rule, on time.monotonic() arrivals; its stream ends at a trajectory, a
+        # cancel, a reset or a stop
+        self._pacer = StreamPacer(physics.spec.velocity,
+                                  stepper.timing.sync_mode == 'realtime')
         self._last_command = 0.0
         self._plan: tuple[float, np.ndarray] | None = None   # see FollowState.plan
         # The controller manager's states, when the node serves one (None: always commandable).
@@ -147,6 +138,13 @@ class ArmLane:
         arrival = time.monotonic()
         if received_ns:
             arrival -= min(max(time.time_ns() - received_ns, 0) * 1e-9, MAX_CATCH_UP)
+        return self.queue(command, arrival)
+
+    def queue(self, command: ArmCommand | TrajectoryGoal, arrival: float) -> int:
+        """Queue a checked command that arrived at ``arrival`` (``time.monotonic()`` s).
+
+        Returns its sequence number; see :meth:`submit`.
+        """
         with self.lock:
             self._submitted += 1
             self._inbox.append((arrival, self._submitted, command))
@@ -251,7 +249,8 @@ class ArmLane:
     def _hold(self) -> None:
         self.physics.hold()
         self._inbox.clear()
-        self._streaming, self._streamed_at = False, None
+        self._streaming = False
+        self._pacer.end()
         self._pass_queued()
 
     def _pass_queued(self) -> None:
@@ -346,7 +345,7 @@ class ArmLane:
         """
         self._streaming = False
         if clear:
-            self._streamed_at = None
+            self._pacer.end()
             self._inbox.clear()
             self._pass_queued()
             if self.control is not None:   # a new world: its stop ended, everything runs
@@ -385,25 +384,8 @@ class ArmLane:
         now, current, before = physics.time, physics.arm_target, physics.stop
         streamed = isinstance(command, ArmCommand)
         if streamed:
-            # Within a realtime stream, a target is reached over the time since the previous
-            # one arrived (at least a period, at most the command timeout; a gap longer than
-            # MAX_CATCH_UP ends the stream): the stream's own pace, so
-            # targets this node dropped or held through while it stalled (depth-1 command
-            # QoS, command timeout) do not make the next one a jump.
-            span, reference = timing.control_period, current
-            if self._streamed_at is not None and timing.sync_mode == 'realtime':
-                gap = arrival - self._streamed_at   # also across a command-timeout hold
-                if gap <= MAX_CATCH_UP:   # reached before the command timeout holds it
-                    span = min(max(span, gap), max(span, timing.command_timeout))
-                    reference = self._streamed   # judged by the step as sent (see below)
-            # The speed the stream asks for: its step from the previous target over the span,
-            # whatever arrived in between (targets bunched by a stall of this node).
-            speed = np.abs(command.arm - reference) / span
-            # Where a stall left the arm target behind, it catches up no faster than that
-            # or CATCH_UP_SPEED of the limits: the arm pays for this node's stall with lag,
-            # never with a stop the stream did not ask for.
-            ceiling = np.maximum(speed, CATCH_UP_SPEED * physics.spec.velocity)
-            goal = stream_goal(command.arm, current, span, ceiling)
+            goal, speed = self._pacer.goal(arrival, command.arm, current, timing.control_period,
+                                           timing.command_timeout)
         else:
             goal, speed = command, None
         start = now if goal.start is None else goal.start
@@ -413,7 +395,7 @@ class ArmLane:
             counters = self._stepper.counters
             counters.dropped_commands += 1
             self._rejected = (number, stop.message())
-            self._streamed_at = None
+            self._pacer.end()
             self._streaming = False
             if stop is not before:
                 self._stopped(stop)
@@ -426,8 +408,10 @@ class ArmLane:
         self._plan = (plan.start, goal.times)
         self._last_command = now
         self._streaming = streamed
-        self._streamed_at = arrival if streamed else None
-        self._streamed = plan.positions[-1].copy()
+        if streamed:
+            self._pacer.followed(arrival, plan.positions[-1])
+        else:
+            self._pacer.end()
         if isinstance(command, ArmCommand) and command.gripper_width is not None:
             physics.set_gripper_width(command.gripper_width)
 

@@ -32,7 +32,8 @@ from typing import Protocol
 import numpy as np
 
 from simops_core.sim_params import SimParams
-from simops_sim.arm_lane import MAX_CATCH_UP, ArmLane, Frame
+from simops_sim.arm_lane import ArmLane, Frame
+from simops_sim.stream_rule import MAX_CATCH_UP
 from simops_sim.world import World
 
 POSE_RATE = 100.0          # Hz of sim time, flange and object poses
@@ -249,22 +250,29 @@ class Stepper:
                 with self.lock:
                     self._wakeup.wait(PAUSE_POLL)
                 continue
-            late, due = self._wait_for_deadline()
-            with self.lock:
-                if late:
-                    self.counters.lag_max = max(self.counters.lag_max, late)
-                    if late > MAX_CATCH_UP:
-                        self.counters.overruns += 1
-                        self._anchor = None
-                for lane in self._lanes:
-                    lane.take_due(late, due)
-                frames = self._timed_step()
+            frames = self.advance(*self._wait_for_deadline())
             for frame in frames:
                 publish(frame)
             if self.viewer is not None and time.monotonic() >= next_viewer:
                 next_viewer = time.monotonic() + 1.0 / VIEWER_RATE
                 with self.lock:
                     self.viewer.sync()
+
+    def advance(self, late: float, due: float) -> list[Frame]:
+        """One realtime step: apply what had arrived when it was ``due``, step, the frames.
+
+        ``due``: the step's due time (``time.monotonic()`` s, the clock of the arrivals);
+        ``late``: how late (s) it runs. The realtime loop calls it at every step.
+        """
+        with self.lock:
+            if late:
+                self.counters.lag_max = max(self.counters.lag_max, late)
+                if late > MAX_CATCH_UP:
+                    self.counters.overruns += 1
+                    self._anchor = None
+            for lane in self._lanes:
+                lane.take_due(late, due)
+            return self._timed_step()
 
     def _wait_for_deadline(self) -> tuple[float, float]:
         """Sleep until the next step is due; return how late (s) it already was, and when.

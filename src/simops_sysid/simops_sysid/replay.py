@@ -1,16 +1,16 @@
 """Recorded commands turned into the simulator's controller inputs, one row per physics step.
 
-Open-loop replay must drive the model exactly as the simulator node drove the arm
+Open-loop replay drives the model exactly as the simulator node drives the arm
 (:mod:`simops_sim.stepper`): a command is applied before the first physics step that runs
 after it arrived; a ``JointTrajectory`` starts a
-:class:`simops_sim.trajectory_plan.TrajectoryPlan` from the current target, and a
-``Float64MultiArray`` target the one-point plan that reaches it over the simulator's
-``control_period`` (:data:`STREAM_PERIOD` unless given); the plan is sampled (position and
-velocity) at every physics step. The command delay is
-applied afterwards with
-:func:`simops_sim.delay.shift_commands`, the rule the node's delay line follows; a
-fractional delay blends the two neighbouring whole-step shifts, so the fit sees a smooth
-function of the delay that equals the node's behaviour at every whole step.
+:class:`simops_sim.trajectory_plan.TrajectoryPlan` from the current target, and a streamed
+``Float64MultiArray`` target becomes a plan by the node's own stream rule
+(:class:`simops_sim.stream_rule.StreamPacer`, on the recorded arrivals: a stream at 1 kHz is
+followed at 1 kHz); the plan is sampled (position and velocity) at every physics step. The
+command delay is applied afterwards with :func:`simops_sim.delay.shift_commands`, the rule
+the node's delay line follows; a fractional delay blends the two neighbouring whole-step
+shifts, so the fit sees a smooth function of the delay that equals the node's behaviour at
+every whole step.
 """
 
 from __future__ import annotations
@@ -21,9 +21,12 @@ import numpy as np
 
 from simops_core.parameter_schema import defaults, load_parameter_schema
 from simops_sim.delay import shift_commands
-from simops_sim.trajectory_plan import TrajectoryGoal, TrajectoryPlan, point_goal, stream_goal
+from simops_sim.stream_rule import StreamPacer
+from simops_sim.trajectory_plan import TrajectoryGoal, TrajectoryPlan
 
-STREAM_PERIOD = float(defaults(load_parameter_schema('sim'))['control_period'])  # s
+_SIM_DEFAULTS = defaults(load_parameter_schema('sim'))
+STREAM_PERIOD = float(_SIM_DEFAULTS['control_period'])    # s
+STREAM_TIMEOUT = float(_SIM_DEFAULTS['command_timeout'])  # s
 
 
 @dataclass(frozen=True)
@@ -32,11 +35,12 @@ class CommandLog:
 
     ``t`` (M,) s: when each command reached the arm. Exactly one of ``targets`` (M, 7) rad
     (streamed position targets, NaN for joints a command left out) and ``goals`` (M
-    trajectory goals, arm-joint order) is set; a streamed target is reached over ``period``
-    (s, the simulator's ``control_period``), or slower at the arm's ``speed`` limits (7,)
-    rad/s (:func:`simops_sim.trajectory_plan.stream_goal`; None: no limit). Commands that
-    made the simulator stop are replayed: whether they did depends on a target the
-    recording may not show (its first commands can be missed).
+    trajectory goals, arm-joint order) is set. Streamed targets become plans by the
+    simulator's stream rule with its ``control_period`` ``period`` s and ``command_timeout``
+    ``timeout`` s, and the arm's velocity limits ``speed`` (7,) rad/s (None: no catch-up
+    ceiling); see :mod:`simops_sim.stream_rule`. Commands that made the simulator stop are
+    replayed: whether they did depends on a target the recording may not show (its first
+    commands can be missed).
     """
 
     source: str
@@ -45,6 +49,7 @@ class CommandLog:
     goals: tuple[TrajectoryGoal, ...] | None = None
     period: float = STREAM_PERIOD
     speed: np.ndarray | None = None
+    timeout: float = STREAM_TIMEOUT
 
     def __len__(self) -> int:
         return int(self.t.size)
@@ -73,27 +78,31 @@ def physics_targets(log: CommandLog, t0: float, steps: int, dt: float,
     velocity = np.zeros_like(target)
     out = np.empty((steps, 2 * target.size))
     first = application_steps(log.t, t0, dt)
+    pacer = StreamPacer(log.speed)
     plan: TrajectoryPlan | None = None
     pending = 0
+    now = t0   # summed step by step, as MuJoCo sums its time
     for k in range(steps):
-        now = t0 + k * dt
         while pending < len(log) and first[pending] <= k:
             if plan is not None:   # the current target: the plan's position now
                 plan.sample(now, target, velocity)
             if log.goals is not None:
                 goal = log.goals[pending]
+                pacer.end()
             else:
                 row = log.targets[pending]
-                named = np.flatnonzero(~np.isnan(row))
-                goal = (point_goal(row, log.period, named) if log.speed is None else
-                        stream_goal(row, target, log.period, log.speed, named))
+                goal, _ = pacer.goal(float(log.t[pending]), row, target, log.period,
+                                     log.timeout, np.flatnonzero(~np.isnan(row)))
             start = now if goal.start is None else goal.start
             plan = TrajectoryPlan(goal, start, target, now)
+            if log.goals is None:
+                pacer.followed(float(log.t[pending]), plan.positions[-1])
             pending += 1
         if plan is not None and plan.sample(now, target, velocity):
             plan = None
         out[k, :target.size] = target
         out[k, target.size:] = velocity
+        now += dt
     return out
 
 

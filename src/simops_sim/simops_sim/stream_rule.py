@@ -1,0 +1,107 @@
+"""The stream rule: how a streamed position target becomes a plan (no rclpy).
+
+Written once, run by the simulator node (:class:`simops_sim.arm_lane.ArmLane`) and by
+``fit``'s replay (:func:`simops_sysid.replay.physics_targets`) on the same arrivals.
+
+A target streamed on ``/joint_commands`` is reached linearly from the arm's current target,
+as JointTrajectoryController reaches a one-point trajectory, over the stream's *span*:
+
+- the first target of a stream, and every target when arrivals do not pace the stream
+  (lockstep): ``period``, the simulator's ``control_period``;
+- within a paced (realtime) stream: the stream's own period, the median of its last
+  :data:`PACE_WINDOW` gaps between arrivals (``period`` until it has shown
+  :data:`PACE_MIN_GAPS` of them), or the gap since the previous arrival where that is
+  longer (a stall: the stream's own pace, so targets this node dropped or held through do
+  not make the next one a jump), at most ``timeout`` (the command timeout). A stream that
+  streams at 1 kHz is followed at 1 kHz, one at 20 Hz at 20 Hz; a gap longer than
+  :data:`MAX_CATCH_UP` ends the stream.
+
+The speed the stream asks for is its step from the previous target over the span (what the
+velocity reflex judges); where a stall left the arm target behind, the plan catches up no
+faster than that or :data:`CATCH_UP_SPEED` of the velocity limits.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+import numpy as np
+
+from simops_sim.trajectory_plan import TrajectoryGoal, point_goal, stream_goal
+
+MAX_CATCH_UP = 1.0      # s: a longer gap between two arrivals ends the stream
+CATCH_UP_SPEED = 0.5    # of the velocity limits: a stalled stream's fastest catch-up (the
+                        # policy's default velocity_scale; the servo's overshoot stays clear)
+PACE_WINDOW = 8         # gaps the stream's period is the median of
+PACE_MIN_GAPS = 3       # gaps before the stream's period replaces ``period``
+
+
+class StreamPacer:
+    """One arm's stream of position targets, turned into goals by the stream rule.
+
+    ``velocity`` (7,) rad/s: the arm's limits (None: no catch-up ceiling); ``paced``: whether
+    arrival times pace the stream (realtime), or every target takes the period (lockstep).
+    """
+
+    def __init__(self, velocity: np.ndarray | None, paced: bool = True) -> None:
+        self.velocity = None if velocity is None else np.asarray(velocity, float)
+        self.paced = paced
+        self._at: float | None = None          # arrival (s) of the last followed target
+        self._reference = np.zeros(0)          # (7,) rad, that target as followed
+        self._gaps: deque[float] = deque(maxlen=PACE_WINDOW)
+
+    @property
+    def streaming(self) -> bool:
+        """Whether the next target continues a stream."""
+        return self._at is not None
+
+    def end(self) -> None:
+        """The stream ends (a trajectory, a hold, a cancel, a reset or a stop)."""
+        self._at = None
+        self._gaps.clear()
+
+    def span(self, arrival: float, period: float, timeout: float) -> float:
+        """The span (s) a target arriving at ``arrival`` s is reached over; see the module.
+
+        ``period`` s: the span outside a paced stream; ``timeout`` s: the longest span.
+        """
+        if self._at is None or not self.paced:
+            return period
+        gap = arrival - self._at
+        if gap > MAX_CATCH_UP:
+            return period
+        gaps = [*self._gaps, gap]
+        pace = float(np.median(gaps)) if len(gaps) >= PACE_MIN_GAPS else period
+        return min(max(pace, gap), max(pace, timeout))
+
+    def goal(self, arrival: float, target: np.ndarray, current: np.ndarray, period: float,
+             timeout: float, joints: np.ndarray | None = None
+             ) -> tuple[TrajectoryGoal, np.ndarray]:
+        """The goal for ``target`` (7,) rad arriving at ``arrival`` s, and the speed it asks for.
+
+        ``current`` (7,) rad: the arm target now, where the plan starts; ``period`` and
+        ``timeout`` s: see :meth:`span`; ``joints``: the arm joints the target names (None:
+        all). The speed (7,) rad/s is the step from the previous target of the stream
+        (``current`` when none) over the span.
+        """
+        span = self.span(arrival, period, timeout)
+        continues = self.paced and self._at is not None and arrival - self._at <= MAX_CATCH_UP
+        reference = self._reference if continues else current
+        speed = np.abs(np.asarray(target, float) - reference) / span
+        if joints is not None:   # joints a target leaves out do not move
+            speed[np.setdiff1d(np.arange(speed.size), joints)] = 0.0
+        if self.velocity is None:
+            return point_goal(target, span, joints), speed
+        ceiling = np.maximum(speed, CATCH_UP_SPEED * self.velocity)
+        return stream_goal(target, current, span, ceiling, joints), speed
+
+    def followed(self, arrival: float, end: np.ndarray) -> None:
+        """The goal for the target that arrived at ``arrival`` s is followed to ``end`` (7,)."""
+        if self._at is not None and self.paced:
+            gap = arrival - self._at
+            if gap > MAX_CATCH_UP:
+                self._gaps.clear()
+            else:
+                self._gaps.append(gap)
+        self._at = arrival
+        self._reference = np.array(end, dtype=float)

@@ -1,0 +1,92 @@
+"""The stream rule is written once: ``fit``'s replay drives the model as the node's stepper.
+
+The same streamed targets, arriving at the same instants, go once through the simulator's
+realtime stepper (its lane's inbox, :meth:`Stepper.advance` at each due step) and once
+through :func:`simops_sysid.replay.physics_targets`; the controller inputs of every physics
+step must be equal bit for bit, for streams at 1 kHz (a real Panda's), 100 Hz and 20 Hz
+(SimOps' policy), with jittered arrivals and a stall.
+"""
+
+from __future__ import annotations
+
+import mujoco
+import numpy as np
+import pytest
+from sim_helpers import SCENE_XML
+
+from simops_core.robot_spec import load_robot_spec
+from simops_sim.joint_commands import ArmCommand
+from simops_sim.stepper import Stepper, Timing
+from simops_sim.stream_rule import PACE_MIN_GAPS, StreamPacer
+from simops_sim.world import World
+from simops_sysid.replay import CommandLog, physics_targets
+
+PERIOD, TIMEOUT = 0.05, 0.5   # s: the simulator's defaults
+
+
+def stream(rate: float, seconds: float, seed: int, home: np.ndarray
+           ) -> tuple[np.ndarray, np.ndarray]:
+    """Arrival times (M,) s and targets (M, 7) rad of a jittered stream at ``rate`` Hz.
+
+    Arrivals jitter by up to 20 % of the period, and one stall of 6 periods (targets the
+    node never got) sits in the middle. The targets follow a 0.5 Hz sine of 0.2 rad.
+    """
+    rng = np.random.default_rng(seed)
+    period = 1.0 / rate
+    nominal = 0.01 + period * np.arange(int(seconds * rate))
+    t = nominal + rng.uniform(-0.2, 0.2, nominal.size) * period
+    keep = np.ones(t.size, bool)
+    keep[t.size // 2: t.size // 2 + 6] = False
+    t = t[keep]
+    phase = 2 * np.pi * 0.5 * t
+    targets = home + 0.2 * np.sin(phase[:, None] + np.arange(7)[None, :])
+    return t, targets
+
+
+def node_inputs(arrivals: np.ndarray, targets: np.ndarray, steps: int) -> np.ndarray:
+    """The controller inputs (steps, 14) of the node's stepper fed the same arrivals."""
+    spec = load_robot_spec('fr3')
+    world = World(mujoco.MjModel.from_xml_path(str(SCENE_XML)), {'': spec}, reflexes=False)
+    stepper = Stepper(world, Timing('realtime', 1.0, PERIOD, 0.5, TIMEOUT, 1000.0, 0.0, 0.0,
+                                    100.0), 'home', None, 0, None, lambda kind, text: None)
+    lane, dt = stepper.arm, world.timestep
+    for arrival, target in zip(arrivals, targets, strict=True):
+        lane.queue(ArmCommand(target.copy(), None), float(arrival))
+    out = np.empty((steps, 14))
+    for k in range(steps):
+        stepper.advance(0.0, (k + 1) * dt)   # the step starting at k dt runs at (k + 1) dt
+        out[k] = np.concatenate(lane.physics.arm_desired())
+    return out
+
+
+@pytest.mark.parametrize('rate', [1000.0, 100.0, 20.0])
+def test_the_replay_drives_the_model_as_the_node_does(rate: float) -> None:
+    spec = load_robot_spec('fr3')
+    arrivals, targets = stream(rate, 1.0, int(rate), spec.home)
+    steps = 1200
+    node = node_inputs(arrivals, targets, steps)
+    log = CommandLog('/joint_commands', arrivals, targets=targets, period=PERIOD,
+                     speed=spec.velocity, timeout=TIMEOUT)
+    replay = physics_targets(log, 0.0, steps, 0.001, spec.home)
+    np.testing.assert_array_equal(replay, node)
+    # the stream ends held, and at 1 kHz the arm follows it at 1 kHz: the last target is
+    # the controller's within two steps of its arrival, not a 50 ms control period later
+    np.testing.assert_array_equal(node[-1, :7], targets[-1])
+    if rate == 1000.0:
+        np.testing.assert_array_equal(node[int(np.ceil(arrivals[-1] / 0.001)) + 1, :7],
+                                      targets[-1])
+
+def test_a_stream_is_followed_over_its_own_period() -> None:
+    """The span: ``period`` for the first targets, then the median gap, a stall's own gap."""
+    pacer = StreamPacer(None)
+    here = np.zeros(7)
+    spans = []
+    for k, arrival in enumerate([0.0, 0.001, 0.002, 0.003, 0.004, 0.0045, 0.2]):
+        spans.append(pacer.span(arrival, PERIOD, TIMEOUT))
+        pacer.followed(arrival, here + k)
+    assert spans[:PACE_MIN_GAPS] == [PERIOD] * PACE_MIN_GAPS
+    assert spans[PACE_MIN_GAPS] == pytest.approx(0.001)
+    assert spans[5] == pytest.approx(0.001)     # a bunched arrival keeps the stream's pace
+    assert spans[6] == pytest.approx(0.1955)    # a stall: its own gap
+    assert pacer.span(1.5, PERIOD, TIMEOUT) == PERIOD   # a gap beyond MAX_CATCH_UP: anew
+    assert StreamPacer(None, paced=False).span(0.0, PERIOD, TIMEOUT) == PERIOD
