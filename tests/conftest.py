@@ -24,6 +24,9 @@ def pytest_configure(config: pytest.Config) -> None:
     global _claim
     _claim = claim_domain_id()
     os.environ.update(isolated_env(_claim.domain_id))
+    # a node that crashes (SIGSEGV) prints every thread's Python stack into its log, which
+    # the failing assertion shows
+    os.environ['PYTHONFAULTHANDLER'] = '1'
 
 
 # A test "touches ROS" when it takes a ROS fixture or its own code starts a node, a process
