@@ -130,13 +130,9 @@ build-jazzy: $(JAZZY_EDITABLE_STAMP) $(JAZZY_INTERFACES_STAMP) $(GL_STAMP)
 # dataset round trip, fr3_duo, Ray) run on Kilted only, so `make test` stays under an hour
 # on two cores. On Jazzy's Fast DDS 2.14 the 60 s camera recording also loses joint states
 # beside the image bursts (217 of 60,000 in one run): a loss to remove, see CHANGELOG.md.
-# Also left to Kilted until its cause is found: the Panda end-to-end run, whose simulator
-# (rendering cameras) was killed by SIGSEGV at shutdown once in two Jazzy runs.
-JAZZY_DESELECT := tests/test_bringup_e2e.py::test_sim_profile_runs_the_panda_end_to_end
 test-jazzy: build-jazzy
 	AMENT_PREFIX_PATH=$$(ls -d $(abspath install-jazzy)/simops_* | paste -sd:) \
-		$(JBIN)/python -m pytest -m "ros and not slow" --deselect $(JAZZY_DESELECT) \
-		$(PYTEST_ARGS)
+		$(JBIN)/python -m pytest -m "ros and not slow" $(PYTEST_ARGS)
 
 # The cameras render headless with MUJOCO_GL=egl (or osmesa) on Mesa: installed from
 # Debian's packages when missing (as root, or through sudo).
