@@ -19,8 +19,11 @@ is the arm's own:
   states of the hardware component and the arm's controller
   (:mod:`simops_sim.controller_states`): commands are refused unless both are active, a stop
   moves them as the chosen franka_ros2 release does, and recovery follows its steps;
-- the arm's :class:`Frame` after each step, and its :class:`FollowState` for the action
-  servers, the gripper's and the recovery's.
+- its :class:`FollowState` for the action servers, the gripper's, the recovery's and the
+  stepper's frames, and its counts (:class:`LaneCounts`).
+
+The lane knows its stepper only as a :class:`LaneHost`: the lock, the timing, stamps and
+warnings; rates, frames and the diagnostics' counters are the stepper's.
 
 Methods without a leading underscore that are not marked "physics thread" are called from
 the executor and take the stepper's lock; the physics-thread ones run with it held.
@@ -28,10 +31,11 @@ the executor and take the stepper's lock; the physics-thread ones run with it he
 
 from __future__ import annotations
 
+import threading
 import time
 from collections import deque
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
 
@@ -42,10 +46,56 @@ from simops_sim.reflexes import ProtectiveStop
 from simops_sim.stream_rule import MAX_CATCH_UP, StreamPacer
 from simops_sim.trajectory_plan import TrajectoryError, TrajectoryGoal, TrajectoryPlan
 
-if TYPE_CHECKING:
-    from simops_sim.stepper import Stepper
-
 MAX_STAMP_OFFSET = 60.0    # s a trajectory may start ahead of, or end behind, sim time
+
+
+class LaneTiming(Protocol):
+    """The part of the stepper's timing a lane reads (times in s)."""
+
+    sync_mode: str
+    control_period: float
+    command_timeout: float
+
+
+class LaneHost(Protocol):
+    """What a lane needs of the stepper that holds it (:class:`simops_sim.stepper.Stepper`).
+
+    ``lock`` guards the world; ``timing`` may change while it runs; ``stamp_at`` turns sim
+    time (s) into a stamp (ns), ``stamp_offset`` (ns) is their difference, and
+    ``system_stamps`` says whether stamps are system time; ``warn(kind, text)`` reports.
+    """
+
+    lock: threading.Lock
+    stamp_offset: int
+
+    @property
+    def timing(self) -> LaneTiming:
+        """The stepper's timing now."""
+
+    @property
+    def system_stamps(self) -> bool:
+        """Whether stamps are system time (no ``/clock``)."""
+
+    def notify(self) -> None:
+        """Wake the physics thread (a command was queued); the lock is held."""
+
+    def stamp_at(self, sim_time: float) -> int:
+        """The stamp (ns) of sim time ``sim_time`` s."""
+
+    def stamp_ns(self) -> int:
+        """The stamp (ns) of the current state."""
+
+    def warn(self, kind: str, text: str) -> None:
+        """Report ``text``, throttled per ``kind``."""
+
+
+@dataclass
+class LaneCounts:
+    """An arm's cumulative counts, which the stepper's diagnostics sum over the arms."""
+
+    dropped_commands: int = 0
+    command_timeouts: int = 0
+    protective_stops: int = 0
 
 
 @dataclass(frozen=True)
@@ -101,11 +151,12 @@ class Frame:
 class ArmLane:
     """The arm ``physics`` (prefix ``prefix``) of ``stepper``; see the module docstring."""
 
-    def __init__(self, stepper: Stepper, prefix: str, physics: Physics) -> None:
+    def __init__(self, stepper: LaneHost, prefix: str, physics: Physics) -> None:
         self.prefix = prefix
         self.physics = physics
         self.lock = stepper.lock
         self._stepper = stepper
+        self.counts = LaneCounts()
         # (time.monotonic() at DDS receipt, sequence number, command): applied at the first step
         # due after it arrived. Numbers count submissions; ``_applied`` is the number of the
         # command the arm follows (a hold or reset moves it past every earlier one), and
@@ -154,9 +205,10 @@ class ArmLane:
     def follow_state(self) -> FollowState:
         """What an action server needs to judge its goal, read at one instant."""
         with self.lock:
-            return self._follow_state()
+            return self.state_now()
 
-    def _follow_state(self) -> FollowState:
+    def state_now(self) -> FollowState:
+        """:meth:`follow_state` with the lock held (the physics thread's frames)."""
         physics, arm = self.physics, self.physics.index.arm_dof
         desired_q, desired_qd = physics.arm_desired()
         joints = np.empty((3, len(physics.spec.joint_names)))
@@ -284,11 +336,10 @@ class ArmLane:
         return replace(goal, start=start)
 
     def count_rejected(self) -> int:
-        """Count a rejected command; return the running total (of every arm)."""
+        """Count a rejected command; return this arm's running total."""
         with self.lock:
-            counters = self._stepper.counters
-            counters.dropped_commands += 1
-            return counters.dropped_commands
+            self.counts.dropped_commands += 1
+            return self.counts.dropped_commands
 
     def set_goal_pose(self, position: np.ndarray, quaternion: np.ndarray) -> None:
         """Move the goal marker: ``position`` (3,) m, unit ``quaternion`` (4,) w-x-y-z."""
@@ -326,7 +377,7 @@ class ArmLane:
                 and physics.time - self._last_command > self._stepper.timing.command_timeout):
             physics.hold()
             self._streaming = False
-            self._stepper.counters.command_timeouts += 1
+            self.counts.command_timeouts += 1
         return physics.stop
 
     def after_step(self, before: ProtectiveStop | None) -> None:
@@ -351,34 +402,11 @@ class ArmLane:
             if self.control is not None:   # a new world: its stop ended, everything runs
                 self.control.restart()
 
-    def frame(self, index: int, force: bool) -> Frame:
-        """Copies of what is due at step ``index`` (everything when ``force``). Physics thread."""
-        stepper, physics = self._stepper, self.physics
-        frame = Frame(stepper.stamp_at(physics.time), arm=self.prefix)
-        if force or index % stepper.state_every == 0:
-            joints = np.empty((3, len(physics.spec.joint_names)))
-            physics.read_joints(joints)
-            timing, noise = stepper.timing, stepper.noise_rng
-            if timing.joint_state_noise:
-                joints[0] += noise.normal(0.0, timing.joint_state_noise, joints.shape[1])
-            if timing.joint_effort_noise:
-                joints[2] += noise.normal(0.0, timing.joint_effort_noise, joints.shape[1])
-            frame.joints = joints
-            stepper.counters.joint_states += 1
-        if force or index % stepper.robot_every == 0:
-            frame.robot = self._follow_state()
-        if force or index % stepper.pose_every == 0:
-            bodies = physics.index
-            frame.flange = physics.body_pose(bodies.flange_body)
-            if bodies.object_body >= 0:
-                frame.object = physics.body_pose(bodies.object_body)
-        return frame
-
     def _apply(self, arrival: float, number: int, command: ArmCommand | TrajectoryGoal) -> None:
         physics, timing = self.physics, self._stepper.timing
         refusal = self._refusal()
         if refusal:   # the controller went inactive while the command waited
-            self._stepper.counters.dropped_commands += 1
+            self.counts.dropped_commands += 1
             self._rejected = (number, refusal)
             return
         now, current, before = physics.time, physics.arm_target, physics.stop
@@ -392,8 +420,8 @@ class ArmLane:
         plan = TrajectoryPlan(goal, start, current, now)
         stop = physics.follow(plan, speed)
         if stop is not None:
-            counters = self._stepper.counters
-            counters.dropped_commands += 1
+            counts = self.counts
+            counts.dropped_commands += 1
             self._rejected = (number, stop.message())
             self._pacer.end()
             self._streaming = False
@@ -402,7 +430,7 @@ class ArmLane:
             else:
                 self._warn('stopped', f'ignored a command: the arm is in a {stop.message()}; '
                                       'call ErrorRecovery first '
-                                      f'({counters.dropped_commands} refused so far)')
+                                      f'({counts.dropped_commands} refused so far)')
             return
         self._applied = number
         self._plan = (plan.start, goal.times)
@@ -418,7 +446,7 @@ class ArmLane:
     def _stopped(self, stop: ProtectiveStop) -> None:
         """Count and report a stop that just latched."""
         self._last_stop = stop
-        self._stepper.counters.protective_stops += 1
+        self.counts.protective_stops += 1
         self._streaming = False
         if self.control is not None:
             self.control.on_error()

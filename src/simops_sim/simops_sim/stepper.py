@@ -97,12 +97,9 @@ class Counters:
     joint_states: int = 0
     lag_max: float = 0.0             # s, worst lateness of a step against its deadline
     divergences: int = 0             # in this window
-    dropped_commands: int = 0        # cumulative, like the three below
-    command_timeouts: int = 0
-    overruns: int = 0
+    overruns: int = 0                # cumulative, like the two below
     divergences_total: int = 0
     last_divergence: str = ''
-    protective_stops: int = 0        # cumulative
     window_wall: float = field(default_factory=time.monotonic)
     window_sim: float = 0.0
 
@@ -353,7 +350,33 @@ class Stepper:
 
     def _frames(self, force: bool) -> list[Frame]:
         """Each arm's copies of what is due at the current step (everything when ``force``)."""
-        return [lane.frame(self._step_index, force) for lane in self._lanes]
+        return [self._frame(lane, self._step_index, force) for lane in self._lanes]
+
+    def _frame(self, lane: ArmLane, index: int, force: bool) -> Frame:
+        """Copies of what ``lane``'s arm publishes at step ``index`` (everything when ``force``).
+
+        Joint states carry the configured noise; the lock is held.
+        """
+        physics, timing = lane.physics, self.timing
+        frame = Frame(self.stamp_at(physics.time), arm=lane.prefix)
+        if force or index % self.state_every == 0:
+            joints = np.empty((3, len(physics.spec.joint_names)))
+            physics.read_joints(joints)
+            noise = self.noise_rng
+            if timing.joint_state_noise:
+                joints[0] += noise.normal(0.0, timing.joint_state_noise, joints.shape[1])
+            if timing.joint_effort_noise:
+                joints[2] += noise.normal(0.0, timing.joint_effort_noise, joints.shape[1])
+            frame.joints = joints
+            self.counters.joint_states += 1
+        if force or index % self.robot_every == 0:
+            frame.robot = lane.state_now()
+        if force or index % self.pose_every == 0:
+            bodies = physics.index
+            frame.flange = physics.body_pose(bodies.flange_body)
+            if bodies.object_body >= 0:
+                frame.object = physics.body_pose(bodies.object_body)
+        return frame
 
     def _anchor_stamps(self) -> None:
         """Without /clock, map the current sim time onto the system clock's now."""
@@ -370,12 +393,11 @@ class Stepper:
             wall = max(now - c.window_wall, 1e-9)
             rtf = (sim - c.window_sim) / wall if sim >= c.window_sim else 0.0
             timing, paused = self.timing, self.paused
-            self.counters = Counters(dropped_commands=c.dropped_commands,
-                                     command_timeouts=c.command_timeouts, overruns=c.overruns,
+            self.counters = Counters(overruns=c.overruns,
                                      divergences_total=c.divergences_total,
                                      last_divergence=c.last_divergence,
-                                     protective_stops=c.protective_stops,
                                      window_wall=now, window_sim=sim)
+            counts = [lane.counts for lane in self._lanes]
             stopped = [lane for lane in self._lanes if lane.physics.stop is not None]
             stop = stopped[0].physics.stop if stopped else None
             arm = stopped[0].prefix.rstrip('_') + ': ' if stopped and stopped[0].prefix else ''
@@ -387,13 +409,13 @@ class Stepper:
             'lag_max_ms': 1e3 * c.lag_max,
             'joint_state_rate_hz': c.joint_states / wall,
             'sim_time_s': sim,
-            'dropped_commands': c.dropped_commands,
-            'command_timeouts': c.command_timeouts,
+            'dropped_commands': sum(n.dropped_commands for n in counts),
+            'command_timeouts': sum(n.command_timeouts for n in counts),
             'overruns': c.overruns,
             'divergences': c.divergences_total,
             'last_divergence': c.last_divergence,
             'paused': paused,
-            'protective_stops': c.protective_stops,
+            'protective_stops': sum(n.protective_stops for n in counts),
             'protective_stop': '' if stop is None else stop.error,
         }
         if c.divergences:
