@@ -16,14 +16,8 @@ from collections.abc import Sequence
 from simops_bringup.command_lines import ExecutableNotFoundError, command_line
 from simops_bringup.graph import PROFILES, GraphError, NodeSpec, build_graph, launch_arguments
 from simops_bringup.supervisor import Command, Supervisor
-from simops_core.command_line import CommandLineParser, exit_codes
+from simops_core.command_line import EXIT_USAGE, CommandLineParser, UsageError, exit_codes
 from simops_core.dds_isolation import NoFreeDomainError, claim_domain_id, isolated_env
-
-EXIT_USAGE = 2
-
-
-class UsageError(ValueError):
-    """The command line is malformed."""
 
 
 def parse_assignments(items: list[str]) -> dict[str, str]:

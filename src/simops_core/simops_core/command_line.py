@@ -16,6 +16,13 @@ EXIT_USAGE = 2   # a bad command line, as argparse and every SimOps tool use it
 EXIT_CONFIG = 2  # a bad parameter or configuration file (a node refuses to start)
 
 
+class UsageError(ValueError):
+    """A command-line value argparse cannot check by itself; the message says which and why.
+
+    Every executable reports it as a bad command line (:data:`EXIT_USAGE`).
+    """
+
+
 class ConfigError(Exception):
     """A bad parameter or configuration file; the message says what is wrong and how to fix it."""
 

@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from simops_core.command_line import CommandLineParser, exit_codes
+from simops_core.command_line import EXIT_USAGE, CommandLineParser, exit_codes
 from simops_learning.expert import ExpertGains, ReachExpert
 from simops_learning.network import PosturePolicy, export_policy
 from simops_learning.pick_train import PickTrainConfig, train_pick_and_export
@@ -42,7 +42,7 @@ from simops_sim.randomization import (
     load_randomization,
 )
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+EXIT_OK, EXIT_FAILED = 0, 1
 GOAL_MARGIN = 0.01        # m the sampled goals extend beyond the workspace on every side
 HELD_OUT = 0.1            # fraction of the goals kept for the error estimate
 

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from simops_core.command_line import CommandLineParser, exit_codes
+from simops_core.command_line import CommandLineParser, UsageError, exit_codes
 from simops_core.executor import (
     Executor,
     ExecutorError,
@@ -51,10 +51,6 @@ DEFAULT_GRID = ('friction=0.3,0.8,1.5', 'mass=0.5,1,1.5', 'delay=0,1,2,3')
 PICK_GRID = ('friction=0.3,0.5,0.8,1.0,1.5', 'object_mass=0.5,0.75,1,1.5,2', 'delay=0,1,2,3')
 TASKS = {'reach': DEFAULT_GRID, 'pick-place': PICK_GRID}
 AXES = tuple(f.name for f in fields(Conditions))
-
-
-class UsageError(ValueError):
-    """A bad command-line value; the message says which and why."""
 
 
 def parse_grid(items: list[str]) -> dict[str, list[float]]:

@@ -27,13 +27,12 @@ from rosbags.rosbag2.metadata import parse_qos
 from rosbags.typesys import Stores, get_typestore
 
 from simops_core.bag_reader import BagError, read_bag
-from simops_core.command_line import CommandLineParser, exit_codes, fail
+from simops_core.command_line import EXIT_USAGE, CommandLineParser, exit_codes, fail
 from simops_recorder.bag_writer import SUFFIX, BagWriteError, BagWriter, StoredTopic
 from simops_recorder.episode import JOURNAL_FILE, KEY_PREFIX
 
 TOOL = 'repair'
 EXIT_OK = 0
-EXIT_USAGE = 2     # not a directory, or a leftover staging directory
 EXIT_DATA = 3      # not a bag: no storage file, mixed formats, nothing readable in it
 EXIT_WRITE = 4     # the repaired bag could not be written (disk full, permissions)
 EXIT_CODES = {

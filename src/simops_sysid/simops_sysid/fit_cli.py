@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from simops_core.bag_reader import BagError, bag_sha256
-from simops_core.command_line import CommandLineParser, exit_codes, fail
+from simops_core.command_line import EXIT_USAGE, CommandLineParser, UsageError, exit_codes, fail
 from simops_core.paths import resolve_resource
 from simops_core.robot_spec import SpecError, load_robot_spec
 from simops_core.sim_params import (
@@ -60,7 +60,6 @@ from simops_sysid.torque_run import run_torque
 
 PROG = 'fit'
 EXIT_OK = 0
-EXIT_USAGE = 2        # bad command line (argparse's code)
 EXIT_DATA = 3         # a bag cannot be used
 EXIT_CONFIG = 4       # robot spec, model or topics file cannot be used
 EXIT_FIT = 5          # the fit produced no usable result
@@ -87,10 +86,6 @@ MODES = ('auto', 'trajectory', 'torque')
 DEFAULT_KINDS = ('damping,frictionloss,friction_transition,kp,kv,encoder_offset,torque_offset,'
                  'delay')
 HISTORY = 0.06        # s of command history kept before each sequence (> the delay bound)
-
-
-class UsageError(ValueError):
-    """A command-line value that argparse cannot check by itself."""
 
 
 def build_parser() -> argparse.ArgumentParser:

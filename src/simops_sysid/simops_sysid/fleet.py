@@ -18,11 +18,11 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from simops_core.command_line import CommandLineParser, exit_codes, fail
+from simops_core.command_line import EXIT_USAGE, CommandLineParser, exit_codes, fail
 from simops_core.executor import ExecutorError, isolate_for_local_ray, make_executor, run_tasks
 
 PROG = 'fit-fleet'
-EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+EXIT_OK, EXIT_FAILED = 0, 1
 
 
 @dataclass(frozen=True)
