@@ -111,3 +111,24 @@ def test_sequences_start_from_a_smoothed_position() -> None:
     errors = np.array([start_position(rec, i) - smooth[i] for i in range(100, 3900, 7)])
     assert np.sqrt(np.mean(errors ** 2)) < 3e-5
     assert np.sqrt(np.mean((noisy[100:3900:7] - smooth[100:3900:7]) ** 2)) > 8e-5
+
+
+def test_the_delay_profile_finds_a_delay_the_efforts_do_not_show(tmp_path: Path) -> None:
+    """A 16 ms delay (a real Panda's, on a recording whose efforts carry no trace of the
+    commands) lies at the lowest point of the delay's profile, within its 5 ms grid, where
+    the effort guess gives nothing."""
+    hidden = replace(TRUTH, command_delay=0.016)
+    data = simulate(8.0, noise=0.0, params=hidden)
+    data = replace(data, effort=np.zeros_like(data.effort))
+    recording = load_recording(write_bag(tmp_path / 'bag', data), SPEC, load_topics())
+    assert estimate_delay(recording, 0.001, fit_parameters.MAX_DELAY, SPEC.gain_p,
+                          SPEC.gain_d) is None
+    fit_model = fitting.load_fit_model(REPO / 'models/fr3/scene.xml', SPEC)
+    base = replayable(fitting.nominal(fit_model))
+    sequences, _ = split_sequences(recording, 0.001, 5.0, 200.0, 60, list(range(7)))
+    params = fit_parameters.build_parameters(base, REPLAY_KINDS, SPEC.arm_joints, [])
+    problem = fitting.make_problem(fit_model, sequences, list(range(7)), base)
+    delays = np.arange(0.0, 0.0501, 0.005)
+    profile = fitting.delay_profile(problem, params, base, delays)
+    assert abs(delays[int(np.argmin(profile))] - 0.016) <= 0.005, profile
+    assert profile[0] > 1.3 * profile.min()   # a zero start lies well up the profile

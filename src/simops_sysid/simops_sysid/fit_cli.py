@@ -28,11 +28,12 @@ from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
+from mujoco import sysid
 
 from simops_core.bag_reader import BagError, bag_sha256
 from simops_core.command_line import EXIT_USAGE, CommandLineParser, UsageError, exit_codes, fail
 from simops_core.paths import resolve_resource
-from simops_core.robot_spec import SpecError, load_robot_spec
+from simops_core.robot_spec import RobotSpec, SpecError, load_robot_spec
 from simops_core.sim_params import (
     END_EFFECTORS,
     SimParams,
@@ -86,6 +87,7 @@ MODES = ('auto', 'trajectory', 'torque')
 DEFAULT_KINDS = ('damping,frictionloss,friction_transition,kp,kv,encoder_offset,torque_offset,'
                  'delay')
 HISTORY = 0.06        # s of command history kept before each sequence (> the delay bound)
+DELAY_GRID = 0.005    # s between two delays of the profile the delay starts from
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -286,27 +288,18 @@ def _run(options: argparse.Namespace) -> int:
     train, recordings = sequences(options.bag)
     held, _ = sequences(options.holdout)
     params = fit_parameters.build_parameters(base, kinds, joint_names, fit_model.index.mass_bodies)
-    if fit_parameters.DELAY in params and all(np.any(r.effort[:, :7]) for r in recordings):
-        guesses = [g for r in recordings
-                   if (g := estimate_delay(r, dt, fit_parameters.MAX_DELAY, robot.gain_p,
-                                           robot.gain_d)) is not None]
-        if guesses:
-            guess = float(np.median(guesses))
-            params[fit_parameters.DELAY].update_from_vector(np.array([guess]))
-            print(f'command delay starts from {guess * 1e3:.1f} ms (the controller law\'s '
-                  'effort changes against the measured ones)', flush=True)
-        else:
-            print('command delay starts from its nominal value: the efforts carry no trace '
-                  'of the commands', flush=True)
     scales = fitting.Scales(effort=options.effort_scale)
     problem = fitting.make_problem(fit_model, train, joints, base, scales, options.threads)
     seconds = sum(s.duration for s in train)
-    started = time.perf_counter()
     span = np.cumsum([s.duration for s in train])
-    sample = train[:max(1, int(np.searchsorted(span, precheck.JACOBIAN_SPAN, side='right')))]
-    found = precheck.check(
-        fitting.make_problem(fit_model, sample, joints, base, scales, options.threads),
-        train, params, joint_names)
+    sample = fitting.make_problem(
+        fit_model, train[:max(1, int(np.searchsorted(span, precheck.JACOBIAN_SPAN,
+                                                      side='right')))],
+        joints, base, scales, options.threads)
+    profile = (_start_delay(sample, params, base, recordings, robot, dt)
+               if fit_parameters.DELAY in params else None)
+    started = time.perf_counter()
+    found = precheck.check(sample, train, params, joint_names)
     report = found.lines()
     report[0] += f' ({time.perf_counter() - started:.1f} s)'
     print('\n'.join(report), flush=True)
@@ -340,7 +333,7 @@ def _run(options: argparse.Namespace) -> int:
         held_eval = (fitting.evaluate(held_problem, params, base),
                      fitting.evaluate(held_problem, params, fitted))
     out = fitted.with_provenance(**_provenance(options, model_path, result, train_eval,
-                                               held_eval, seconds, hashes))
+                                               held_eval, seconds, hashes, profile))
     try:
         parse_sim_params(sim_params_to_dict(out), source='the fitted parameters')
     except SimParamsError as exc:
@@ -368,10 +361,39 @@ def _run(options: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _start_delay(sample: fitting.Problem, params: sysid.ParameterDict, base: SimParams,
+                 recordings: Sequence[Recording], robot: RobotSpec, dt: float
+                 ) -> dict[str, list[float]]:
+    """Start the delay at the lowest point of its profile; return the profile (ms, mrad).
+
+    The profile (:func:`fitting.delay_profile`, on the check's sample of the training data)
+    runs over 0 to the bound every :data:`DELAY_GRID` s, plus the controller law's guess from
+    the efforts (:func:`estimate_delay`) where they carry a trace of the commands.
+    """
+    guesses = [g for r in recordings if np.any(r.effort[:, :7])
+               and (g := estimate_delay(r, dt, fit_parameters.MAX_DELAY, robot.gain_p,
+                                        robot.gain_d)) is not None]
+    delays = np.arange(0.0, fit_parameters.MAX_DELAY + 1e-9, DELAY_GRID)
+    if guesses:
+        delays = np.unique(np.append(delays, float(np.median(guesses))))
+    costs = fitting.delay_profile(sample, params, fit_parameters.to_sim_params(params, base),
+                                  delays)
+    best = float(delays[int(np.argmin(costs))])
+    params[fit_parameters.DELAY].update_from_vector(np.array([best]))
+    relative = ' '.join(f'{d * 1e3:g}:{c / costs.min():.2f}'
+                        for d, c in zip(delays, costs, strict=True))
+    print(f'command delay starts from {best * 1e3:.1f} ms, the lowest of its profile '
+          f'(ms:position error relative to the lowest, {relative})'
+          + ('' if guesses else '; the efforts carry no trace of the commands'), flush=True)
+    return {'delay_ms': [round(d * 1e3, 3) for d in delays],
+            'position_rms_mrad': [round(c * 1e3, 4) for c in costs]}
+
+
 def _provenance(options: argparse.Namespace, model: Path, result: fitting.FitResult,
                 train: tuple[fitting.Evaluation, fitting.Evaluation],
                 held: tuple[fitting.Evaluation, fitting.Evaluation] | None,
-                seconds: float, hashes: dict[Path, str]) -> dict[str, object]:
+                seconds: float, hashes: dict[Path, str],
+                profile: dict[str, list[float]] | None) -> dict[str, object]:
     def residuals(pair: tuple[fitting.Evaluation, fitting.Evaluation]) -> dict[str, object]:
         before, after = pair
         return {'position_rms_mrad': {'nominal': round(before.rms_q_total * 1e3, 4),
@@ -390,6 +412,8 @@ def _provenance(options: argparse.Namespace, model: Path, result: fitting.FitRes
     if held is not None:
         entries['holdout'] = [{'path': str(b), 'sha256': hashes[b]} for b in options.holdout]
         entries['residual_holdout'] = residuals(held)
+    if profile is not None:
+        entries['delay_profile'] = profile
     return entries
 
 

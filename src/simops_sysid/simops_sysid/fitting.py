@@ -357,6 +357,20 @@ def evaluate(problem: Problem, params: sysid.ParameterDict, values: SimParams) -
     return Evaluation(rms[0], rms[1], rms[2], 0.5 * float(flat @ flat), series)
 
 
+def delay_profile(problem: Problem, params: sysid.ParameterDict, values: SimParams,
+                  delays: np.ndarray) -> np.ndarray:
+    """The replay's position error (rad RMS) at each command delay of ``delays`` (D,) s.
+
+    Every other parameter keeps its value in ``values``. The delay is not convex (a lag
+    the controller's own dynamics imitate makes local minima), so the fit starts it from
+    this profile's lowest point; a flat profile says the data do not determine it.
+    Positions alone judge it: efforts that do not follow the commands (a real arm's
+    position interface, a tool, efforts that are not the controller's) leave it intact.
+    """
+    return np.array([evaluate(problem, params, dataclasses.replace(
+        values, command_delay=float(d))).rms_q_total for d in delays])
+
+
 @dataclass
 class GroupedJacobian:
     """Finite-difference Jacobian with one rollout per parameter kind instead of per parameter.
