@@ -49,6 +49,10 @@ from simops_learning.episode_schema import EpisodeFrames, Schema, empty_columns,
 
 DEFAULT_FPS = 20.0      # Hz, the policies' control rate
 DEFAULT_MAX_AGE = 0.25  # s, the oldest a held input may be at a frame
+# s: an observation stamped this little after a frame counts as stamped at it. Frame times
+# (start + k / fps) and stamps on the same millisecond tick differ by float rounding only
+# (near 1.8e9 s of system time a float64 resolves 0.24 us), so a tie is a tie.
+STAMP_TIE = 1e-6
 POLICY_ACTION = 'policy_action'
 IMAGE = 'sensor_msgs/msg/Image'
 
@@ -388,7 +392,7 @@ def _assemble(rows: np.ndarray, t0: float, schema: Schema, held: dict[str, _Held
         # frame; an observed pose when it was stamped at or before the frame.
         ahead = period if name in ('command', POLICY_ACTION) else 0.0
         side = 'left' if ahead else 'right'
-        index = np.searchsorted(samples.t, t + ahead, side=side) - 1
+        index = np.searchsorted(samples.t, t + (ahead or STAMP_TIE), side=side) - 1
         have = index >= 0
         age = np.where(have, t + ahead - samples.t[np.maximum(index, 0)], np.inf)
         stale = ~have if name in latched else ~have | (age > max_age)
