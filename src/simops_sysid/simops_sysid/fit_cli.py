@@ -385,8 +385,8 @@ def _start_delay(sample: fitting.Problem, params: sysid.ParameterDict, base: Sim
     print(f'command delay starts from {best * 1e3:.1f} ms, the lowest of its profile '
           f'(ms:position error relative to the lowest, {relative})'
           + ('' if guesses else '; the efforts carry no trace of the commands'), flush=True)
-    return {'delay_ms': [round(d * 1e3, 3) for d in delays],
-            'position_rms_mrad': [round(c * 1e3, 4) for c in costs]}
+    return {'delay_ms': [round(float(d) * 1e3, 3) for d in delays],
+            'position_rms_mrad': [round(float(c) * 1e3, 4) for c in costs]}
 
 
 def _provenance(options: argparse.Namespace, model: Path, result: fitting.FitResult,
