@@ -17,7 +17,7 @@ from sim_helpers import SCENE_XML
 from simops_core.robot_spec import load_robot_spec
 from simops_sim.joint_commands import ArmCommand
 from simops_sim.stepper import Stepper, Timing
-from simops_sim.stream_rule import PACE_MIN_GAPS, StreamPacer
+from simops_sim.stream_rule import PACE_WINDOW, StreamPacer
 from simops_sim.world import World
 from simops_sysid.replay import CommandLog, physics_targets
 
@@ -77,16 +77,30 @@ def test_the_replay_drives_the_model_as_the_node_does(rate: float) -> None:
                                       targets[-1])
 
 def test_a_stream_is_followed_over_its_own_period() -> None:
-    """The span: ``period`` for the first targets, then the median gap, a stall's own gap."""
+    """The span: ``period`` until the stream has shown PACE_WINDOW gaps, then their mean,
+    or a stall's own gap; a gap beyond MAX_CATCH_UP starts anew."""
     pacer = StreamPacer(None)
-    here = np.zeros(7)
+    arrivals = [0.001 * k for k in range(PACE_WINDOW + 2)] + [0.2]
     spans = []
-    for k, arrival in enumerate([0.0, 0.001, 0.002, 0.003, 0.004, 0.0045, 0.2]):
+    for arrival in arrivals:
         spans.append(pacer.span(arrival, PERIOD, TIMEOUT))
-        pacer.followed(arrival, here + k)
-    assert spans[:PACE_MIN_GAPS] == [PERIOD] * PACE_MIN_GAPS
-    assert spans[PACE_MIN_GAPS] == pytest.approx(0.001)
-    assert spans[5] == pytest.approx(0.001)     # a bunched arrival keeps the stream's pace
-    assert spans[6] == pytest.approx(0.1955)    # a stall: its own gap
+        pacer.followed(arrival, np.zeros(7))
+    assert spans[:PACE_WINDOW + 1] == [PERIOD] * (PACE_WINDOW + 1)
+    assert spans[PACE_WINDOW + 1] == pytest.approx(0.001)   # a 1 kHz stream at 1 kHz
+    assert spans[-1] == pytest.approx(0.2 - 0.001 * (PACE_WINDOW + 1))   # a stall: its gap
     assert pacer.span(1.5, PERIOD, TIMEOUT) == PERIOD   # a gap beyond MAX_CATCH_UP: anew
     assert StreamPacer(None, paced=False).span(0.0, PERIOD, TIMEOUT) == PERIOD
+
+
+def test_a_stream_received_in_bunches_keeps_its_period() -> None:
+    """A 20 Hz stream whose receiver stalls: its targets arrive in pairs 1 ms apart, 99 ms
+    between pairs (half of the gaps are 1 ms). Each is reached over about the stream's
+    50 ms, never over 1 ms (which would ask for 50 times the speed, a protective stop)."""
+    pacer = StreamPacer(None)
+    arrivals = np.cumsum([0.0] + [0.001, 0.099] * 8)
+    spans = []
+    for arrival in arrivals:
+        spans.append(pacer.span(float(arrival), PERIOD, TIMEOUT))
+        pacer.followed(float(arrival), np.zeros(7))
+    assert min(spans) >= 0.049, spans
+    assert max(spans) <= 0.1, spans

@@ -8,9 +8,11 @@ as JointTrajectoryController reaches a one-point trajectory, over the stream's *
 
 - the first target of a stream, and every target when arrivals do not pace the stream
   (lockstep): ``period``, the simulator's ``control_period``;
-- within a paced (realtime) stream: the stream's own period, the median of its last
-  :data:`PACE_WINDOW` gaps between arrivals (``period`` until it has shown
-  :data:`PACE_MIN_GAPS` of them), or the gap since the previous arrival where that is
+- within a paced (realtime) stream: the stream's own period, the mean of its last
+  :data:`PACE_WINDOW` gaps between arrivals (``period`` until it has shown that many; a
+  mean, since targets received in bunches while the receiver stalled keep the stream's
+  total time, though half of the gaps may be a millisecond), or the gap since the
+  previous arrival where that is
   longer (a stall: the stream's own pace, so targets this node dropped or held through do
   not make the next one a jump), at most ``timeout`` (the command timeout). A stream that
   streams at 1 kHz is followed at 1 kHz, one at 20 Hz at 20 Hz; a gap longer than
@@ -32,8 +34,7 @@ from simops_sim.trajectory_plan import TrajectoryGoal, point_goal, stream_goal
 MAX_CATCH_UP = 1.0      # s: a longer gap between two arrivals ends the stream
 CATCH_UP_SPEED = 0.5    # of the velocity limits: a stalled stream's fastest catch-up (the
                         # policy's default velocity_scale; the servo's overshoot stays clear)
-PACE_WINDOW = 8         # gaps the stream's period is the median of
-PACE_MIN_GAPS = 3       # gaps before the stream's period replaces ``period``
+PACE_WINDOW = 8         # gaps the stream's period is the mean of
 
 
 class StreamPacer:
@@ -70,8 +71,8 @@ class StreamPacer:
         gap = arrival - self._at
         if gap > MAX_CATCH_UP:
             return period
-        gaps = [*self._gaps, gap]
-        pace = float(np.median(gaps)) if len(gaps) >= PACE_MIN_GAPS else period
+        gaps = self._gaps
+        pace = sum(gaps) / len(gaps) if len(gaps) == PACE_WINDOW else period
         return min(max(pace, gap), max(pace, timeout))
 
     def goal(self, arrival: float, target: np.ndarray, current: np.ndarray, period: float,
