@@ -13,13 +13,17 @@ until the context shuts down.
 :func:`spin_until_signal` is for a node with threads of its own (the simulator's physics,
 the recorder's writes): SIGINT and SIGTERM are noticed between two waits, so the node stops
 its threads and is destroyed while the context is still up, and the context shuts down
-last. rclpy's own handlers (``SignalHandlerOptions.ALL``) shut the context down from their
-signal thread at once, under the feet of a thread that is publishing; run such a node with
+last. A node still alive :data:`STOP_REPORT_AFTER` s after the signal prints every
+thread's stack to stderr (Python's faulthandler, from a thread of its own), so a hang at
+shutdown says where it is before the launcher's SIGTERM and SIGKILL. rclpy's own handlers
+(``SignalHandlerOptions.ALL``) shut the context down from their signal thread at once,
+under the feet of a thread that is publishing; run such a node with
 ``SignalHandlerOptions.NO``.
 """
 
 from __future__ import annotations
 
+import faulthandler
 import signal
 import threading
 
@@ -30,6 +34,7 @@ from rclpy.node import Node
 UNCONVERTED = 'Unable to convert call argument'   # pybind11's message for a failed take
 REPORT_PERIOD = 1.0   # s between two reports of dropped messages
 STOP_CHECK_PERIOD = 0.1   # s, longest wait before a SIGINT/SIGTERM is noticed
+STOP_REPORT_AFTER = 3.0   # s after a stop signal: still running, print the stacks
 
 
 def spin_once(executor: Executor, logger: RcutilsLogger,
@@ -66,8 +71,14 @@ def spin_until_signal(executor: Executor, *nodes: Node) -> None:
     callback; the executor is shut down on the way out, the context is left up.
     """
     stop = threading.Event()
+
+    def on_signal(*_: object) -> None:
+        if not stop.is_set():
+            faulthandler.dump_traceback_later(STOP_REPORT_AFTER, exit=False)
+        stop.set()
+
     for signum in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(signum, lambda *_: stop.set())
+        signal.signal(signum, on_signal)
     for node in nodes:
         executor.add_node(node)
     logger = nodes[0].get_logger()
