@@ -1,5 +1,8 @@
 """Safety pipeline: hypothesis drives adversarial actions and states; the invariants must hold.
 
+Every bound below is computed here from config/robot/fr3.yaml's raw numbers, in plain floats,
+never by the code under test (``SafetyLimits.from_spec``):
+
 I1: every target lies within the spec's position limits minus the margin.
 I2: consecutive targets differ by at most velocity limit × velocity_scale × period.
 I3: no target asks for a velocity the arm refuses at its position: Franka's position-based
@@ -25,7 +28,8 @@ from simops_core.paths import resolve_resource
 from simops_core.robot_spec import load_robot_spec
 
 SPEC = load_robot_spec('fr3')
-ARM = yaml.safe_load(resolve_resource('config/robot/fr3.yaml').read_text())['arm']
+RAW = yaml.safe_load(resolve_resource('config/robot/fr3.yaml').read_text())
+ARM, GRIPPER = RAW['arm'], RAW['gripper']
 RATE = 20.0
 TOL = 1e-9  # rad: float rounding of target ± max_step
 
@@ -86,6 +90,32 @@ def scenarios(draw: st.DrawFn) -> dict:
     }
 
 
+class Bounds:
+    """A scenario's limits from the YAML's numbers: rad, rad per step, rad per step², m."""
+
+    def __init__(self, scenario: dict) -> None:
+        scale, margin, period = scenario['velocity_scale'], scenario['margin'], 1.0 / RATE
+        self.lower = [q + margin for q in ARM['position_lower']]
+        self.upper = [q - margin for q in ARM['position_upper']]
+        self.step = [v * scale * period for v in ARM['velocity']]
+        self.change = [a * scale * period * period for a in ARM['acceleration']]
+        self.width = (GRIPPER['width_min'], GRIPPER['width_max'])
+        self.width_step = GRIPPER['speed_max'] * period
+
+    def check_target(self, target: np.ndarray, width: float) -> None:
+        """I1 and the gripper's range."""
+        for i, q in enumerate(target):
+            assert self.lower[i] <= q <= self.upper[i], (i, q, self.lower[i], self.upper[i])
+        assert self.width[0] <= width <= self.width[1], width
+
+    def check_move(self, before: safety.SafetyState, after: safety.SafetyState) -> None:
+        """I2, I3 and the gripper's speed from one target to the next."""
+        for i, (a, b) in enumerate(zip(before.target, after.target, strict=True)):
+            assert abs(b - a) <= self.step[i] + TOL, (i, b - a, self.step[i])
+        assert_position_based(before.target, after.target)
+        assert abs(after.gripper - before.gripper) <= self.width_step + TOL
+
+
 def allowed_velocity(position: np.ndarray) -> tuple[list[float], list[float]]:
     """Franka's position-based limits (rad/s) at ``position``, joint by joint in plain floats:
 
@@ -136,18 +166,14 @@ def run(scenario: dict) -> tuple[safety.SafetyLimits, list[tuple[safety.SafetySt
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(scenarios())
 def test_every_target_inside_limits_and_rate(scenario: dict) -> None:
-    limits, outputs = run(scenario)
+    _, outputs = run(scenario)
+    bounds = Bounds(scenario)
     previous = None
     for state, _held in outputs:
         assert np.all(np.isfinite(state.target))
-        assert np.all(state.target >= limits.lower), (state.target, limits.lower)  # I1
-        assert np.all(state.target <= limits.upper), (state.target, limits.upper)  # I1
-        assert limits.gripper_min <= state.gripper <= limits.gripper_max
+        bounds.check_target(state.target, state.gripper)   # I1
         if previous is not None:
-            assert np.all(np.abs(state.target - previous.target)
-                          <= limits.max_step + TOL)  # I2
-            assert_position_based(previous.target, state.target)  # I3
-            assert abs(state.gripper - previous.gripper) <= limits.gripper_max_step + TOL
+            bounds.check_move(previous, state)   # I2, I3
         previous = state
 
 
@@ -155,10 +181,12 @@ def test_every_target_inside_limits_and_rate(scenario: dict) -> None:
 @given(scenarios())
 def test_acceleration_limit_between_non_hold_targets(scenario: dict) -> None:
     scenario['acceleration'] = True
-    limits, outputs = run(scenario)
+    _, outputs = run(scenario)
+    change = Bounds(scenario).change
     for (before, _), (after, held) in itertools.pairwise(outputs):
         if not held:
-            assert np.all(np.abs(after.step - before.step) <= limits.max_step_change + TOL)
+            for i, (a, b) in enumerate(zip(before.step, after.step, strict=True)):
+                assert abs(b - a) <= change[i] + TOL, (i, b - a, change[i])
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -167,17 +195,19 @@ def test_braking_stop_stays_inside_decelerates_and_comes_to_rest(scenario: dict)
     """~/enable off mid-motion: from any reachable state the stop keeps I1, I2 and the
     acceleration limit, and reaches rest within max_step / max_step_change steps."""
     limits, outputs = run(scenario)
+    bounds = Bounds(scenario)
     state = outputs[-1][0]
-    bound = (1 if limits.max_step_change is None
-             else int(np.ceil(np.max(limits.max_step / limits.max_step_change))) + 1)
+    bound = (1 if not scenario['acceleration']
+             else math.ceil(max(s / c for s, c in zip(bounds.step, bounds.change,
+                                                      strict=True))) + 1)
     for _ in range(bound):
         after, rest = safety.brake(state, limits)
-        assert np.all(after.target >= limits.lower) and np.all(after.target <= limits.upper)
-        assert np.all(np.abs(after.step) <= limits.max_step + TOL)
-        assert_position_based(state.target, after.target)
-        if limits.max_step_change is not None:
+        bounds.check_target(after.target, after.gripper)
+        bounds.check_move(state, after)
+        if scenario['acceleration']:
             assert np.all(np.abs(after.step) <= np.abs(state.step) + TOL)   # never speeds up
-            assert np.all(np.abs(after.step - state.step) <= limits.max_step_change + TOL)
+            for i, (a, b) in enumerate(zip(state.step, after.step, strict=True)):
+                assert abs(b - a) <= bounds.change[i] + TOL, (i, b - a, bounds.change[i])
         state = after
         if rest:
             break
