@@ -28,7 +28,7 @@ help:
 	@echo "make demo   run the SimOps demo (sets everything up first)"
 	@echo "make test   build, lint and run the tests, then the ROS tests on Jazzy (sets everything up)"
 	@echo "make build  set up .venv and colcon-build the workspace"
-	@echo "make docs   regenerate the parameter tables in docs/interfaces.md"
+	@echo "make docs   regenerate the parameter and exit-code tables in docs/interfaces.md"
 	@echo "make clean  remove .venv, .venv-jazzy, build/, install/, log/ and their -jazzy twins"
 
 demo: build
@@ -43,7 +43,8 @@ lint: $(REQS_STAMP)
 
 docs: $(EDITABLE_STAMP)
 	$(BIN)/python -c 'import pathlib, simops_core.parameter_schema as s; \
-		p = pathlib.Path("docs/interfaces.md"); p.write_text(s.with_tables(p.read_text()))'
+		import simops_bringup.exit_code_table as e; p = pathlib.Path("docs/interfaces.md"); \
+		p.write_text(e.with_exit_code_table(s.with_tables(p.read_text())))'
 
 build: $(EDITABLE_STAMP) $(INTERFACES_STAMP) $(GL_STAMP)
 	$(BIN)/colcon --log-base log build --base-paths src --symlink-install \

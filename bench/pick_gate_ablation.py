@@ -2,7 +2,7 @@
 
 Wraps ``models/policy/fr3_pick_place.pt`` so that its gripper command is always +1 (open),
 writes the wrapped TorchScript file and its card (the shipped card with the new file's
-sha256) to ``--out``, and runs ``simops-validate --task pick-place`` on it over the full
+sha256) to ``--out``, and runs ``simops-validate --task pick_place`` on it over the full
 grid. The report (``validation.md`` with the heat map and the worst cells) lands in
 ``--out``; the verdict is printed. Exit code: simops-validate's.
 
@@ -61,7 +61,7 @@ def main() -> int:
     policy = write_open_hand(out)
     # paths relative to the workspace, so the report reads the same on every clone
     return subprocess.run(
-        [str(REPO / '.venv/bin/simops-validate'), '--task', 'pick-place', '--policy',
+        [str(REPO / '.venv/bin/simops-validate'), '--task', 'pick_place', '--policy',
          os.path.relpath(policy, REPO), '--episodes', str(args.episodes), '--workers', '2',
          '--out', os.path.relpath(out, REPO)], check=False, cwd=REPO).returncode
 

@@ -22,7 +22,7 @@ CASES = {
     'reach': (FR3ReachEnv, REPO / 'models/policy/fr3_reach.pt',
               [Conditions(friction=0.3, mass=1.5, delay=3), Conditions(friction=1.5),
                Conditions(mass=0.5, delay=1)]),
-    'pick-place': (FR3PickPlaceEnv, REPO / 'models/policy/fr3_pick_place.pt',
+    'pick_place': (FR3PickPlaceEnv, REPO / 'models/policy/fr3_pick_place.pt',
                    [Conditions(friction=0.3, object_mass=2.0, delay=3),
                     Conditions(friction=1.0, object_mass=0.5)]),
 }

@@ -18,9 +18,9 @@ from dataset_helpers import HOME, JOINTS, T0, joint_position, write_episode
 from lerobot_loader import lerobot_dataset
 from ros_helpers import REPO, installed_executable
 
+from simops_core.tasks import TASKS
 from simops_learning.dataset_cli import load_card
 from simops_learning.episode_schema import card_schema
-from simops_learning.rollout_cli import TASK_TEXT
 from simops_learning.sim_episodes import sim_episode
 
 CARD = REPO / 'models/policy/fr3_reach.yaml'
@@ -133,7 +133,7 @@ def test_lerobot_loads_it_and_append_continues_the_indices(tmp_path: Path) -> No
     ('too_short', 3, 'too short'),
     ('no_goal', 3, 'no messages on /goal_pose'),
     ('not_a_bag', 3, 'is not a rosbag2 directory'),
-    ('bad_card', 4, "field 'sha256' is missing"),
+    ('bad_card', 2, "field 'sha256' is missing"),   # EXIT_CONFIG
     ('output_exists', 5, '--append'),
 ])
 def test_bad_input_gets_one_line_and_leaves_the_output_as_it_was(
@@ -215,7 +215,7 @@ def test_rollouts_round_trip_bit_for_bit_through_lerobot(tmp_path: Path) -> None
         item = dataset[int(np.flatnonzero(mine)[3])]   # LeRobot hands out float32 tensors
         assert np.array_equal(item['action'].numpy(),
                               truth.columns['action'][3].astype(np.float32))
-        assert item['task'] == TASK_TEXT['reach']
+        assert item['task'] == TASKS['reach'].summary
 
 
 def test_the_command_lines_refuse_bad_arguments_in_one_line() -> None:

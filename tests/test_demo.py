@@ -77,7 +77,7 @@ def test_summary_table_shows_recovery_replay_goals_and_verdicts() -> None:
     assert 'fitted on 41.5 s of the excitation' in text
     assert summary.to_dict()['within_bar'] is False
     assert 'the cube reached the goal in 6.5 s, then 12.0 mm from (0.45, -0.15, 0.15) m' in text
-    assert summary.to_dict()['pick_and_place']['reached'] is True
+    assert summary.to_dict()['pick_place']['reached'] is True
 
 
 def test_a_failing_tool_names_the_step_its_error_and_its_log(tmp_path: Path) -> None:

@@ -30,11 +30,11 @@ from hypothesis import strategies as st
 from ros_helpers import REPO, installed_executable
 from sysid_helpers import SPEC, StandinData, simulate, write_bag
 
+from simops_core.command_line import EXIT_DATA
 from simops_core.paths import resolve_resource
 from simops_core.policy_card import CardError, load_policy_card
 from simops_core.sim_params import SimParamsError, load_sim_params
-from simops_recorder.repair import EXIT_DATA as REPAIR_DATA
-from simops_sysid.fit_cli import EXIT_DATA, EXIT_FIT
+from simops_sysid.fit_cli import EXIT_FIT
 
 FIELDS = ('q', 'qd', 'effort', 'commands', 't')
 FAST_FIT = ('--params', 'kp', '--joints', 'fr3_joint2', '--grouped-iters', '0',
@@ -135,7 +135,7 @@ def test_repair_on_fuzzed_bags(tmp_path_factory: pytest.TempPathFactory, data: S
     bag = fuzzed_bag(folder / 'in', data, mutation)
     before = tree_digest(bag)
     result = run(('simops_recorder', 'repair'), bag, timeout=120)
-    assert_clean_exit(result, 'repair', {0, REPAIR_DATA})
+    assert_clean_exit(result, 'repair', {0, EXIT_DATA})
     kept = bag.parent / f'.{bag.name}.damaged'
     assert tree_digest(kept if kept.exists() else bag) == before   # the original bytes
     assert not (bag.parent / f'.{bag.name}.repair').exists()

@@ -36,7 +36,7 @@ def test_training_is_seeded_and_reproducible() -> None:
 def test_the_cli_exports_policies_and_cards_the_node_loads(tmp_path: Path) -> None:
     stem = tmp_path / 'pick'
     result = subprocess.run(
-        [str(REPO / '.venv/bin/simops-train'), '--task', 'pick-place', '--rounds', '1',
+        [str(REPO / '.venv/bin/simops-train'), '--task', 'pick_place', '--rounds', '1',
          '--episodes', '2', '--updates', '30', '--eval-episodes', '2', '--workers', '1',
          '--out', str(stem)], capture_output=True, text=True, timeout=600, cwd=REPO)
     assert result.returncode == 0, result.stdout + result.stderr
@@ -75,7 +75,7 @@ def shipped_policy() -> torch.nn.Module:
 def test_ppo_fine_tunes_the_shipped_network_with_rsl_rl_reproducibly() -> None:
     """RSL-RL's runner trains the policy's own network (weights in and out), seeded."""
     small = PPOConfig(num_envs=2, num_steps_per_env=16, num_mini_batches=2, critic_warmup=1)
-    ranges = default_randomization('pick_and_place')
+    ranges = default_randomization('pick_place')
     before = shipped_policy()
     tuned = [shipped_policy(), shipped_policy()]
     for policy in tuned:
@@ -90,7 +90,7 @@ def test_ppo_fine_tunes_the_shipped_network_with_rsl_rl_reproducibly() -> None:
 
 def test_the_decision_env_applies_the_policys_law_and_resets_episodes() -> None:
     policy = shipped_policy()
-    env = DecisionEnv(policy, 2, default_randomization('pick_and_place'), seed=0)
+    env = DecisionEnv(policy, 2, default_randomization('pick_place'), seed=0)
     obs = env.get_observations()['policy']
     assert obs.shape == (2, 15)
     dones = 0

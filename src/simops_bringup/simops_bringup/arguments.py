@@ -12,14 +12,14 @@ from dataclasses import dataclass
 
 from simops_core.franka_ros2 import FrankaReleaseError, release_names
 from simops_core.paths import resolve_resource
+from simops_core.tasks import DEFAULT_TASK, TASK_NAMES
+from simops_core.tasks import POLICY_PATH as DEFAULT_POLICY
 
 PROFILES = ('sim', 'real_robot')
 BOOL = ('true', 'false')
 ROBOT_FIELD = '{robot}'   # in a path argument: replaced by the robot argument
 TASK_FIELD = '{task}'     # in the policy argument: replaced by the task argument
 DEFAULT_MODEL = 'models/{robot}/scene.xml'
-DEFAULT_POLICY = 'models/policy/{robot}_{task}.pt'
-TASKS = ('reach', 'pick_place')
 COMMAND_INTERFACES = ('float64_array', 'joint_trajectory')
 # Layouts of the sim profile: one arm, or franka_ros2's fr3_duo (its arms by namespace).
 LAYOUTS = {'single': (), 'fr3_duo': ('left', 'right')}
@@ -81,10 +81,10 @@ def declare_arguments(profile: str, command_interface: str) -> tuple[Argument, .
                      f'replaced by the robot argument; layout:=fr3_duo: {DUO_MODEL})'),
         ]
     args += [
-        Argument('task', 'reach', 'what the policy does: reach (the flange to /goal_pose) or '
+        Argument('task', DEFAULT_TASK, 'what the policy does: reach (the flange to /goal_pose) or '
                  'pick_place (the cube to /goal_pose); it names the default policy and, in '
                  'simulation, how the recorder labels episodes (the env\'s success criterion)',
-                 TASKS),
+                 TASK_NAMES),
         Argument('policy', DEFAULT_POLICY, 'TorchScript (.pt) or torch.export (.pt2) policy the '
                  'policy node runs ({robot} and {task} are replaced by those arguments)')]
     if not real:

@@ -8,8 +8,7 @@ Runs the release's recovery steps (:mod:`simops_ros.franka_recovery`) against th
     simops-recover --franka-ros2 v2     # Humble: deactivate the controllers first
     simops-recover --namespace left     # an arm of a namespaced (fr3_duo-style) bringup
 
-Then ``~/enable`` the node that drives the arm again. Exit codes: 0 recovered; 2 bad
-command line; 3 a step was refused (the line names it and why); 4 a server did not answer.
+Then ``~/enable`` the node that drives the arm again. Exit codes: :data:`EXIT_CODES`.
 """
 
 from __future__ import annotations
@@ -18,6 +17,9 @@ import sys
 
 from simops_core.command_line import (
     EXIT_CONFIG,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_USAGE,
     CommandLineParser,
     ConfigError,
     exit_codes,
@@ -27,9 +29,11 @@ from simops_core.franka_ros2 import ARM_CONTROLLER, franka_release, release_name
 
 PROG = 'simops-recover'
 EXIT_REFUSED, EXIT_NO_ANSWER = 3, 4
-CODES = {0: 'recovered: the arm takes commands again', 2: 'bad command line',
-         EXIT_REFUSED: 'a step was refused (the line names it and why)',
-         EXIT_NO_ANSWER: 'a server did not answer in time (is the arm\'s bringup running?)'}
+EXIT_CODES = {EXIT_OK: 'recovered: the arm takes commands again',
+              EXIT_USAGE: 'bad command line or franka_ros2 release file',
+              EXIT_REFUSED: 'a step was refused (the line names it and why)',
+              EXIT_NO_ANSWER: 'a server did not answer in time (is the arm\'s bringup running?)',
+              EXIT_INTERRUPTED: 'interrupted (Ctrl-C) between two steps'}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -39,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         return fail(PROG, EXIT_CONFIG, str(exc))
     parser = CommandLineParser(PROG, 'Bring the arm back after a reflex, with the steps its '
-                               'franka_ros2 release documents.', exit_codes(CODES))
+                               'franka_ros2 release documents.', exit_codes(EXIT_CODES))
     parser.add_argument('--franka-ros2', choices=releases, default=releases[0],
                         help='the arm\'s franka_ros2 release (default: %(default)s)')
     parser.add_argument('--namespace', default='', help='the arm\'s ROS namespace')
@@ -64,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
         return fail(PROG, EXIT_NO_ANSWER if isinstance(exc, NoAnswerError) else EXIT_REFUSED,
                     str(exc))
     except KeyboardInterrupt:
-        return 130
+        return EXIT_INTERRUPTED
     finally:
         probe.close()
     print(f'{PROG}: recovered ({release.describes})')

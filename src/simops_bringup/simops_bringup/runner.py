@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from simops_bringup.command_lines import ExecutableNotFoundError, command_line
 from simops_bringup.graph import PROFILES, GraphError, NodeSpec, build_graph, launch_arguments
 from simops_bringup.supervisor import Command, Supervisor
-from simops_core.command_line import EXIT_USAGE, CommandLineParser, UsageError, exit_codes
+from simops_core.command_line import EXIT_OK, EXIT_USAGE, CommandLineParser, UsageError, exit_codes
 from simops_core.dds_isolation import NoFreeDomainError, claim_domain_id, isolated_env
 
 
@@ -32,14 +32,17 @@ def parse_assignments(items: list[str]) -> dict[str, str]:
         values[name] = value
     return values
 
+EXIT_CODES: dict[int | str, str] = {
+    EXIT_OK: 'every node stopped cleanly (Ctrl-C)',
+    EXIT_USAGE: 'bad command line, launch argument or graph',
+    'N': 'a required node exited with code N; the others were stopped'}
+
 
 def build_parser() -> argparse.ArgumentParser:
     """The command-line interface of ``simops-launch``."""
     parser = CommandLineParser(
         'simops-launch', 'Run a SimOps bringup profile without ros2 launch.',
-        exit_codes({0: 'every node stopped cleanly (Ctrl-C)',
-                    EXIT_USAGE: 'bad command line, launch argument or graph',
-                    'N': 'a required node exited with code N; the others were stopped'}))
+        exit_codes(EXIT_CODES))
     parser.add_argument('profile', choices=PROFILES, help='the launch file to run, by name')
     parser.add_argument('arguments', nargs='*', metavar='name:=value',
                         help='launch arguments, as for ros2 launch (see --show-args)')

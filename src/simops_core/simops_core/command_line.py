@@ -12,8 +12,15 @@ import argparse
 import sys
 from typing import NoReturn
 
-EXIT_USAGE = 2   # a bad command line, as argparse and every SimOps tool use it
-EXIT_CONFIG = 2  # a bad parameter or configuration file (a node refuses to start)
+# The exit codes every SimOps executable shares; each one's own codes (3 and up, with their
+# meanings) are its module's EXIT_CODES, which its --help and docs/interfaces.md print.
+EXIT_OK = 0
+EXIT_FAILED = 1       # it ran and failed: a worker, a thread or an export (the line says)
+EXIT_USAGE = 2        # a bad command line, as argparse and every SimOps tool use it
+EXIT_CONFIG = EXIT_USAGE   # a bad parameter or file named on it: fix the invocation, rerun
+EXIT_DATA = 3         # an input (a bag) cannot be used; the line names it
+EXIT_OUTPUT = 5       # the output cannot be written; what was there is left unchanged
+EXIT_INTERRUPTED = 130   # Ctrl-C, after every worker stopped (128 + SIGINT, as shells say)
 
 
 class UsageError(ValueError):

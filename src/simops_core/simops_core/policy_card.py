@@ -11,6 +11,7 @@ Example::
     version: 1
     sha256: 3b0c...e1            # of the model file, 64 hex digits
     robot: fr3                   # spec name the policy was trained for
+    task: reach                  # simops_core.tasks; a card without it is a reach policy
     control_rate: 20.0           # Hz
     observation:
       history: 2                 # frames stacked into one observation vector
@@ -57,6 +58,7 @@ from typing import Any
 import numpy as np
 import yaml
 
+from simops_core.tasks import TASK_NAMES
 from simops_core.yaml_fields import Fields, is_number
 
 CARD_VERSION = 1
@@ -150,6 +152,7 @@ class PolicyCard:
     training: dict[str, Any]
     source: Path
     images: tuple[ImageTerm, ...] = ()
+    task: str | None = None   # a name of simops_core.tasks; None: the card does not say
 
     @property
     def frame_size(self) -> int:
@@ -203,6 +206,9 @@ def parse_policy_card(raw: Any, source: Path, joint_names: tuple[str, ...],
     rate = check.number(root, 'control_rate', 'control_rate')
     if rate <= 0:
         check.fail('control_rate', f'must be > 0 Hz, got {rate}')
+    task = root.get('task')
+    if task is not None and task not in TASK_NAMES:
+        check.fail('task', f'must be one of {", ".join(TASK_NAMES)}, got {task!r}')
 
     action = _action(check, check.mapping(check.get(root, 'action', dict, 'action'), 'action'),
                      arm_joints)
@@ -226,7 +232,8 @@ def parse_policy_card(raw: Any, source: Path, joint_names: tuple[str, ...],
     training = check.mapping(check.get(root, 'training', dict, 'training'), 'training')
     return PolicyCard(sha256=sha, robot=check.get(root, 'robot', str, 'robot'),
                       control_rate=rate, history=history, history_order=order, terms=terms,
-                      action=action, training=training, source=source, images=images)
+                      action=action, training=training, source=source, images=images,
+                      task=task)
 
 
 def _image(check: Fields, item: Any, where: str) -> ImageTerm:

@@ -1,20 +1,35 @@
 """Gymnasium environments, training and export of the policies, and the validation gate.
 
-Importing the package registers ``SimOps/FR3Reach-v0`` and ``SimOps/FR3PickPlace-v0``;
+Importing the package registers each task's env (:mod:`simops_core.tasks`):
+``SimOps/FR3Reach-v0`` and ``SimOps/FR3PickPlace-v0``;
 ``gymnasium.make('simops_learning:SimOps/FR3PickPlace-v0')`` imports it on demand.
 ``gymnasium.make_vec(ID, num_envs=N, vectorization_mode='vector_entry_point')`` steps the
 N envs' physics together (:mod:`simops_learning.stepped_vector`).
 """
 
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
 import gymnasium
 
-from simops_learning.pick_env import ENV_ID as PICK_ENV_ID
-from simops_learning.reach_env import ENV_ID
+from simops_core.tasks import TASKS
 
-for _id, _entry, _vector in (
-        (ENV_ID, 'simops_learning.reach_env:FR3ReachEnv',
-         'simops_learning.stepped_vector:reach_vector'),
-        (PICK_ENV_ID, 'simops_learning.pick_env:FR3PickPlaceEnv',
-         'simops_learning.stepped_vector:pick_vector')):
-    if _id not in gymnasium.registry:
-        gymnasium.register(id=_id, entry_point=_entry, vector_entry_point=_vector)
+ENTRY_POINTS = {   # task -> (env class, vector entry point)
+    'reach': ('simops_learning.reach_env:FR3ReachEnv',
+              'simops_learning.stepped_vector:reach_vector'),
+    'pick_place': ('simops_learning.pick_env:FR3PickPlaceEnv',
+                   'simops_learning.stepped_vector:pick_vector'),
+}
+
+for _task, (_entry, _vector) in ENTRY_POINTS.items():
+    if TASKS[_task].env_id not in gymnasium.registry:
+        gymnasium.register(id=TASKS[_task].env_id, entry_point=_entry,
+                           vector_entry_point=_vector)
+
+
+def env_class(task: str) -> Any:
+    """The env class of ``task`` (a name of :mod:`simops_core.tasks`), imported on demand."""
+    module, _, name = ENTRY_POINTS[task][0].partition(':')
+    return getattr(importlib.import_module(module), name)

@@ -9,11 +9,8 @@ the dataset at ``--out``. Per episode it prints frames kept, dropped and trimmed
 worst age of each input. Camera images (``--cameras``, by default every camera of
 config/cameras.yaml the first bag recorded) become LeRobot video features
 ``observation.images.<camera>``, held like the object pose (an image older than
-``--max-age`` drops the frame) and encoded as LeRobot encodes them.
-
-Exit codes: 0 written, 2 bad command line, 3 a bag cannot be exported (no joint states or
-commands, the card's topics or joints missing, another robot, shorter than one frame; the
-line names the bag), 4 bad card, robot spec or camera name, 5 the output cannot take the episodes.
+``--max-age`` drops the frame) and encoded as LeRobot encodes them. Exit codes:
+:data:`EXIT_CODES`.
 """
 
 from __future__ import annotations
@@ -29,7 +26,15 @@ import yaml
 
 from simops_core.bag_reader import BagError, message_typestore, read_bag
 from simops_core.camera_rig import CameraConfigError, load_cameras
-from simops_core.command_line import CommandLineParser, exit_codes, fail
+from simops_core.command_line import (
+    EXIT_CONFIG,
+    EXIT_DATA,
+    EXIT_OK,
+    EXIT_OUTPUT,
+    CommandLineParser,
+    exit_codes,
+    fail,
+)
 from simops_core.policy_card import CardError, PolicyCard, load_policy_card
 from simops_core.robot_spec import RobotSpec, SpecError, load_robot_spec
 from simops_core.topics import load_topics
@@ -46,7 +51,12 @@ from simops_learning.episode_schema import EpisodeFrames, card_schema
 from simops_learning.lerobot_writer import DatasetError, Written, write_dataset
 
 PROG = 'simops-dataset'
-EXIT_OK, EXIT_USAGE, EXIT_DATA, EXIT_CONFIG, EXIT_OUTPUT = 0, 2, 3, 4, 5
+EXIT_CODES = {EXIT_OK: 'written', EXIT_CONFIG: 'bad command line, policy card, robot spec or '
+                                               'camera name',
+              EXIT_DATA: 'a bag cannot be exported (no joint states or commands, the card\'s '
+                         'topics or joints\n     missing, another robot, shorter than one '
+                         'frame; the line names it)',
+              EXIT_OUTPUT: 'the output cannot take the episodes (left unchanged)'}
 
 
 def load_card(path: str | Path) -> tuple[PolicyCard, RobotSpec]:
@@ -187,10 +197,7 @@ def main(argv: list[str] | None = None) -> int:
     """CLI entry point; see ``simops-dataset --help``."""
     parser = CommandLineParser(
         PROG, 'Export rosbag2 episodes to a LeRobot v3.0 dataset in a policy card\'s schema.',
-        exit_codes({EXIT_OK: 'written', EXIT_USAGE: 'bad command line',
-                    EXIT_DATA: 'a bag cannot be exported (the line names it)',
-                    EXIT_CONFIG: 'bad policy card or robot spec',
-                    EXIT_OUTPUT: 'the output cannot take the episodes (left unchanged)'}))
+        exit_codes(EXIT_CODES))
     commands = parser.add_subparsers(dest='command', required=True)
     sub = commands.add_parser('export', description='Export bags, an episode each.')
     sub.add_argument('bags', nargs='+', metavar='BAG', help='rosbag2 directories, an episode each')

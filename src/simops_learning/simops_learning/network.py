@@ -101,10 +101,12 @@ def newest_slots(card: PolicyCard, source: str, names: Sequence[str]
 
 
 def export_policy(policy: nn.Module, spec: RobotSpec, stem: Path, observation_size: int,
-                  training: dict[str, Any], history: int = HISTORY) -> tuple[Path, Path, Path]:
+                  training: dict[str, Any], history: int = HISTORY,
+                  task: str = 'reach') -> tuple[Path, Path, Path]:
     """Write ``stem.pt`` (TorchScript), ``stem.pt2`` (torch.export) and their cards.
 
-    ``history``: the card's observation frames (reach 2, pick-and-place 3).
+    ``history``: the card's observation frames (reach 2, pick-and-place 3); ``task``: the
+    card's task (:mod:`simops_core.tasks`).
 
     ``stem.yaml`` is the card of ``stem.pt`` (the policy node's default card path);
     ``stem.pt2.yaml`` the card of ``stem.pt2`` (pass it as ``card_path``). Returns the three
@@ -118,8 +120,8 @@ def export_policy(policy: nn.Module, spec: RobotSpec, stem: Path, observation_si
         warnings.simplefilter('ignore', DeprecationWarning)
         torch.jit.script(policy).save(str(script_path))
     torch.export.save(torch.export.export(policy, (example,)), str(export_path))
-    card_path = write_card(reach_card(spec, file_sha256(script_path), training, history),
+    card_path = write_card(reach_card(spec, file_sha256(script_path), training, history, task),
                            stem.with_suffix('.yaml'))
-    write_card(reach_card(spec, file_sha256(export_path), training, history),
+    write_card(reach_card(spec, file_sha256(export_path), training, history, task),
                stem.with_name(stem.name + '.pt2.yaml'))
     return script_path, export_path, card_path

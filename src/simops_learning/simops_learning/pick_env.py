@@ -30,9 +30,10 @@ from typing import Any
 import mujoco
 import numpy as np
 
+from simops_core.tasks import TASKS
 from simops_learning.reach_env import MAX_EPISODE_STEPS, SUCCESS_BONUS, FR3ReachEnv
 
-ENV_ID = 'SimOps/FR3PickPlace-v0'
+ENV_ID = TASKS['pick_place'].env_id
 CUBE_HALF = 0.02                                   # m, the cube's half size
 OBJECT_LOW = np.array([0.35, -0.25])               # m, cube centre x, y on the table
 OBJECT_HIGH = np.array([0.65, 0.25])
@@ -56,6 +57,7 @@ class FR3PickPlaceEnv(FR3ReachEnv):
     Arguments as :class:`~simops_learning.reach_env.FR3ReachEnv`.
     """
 
+    task = 'pick_place'
     card_history = PICK_HISTORY
     sample_steps = SAMPLE_STEPS
 

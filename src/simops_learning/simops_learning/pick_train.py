@@ -1,4 +1,4 @@
-"""``simops-train --task pick-place``: the pick-and-place policy, by DAgger from the grasp expert.
+"""``simops-train --task pick_place``: the pick-and-place policy, by DAgger from the grasp expert.
 
 1. **Round 0**: the scripted expert (:mod:`simops_learning.pick_expert`) runs episodes of
    ``SimOps/FR3PickPlace-v0``; every observation is kept with the expert's action.
@@ -8,7 +8,7 @@
    (MSE on the action, Adam, one torch thread).
 3. **Curriculum**: rounds run without randomisation until the policy alone succeeds in more
    than ``promote`` of its episodes; each later round raises the randomisation level by
-   ``level_step`` toward the full ``pick_and_place`` ranges of ``config/randomization.yaml``.
+   ``level_step`` toward the full ``pick_place`` ranges of ``config/randomization.yaml``.
 4. Optionally (``ppo_iterations``) PPO fine-tuning with RSL-RL
    (:mod:`simops_learning.pick_ppo`) of the cloned network at full randomisation.
 5. A final evaluation of the policy alone at full randomisation.
@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from simops_core.tasks import TASKS
 from simops_learning.network import export_policy
 from simops_learning.pick_env import PICK_HISTORY, FR3PickPlaceEnv
 from simops_learning.pick_expert import PickExpert, PickGains
@@ -63,7 +64,7 @@ class PickTrainConfig:
     workers: int = 2
     gains: PickGains = field(default_factory=PickGains)
     randomization: DomainRandomization = field(
-        default_factory=lambda: default_randomization('pick_and_place'))
+        default_factory=lambda: default_randomization(TASKS['pick_place'].randomization))
 
 
 @dataclass(frozen=True)
@@ -232,7 +233,7 @@ def train_pick(config: PickTrainConfig, log: Log = print) -> tuple[PickPolicy, d
 
 
 def train_pick_and_export(args: argparse.Namespace, randomization: DomainRandomization) -> int:
-    """``simops-train --task pick-place``: train, export ``STEM.pt``/``.pt2`` and their cards.
+    """``simops-train --task pick_place``: train, export ``STEM.pt``/``.pt2`` and their cards.
 
     Returns the exit code: 0, or 1 when the export fails.
     """
@@ -243,10 +244,10 @@ def train_pick_and_export(args: argparse.Namespace, randomization: DomainRandomi
                              randomization=randomization)
     policy, metadata = train_pick(config, log=lambda line: print(line, flush=True))
     env = FR3PickPlaceEnv(robot=config.robot)
-    stem = Path(args.out or f'models/policy/{config.robot}_pick_place')
+    stem = Path(args.out or f'models/policy/{config.robot}_{env.task}')
     try:
         paths = export_policy(policy, env.spec_robot, stem, env.card.observation_size, metadata,
-                              PICK_HISTORY)
+                              PICK_HISTORY, env.task)
     except OSError as exc:
         print(f'simops-train: error: cannot write {stem}: {exc}', file=sys.stderr)
         return 1

@@ -39,10 +39,11 @@ PLACEHOLDER_SHA256 = '0' * 64
 
 def reach_card(spec: RobotSpec, sha256: str = PLACEHOLDER_SHA256,
                training: dict[str, Any] | None = None,
-               history: int = HISTORY) -> dict[str, Any]:
+               history: int = HISTORY, task: str = 'reach') -> dict[str, Any]:
     """The card as a YAML-ready mapping for robot ``spec``.
 
-    ``history``: observation frames (the reach policy's 2, pick-and-place's 3).
+    ``history``: observation frames (the reach policy's 2, pick-and-place's 3); ``task``: a
+    name of :mod:`simops_core.tasks`.
     """
     arm = list(spec.arm_joints)
     terms: list[dict[str, Any]] = [
@@ -55,7 +56,7 @@ def reach_card(spec: RobotSpec, sha256: str = PLACEHOLDER_SHA256,
         {'source': 'last_action', 'fields': [*arm, 'gripper']},
     ]
     return {
-        'version': CARD_VERSION, 'sha256': sha256, 'robot': spec.name,
+        'version': CARD_VERSION, 'sha256': sha256, 'robot': spec.name, 'task': task,
         'control_rate': CONTROL_RATE,
         'observation': {'history': history, 'history_order': 'oldest_first', 'terms': terms},
         'action': {'joints': arm, 'gripper': True, 'clip': 1.0, 'scale': ACTION_SCALE,

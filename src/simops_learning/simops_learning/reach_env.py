@@ -41,13 +41,14 @@ from simops_core.policy_card import CardError, PolicyCard, load_policy_card
 from simops_core.policy_step import PolicyStep, StepSettings
 from simops_core.robot_spec import load_robot_spec
 from simops_core.sim_params import SimParams, load_sim_params, merge_sim_params
+from simops_core.tasks import TASKS
 from simops_learning.curriculum import Curriculum
 from simops_learning.reach_card import HISTORY, parse_card, reach_card
 from simops_sim.physics import Physics
 from simops_sim.randomization import Conditions, DomainRandomization
 from simops_sim.trajectory_plan import TrajectoryPlan, point_goal
 
-ENV_ID = 'SimOps/FR3Reach-v0'
+ENV_ID = TASKS['reach'].env_id
 MAX_EPISODE_STEPS = 200
 SUCCESS_RADIUS = 0.02                                  # m
 # Goals for the flange. The lowest keeps the Franka Hand (fingertips 0.1034 m below the
@@ -77,6 +78,7 @@ class FR3ReachEnv(gym.Env):
     """
 
     metadata: dict[str, Any] = {'render_modes': []}  # noqa: RUF012 - gymnasium's API
+    task = 'reach'           # the task (simops_core.tasks) of the default card layout
     card_history = HISTORY   # frames of the default card layout
     sample_steps: int | None = None   # physics steps between two _sample calls (None: 1 period)
 
@@ -94,7 +96,7 @@ class FR3ReachEnv(gym.Env):
         spec = self.spec_robot
         self.card: PolicyCard = (
             load_policy_card(card_path, spec.joint_names, spec.arm_joints) if card_path
-            else parse_card(reach_card(spec, history=self.card_history), spec,
+            else parse_card(reach_card(spec, history=self.card_history, task=self.task), spec,
                             Path('<card layout>')))
         if self.card.images:
             raise CardError(f'{card_path}: the card takes camera images; the Gym envs render '

@@ -1,9 +1,10 @@
 """``simops-rollout``: simulated episodes into a LeRobot v3.0 dataset, in the card's schema.
 
-``simops-rollout --policy P --out DIR [--task reach|pick-place] [--episodes 20]
+``simops-rollout --policy P --out DIR [--task reach|pick_place] [--episodes 20]
 [--randomization PROFILE] [--sim-params F] [--seed 0] [--workers 2] [--append]`` runs the
 policy (loaded and checked against its card as the policy node loads it), or with
-``--expert`` the reach task's IK expert, in the env under the randomisation profile of
+``--expert`` the reach task's IK expert, in its task's env (the card's task; ``--task`` only
+for a card that names none) under the task's randomisation profile of
 config/randomization.yaml (full ranges), and writes each episode as
 :func:`simops_learning.sim_episodes.sim_episode` records it, through the same writer as
 ``simops-dataset export``.
@@ -11,11 +12,8 @@ config/randomization.yaml (full ranges), and writes each episode as
 Episodes run in chunks on local worker processes, or with ``--ray ADDRESS`` on a Ray
 cluster (:mod:`simops_core.executor`). ``--cameras scene,wrist`` renders those cameras of
 config/cameras.yaml at every frame into LeRobot video features, as ``simops-dataset
-export`` writes recorded ones, under an appearance drawn per episode.
-
-Exit codes: 0 written, 1 the workers failed, 2 bad command line, 4 bad policy, card, robot,
-randomisation, sim params or camera, 5 the output cannot take the episodes, 130 interrupted (the
-output is left unchanged in every failing case).
+export`` writes recorded ones, under an appearance drawn per episode. Exit codes:
+:data:`EXIT_CODES` (the output is left unchanged in every failing case).
 """
 
 from __future__ import annotations
@@ -29,7 +27,18 @@ from pathlib import Path
 import numpy as np
 
 from simops_core.camera_rig import CameraConfigError, CameraSpec, load_cameras
-from simops_core.command_line import CommandLineParser, exit_codes, fail
+from simops_core.command_line import (
+    EXIT_CONFIG,
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_OUTPUT,
+    EXIT_USAGE,
+    CommandLineParser,
+    UsageError,
+    exit_codes,
+    fail,
+)
 from simops_core.executor import (
     Executor,
     ExecutorError,
@@ -40,6 +49,7 @@ from simops_core.executor import (
 from simops_core.policy_card import CardError, file_sha256
 from simops_core.robot_spec import SpecError
 from simops_core.sim_params import SimParamsError
+from simops_core.tasks import TASK_NAMES, TASKS, resolve_task
 from simops_learning.dataset_cli import load_card
 from simops_learning.episode_schema import EpisodeFrames, card_schema
 from simops_learning.lerobot_writer import DatasetError, write_dataset
@@ -49,10 +59,11 @@ from simops_sim.randomization import RandomizationError, default_randomization
 
 PROG = 'simops-rollout'
 CAMERA_TASK_EPISODES = 5   # episodes per job with --cameras (0.2 MB per image in memory)
-EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_CONFIG, EXIT_OUTPUT = 0, 1, 2, 4, 5
-PROFILES = {'reach': 'randomization', 'pick-place': 'pick_and_place'}
-TASK_TEXT = {'reach': 'reach the goal with the flange',
-             'pick-place': 'pick up the cube and place it at the goal'}
+EXIT_CODES = {EXIT_OK: 'written', EXIT_FAILED: 'the workers failed (the output is unchanged)',
+              EXIT_CONFIG: 'bad command line, policy, card, robot, randomisation, sim params or '
+                           'camera',
+              EXIT_OUTPUT: 'the output cannot take the episodes (left unchanged)',
+              EXIT_INTERRUPTED: 'interrupted (every worker stopped, the output unchanged)'}
 
 
 @dataclass(frozen=True)
@@ -72,14 +83,13 @@ class Job:
 
 def run_job(job: Job) -> list[EpisodeFrames]:
     """Worker: build the env and the policy once, run the job's episodes."""
+    from simops_learning import env_class
     from simops_learning.expert import ReachExpert
-    from simops_learning.pick_env import FR3PickPlaceEnv
-    from simops_learning.reach_env import FR3ReachEnv
     from simops_learning.sim_episodes import sim_episodes
     from simops_policy.model import load_model
 
     card, spec = load_card(job.card)
-    kind = FR3PickPlaceEnv if job.task == 'pick-place' else FR3ReachEnv
+    kind = env_class(job.task)
     envs = [kind(card_path=job.card, sim_params_file=job.sim_params,
                  randomization=default_randomization(job.profile), robot=spec.name)
             for _ in range(min(BATCH, len(job.episodes)))]
@@ -102,7 +112,7 @@ def run_job(job: Job) -> list[EpisodeFrames]:
     out = sim_episodes(envs, policy, card_schema(card, camera_sizes(specs)), job.seed,
                        job.episodes, provenance, specs, load_appearance() if specs else None)
     for frames in out:
-        frames.task = TASK_TEXT[job.task]
+        frames.task = TASKS[job.task].summary
     return out
 
 
@@ -126,17 +136,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = CommandLineParser(
         PROG, 'Roll a policy out in the simulator under domain randomisation and write the '
               'episodes as a LeRobot v3.0 dataset.',
-        exit_codes({EXIT_OK: 'written', EXIT_ERROR: 'the workers failed (the output is unchanged)',
-                    EXIT_USAGE: 'bad command line',
-                    EXIT_CONFIG: 'bad policy, card, robot, randomisation or sim params',
-                    EXIT_OUTPUT: 'the output cannot take the episodes (left unchanged)',
-                    130: 'interrupted (every worker stopped, the output unchanged)'}))
+        exit_codes(EXIT_CODES))
     parser.add_argument('--policy', help='TorchScript .pt or .pt2 policy')
     parser.add_argument('--card', help='policy card (default: the policy path with .yaml)')
     parser.add_argument('--expert', action='store_true',
                         help='act with the reach task\'s IK expert instead of a policy '
                              '(needs --card)')
-    parser.add_argument('--task', choices=tuple(PROFILES), default='reach')
+    parser.add_argument('--task', choices=TASK_NAMES,
+                        help='the task, for a card that names none (default reach); a card\'s '
+                             'own task is refused if it differs')
     parser.add_argument('--out', required=True, help='dataset directory')
     parser.add_argument('--episodes', type=int, default=20)
     parser.add_argument('--seed', type=int, default=0, help='task and physics seed')
@@ -156,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error('--episodes and --workers must be >= 1')
     if args.expert == bool(args.policy):
         parser.error('give exactly one of --policy and --expert')
-    if args.expert and (args.task != 'reach' or not args.card):
+    if args.expert and not args.card:
         parser.error('--expert runs the reach task and needs --card')
     if args.ray == 'local':
         try:
@@ -164,10 +172,13 @@ def main(argv: list[str] | None = None) -> int:
         except ExecutorError as exc:
             return fail(PROG, EXIT_USAGE, str(exc))
     card_path = args.card or str(Path(args.policy).with_suffix('.yaml'))
-    profile = args.randomization or PROFILES[args.task]
     cameras = tuple(name for name in args.cameras.split(',') if name)
     try:
         card, _ = load_card(card_path)
+        task = resolve_task(args.task, card.task, card_path)
+        if args.expert and task.name != 'reach':
+            raise UsageError(f'--expert runs the reach task; {card_path} is a {task.name} card')
+        profile = args.randomization or task.randomization
         if card.images:
             raise CardError(f'{card_path} takes camera images; the rollout envs feed none '
                             'to policies yet (--cameras only records them)')
@@ -180,12 +191,12 @@ def main(argv: list[str] | None = None) -> int:
         if args.sim_params and not Path(args.sim_params).is_file():
             raise SimParamsError(f'sim params {args.sim_params} does not exist')
     except (CardError, SpecError, RandomizationError, SimParamsError,
-            CameraConfigError) as exc:
+            CameraConfigError, UsageError) as exc:
         return fail(PROG, EXIT_CONFIG, str(exc))
     # A job's episodes stay in memory until it ends: with images, fewer per job.
     most = CAMERA_TASK_EPISODES if cameras else TASK_EPISODES
     chunk = max(1, min(most, -(-args.episodes // args.workers)))
-    jobs = [Job(args.policy or '', card_path, args.task, args.expert, profile,
+    jobs = [Job(args.policy or '', card_path, task.name, args.expert, profile,
                 args.sim_params, args.seed, range(s, min(s + chunk, args.episodes)), cameras)
             for s in range(0, args.episodes, chunk)]
     started = time.monotonic()
@@ -200,11 +211,11 @@ def main(argv: list[str] | None = None) -> int:
                                 rollouts(jobs, make_executor(args.ray, args.workers)),
                                 append=args.append, progress=progress)
     except ExecutorError as exc:
-        return fail(PROG, EXIT_ERROR, f'{exc}; {args.out} is unchanged')
+        return fail(PROG, EXIT_FAILED, f'{exc}; {args.out} is unchanged')
     except KeyboardInterrupt:
         print(f'{PROG}: interrupted; every worker has been stopped, {args.out} is unchanged',
               file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
     except DatasetError as exc:
         return fail(PROG, EXIT_OUTPUT, str(exc))
     except OSError as exc:

@@ -30,7 +30,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from simops_core.command_line import EXIT_USAGE, CommandLineParser, exit_codes
+from simops_core.command_line import EXIT_FAILED, EXIT_OK, EXIT_USAGE, CommandLineParser, exit_codes
+from simops_core.tasks import DEFAULT_TASK, TASK_NAMES, TASKS
 from simops_learning.expert import ExpertGains, ReachExpert
 from simops_learning.network import PosturePolicy, export_policy
 from simops_learning.pick_train import PickTrainConfig, train_pick_and_export
@@ -42,7 +43,8 @@ from simops_sim.randomization import (
     load_randomization,
 )
 
-EXIT_OK, EXIT_FAILED = 0, 1
+EXIT_CODES = {EXIT_OK: 'trained and exported', EXIT_FAILED: 'the export failed',
+              EXIT_USAGE: 'bad command line or randomisation file'}
 GOAL_MARGIN = 0.01        # m the sampled goals extend beyond the workspace on every side
 HELD_OUT = 0.1            # fraction of the goals kept for the error estimate
 
@@ -202,17 +204,16 @@ def main(argv: list[str] | None = None) -> int:
     parser = CommandLineParser(
         'simops-train', 'Train the reach policy of an FR3 or Panda from the IK expert and '
         'export STEM.pt, STEM.pt2 and their cards (STEM.yaml, STEM.pt2.yaml).',
-        exit_codes({EXIT_OK: 'trained and exported', EXIT_FAILED: 'the export failed',
-                    EXIT_USAGE: 'bad command line'}))
-    parser.add_argument('--task', choices=('reach', 'pick-place'), default='reach',
-                        help='reach (IK expert, posture network) or pick-place (grasp expert, '
-                             'DAgger with a randomisation curriculum)')
+        exit_codes(EXIT_CODES))
+    parser.add_argument('--task', choices=TASK_NAMES, default=DEFAULT_TASK,
+                        help='reach (IK expert, posture network) or pick_place (grasp expert, '
+                             'DAgger with a randomisation curriculum); the cards say it')
     parser.add_argument('--rounds', type=int, default=PickTrainConfig.rounds,
-                        help='pick-place: DAgger rounds')
+                        help='pick_place: DAgger rounds')
     parser.add_argument('--episodes', type=int, default=PickTrainConfig.episodes,
-                        help='pick-place: episodes per round')
+                        help='pick_place: episodes per round')
     parser.add_argument('--ppo-iterations', type=int, default=0,
-                        help='pick-place: PPO iterations (RSL-RL) after DAgger (default 0)')
+                        help='pick_place: PPO iterations (RSL-RL) after DAgger (default 0)')
     parser.add_argument('--robot', default=defaults.robot,
                         help='robot spec (config/robot/<robot>.yaml; scene models/<robot>)')
     parser.add_argument('--out', help='output stem (default models/policy/<robot>_reach or '
@@ -221,10 +222,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument('--goals', type=int, default=defaults.goals,
                         help='goals labelled by the expert')
     parser.add_argument('--updates', type=int,
-                        help=f'Adam steps (reach: {defaults.updates}; pick-place: per round, '
+                        help=f'Adam steps (reach: {defaults.updates}; pick_place: per round, '
                              f'{PickTrainConfig.updates})')
     parser.add_argument('--eval-episodes', type=int, default=defaults.eval_episodes,
-                        help='randomised rollouts per candidate gain (pick-place: of the '
+                        help='randomised rollouts per candidate gain (pick_place: of the '
                              'final policy)')
     parser.add_argument('--workers', type=int, default=defaults.workers)
     parser.add_argument('--randomization', type=Path,
@@ -233,7 +234,7 @@ def main(argv: list[str] | None = None) -> int:
                              'the task')
     args = parser.parse_args(argv)
     if args.updates is None:
-        args.updates = (PickTrainConfig.updates if args.task == 'pick-place'
+        args.updates = (PickTrainConfig.updates if args.task == 'pick_place'
                         else defaults.updates)
     if (min(args.goals, args.updates, args.eval_episodes, args.workers, args.rounds,
             args.episodes) < 1 or args.goals < 10 or args.ppo_iterations < 0):
@@ -241,14 +242,14 @@ def main(argv: list[str] | None = None) -> int:
               '--workers, --rounds and --episodes >= 1 and --ppo-iterations >= 0',
               file=sys.stderr)
         return EXIT_USAGE
-    key = 'pick_and_place' if args.task == 'pick-place' else 'randomization'
     try:
         randomization = (load_randomization(args.randomization, key='randomization')
-                         if args.randomization else default_randomization(key))
+                         if args.randomization
+                         else default_randomization(TASKS[args.task].randomization))
     except ValueError as exc:
         print(f'simops-train: error: {exc}', file=sys.stderr)
         return EXIT_USAGE
-    if args.task == 'pick-place':
+    if args.task == 'pick_place':
         return train_pick_and_export(args, randomization)
     config = TrainConfig(robot=args.robot, seed=args.seed, goals=args.goals, updates=args.updates,
                          eval_episodes=args.eval_episodes, workers=args.workers,

@@ -7,10 +7,8 @@ goals, in parallel worker processes. Writes ``validation.json``, ``validation.md
 randomisation range update that ``simops-train --randomization`` reads.
 
 ``--ray ADDRESS`` runs the same tasks on a Ray cluster (``local``: one started on this
-machine, loopback only); the verdicts are the same as with local workers.
-
-Exit codes: 0 pass, 3 marginal, 4 fail, 2 usage or configuration error, 1 runtime error,
-130 interrupted (every worker stopped).
+machine, loopback only); the verdicts are the same as with local workers. Exit codes:
+:data:`EXIT_CODES`.
 """
 
 from __future__ import annotations
@@ -24,7 +22,16 @@ from typing import Any
 
 import numpy as np
 
-from simops_core.command_line import CommandLineParser, UsageError, exit_codes
+from simops_core.command_line import (
+    EXIT_CONFIG,
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_USAGE,
+    CommandLineParser,
+    UsageError,
+    exit_codes,
+)
 from simops_core.executor import (
     Executor,
     ExecutorError,
@@ -36,12 +43,18 @@ from simops_core.executor import (
 from simops_core.policy_card import CardError, file_sha256, load_policy_card
 from simops_core.robot_spec import SpecError, load_robot_spec
 from simops_core.sim_params import SimParamsError, load_sim_params
+from simops_core.tasks import TASK_NAMES, resolve_task
 from simops_learning.rollout import BATCH, TASK_EPISODES
 from simops_learning.validation_report import Outcome, Report, Thresholds, write_reports
 from simops_sim.randomization import Conditions, DomainRandomization, parse_randomization
 
-EXIT_PASS, EXIT_ERROR, EXIT_USAGE, EXIT_MARGINAL, EXIT_FAIL = 0, 1, 2, 3, 4
-VERDICT_EXIT = {'pass': EXIT_PASS, 'marginal': EXIT_MARGINAL, 'fail': EXIT_FAIL}
+EXIT_MARGINAL, EXIT_FAIL = 3, 4
+VERDICT_EXIT = {'pass': EXIT_OK, 'marginal': EXIT_MARGINAL, 'fail': EXIT_FAIL}
+EXIT_CODES = {EXIT_OK: 'PASS', EXIT_FAILED: 'runtime error',
+              EXIT_CONFIG: 'bad command line, policy, card or sim params',
+              EXIT_MARGINAL: 'MARGINAL (dr_suggestion.yaml written)',
+              EXIT_FAIL: 'FAIL (dr_suggestion.yaml written)',
+              EXIT_INTERRUPTED: 'interrupted (every worker stopped)'}
 # Link masses up to 1.5x: at 2x, holding the flange at the workspace's far low corner takes
 # about 100 N*m on joint 2, beyond its 87 N*m, and the arm falls onto the table whatever the
 # policy does (a protective stop in every configuration: a condition no arm can pass).
@@ -49,7 +62,7 @@ DEFAULT_GRID = ('friction=0.3,0.8,1.5', 'mass=0.5,1,1.5', 'delay=0,1,2,3')
 # Pick-and-place: the object's friction and mass (the arm's own masses are identified) and
 # the command delay, 5 x 5 x 4 configurations.
 PICK_GRID = ('friction=0.3,0.5,0.8,1.0,1.5', 'object_mass=0.5,0.75,1,1.5,2', 'delay=0,1,2,3')
-TASKS = {'reach': DEFAULT_GRID, 'pick-place': PICK_GRID}
+GRIDS = {'reach': DEFAULT_GRID, 'pick_place': PICK_GRID}   # each task's default grid
 AXES = tuple(f.name for f in fields(Conditions))
 
 
@@ -114,15 +127,14 @@ def run_task(task: Task) -> tuple[int, list[Outcome]]:
     """
     from dataclasses import astuple
 
-    from simops_learning.pick_env import FR3PickPlaceEnv
-    from simops_learning.reach_env import FR3ReachEnv
+    from simops_learning import env_class
     from simops_learning.rollout import run_episodes_batched
     from simops_policy.model import load_model
 
     key = (task.task, task.card, task.sim_params, task.robot, task.policy)
     if key not in _WORKER:
         _WORKER.clear()
-        kind = FR3PickPlaceEnv if task.task == 'pick-place' else FR3ReachEnv
+        kind = env_class(task.task)
         envs = [kind(card_path=task.card, sim_params_file=task.sim_params, robot=task.robot)
                 for _ in range(BATCH)]
         _WORKER[key] = envs, load_model(task.policy, envs[0].card)
@@ -136,7 +148,7 @@ def validate(policy: Path, card: Path, sim_params: Path | None, grid: dict[str, 
              episodes: int, workers: int, seed: int, robot: str = 'fr3',
              progress: bool = True, task: str = 'reach',
              executor: Executor | None = None) -> Report:
-    """Run the grid of ``task`` (reach or pick-place); return the report (not yet written).
+    """Run the grid of ``task`` (:mod:`simops_core.tasks`); return the report, unwritten.
 
     Each configuration's episodes run in chunks of up to 60, one task each, on ``executor``
     (default: ``workers`` local processes); every configuration gets every episode exactly
@@ -176,20 +188,16 @@ def main(argv: list[str] | None = None) -> int:
     parser = CommandLineParser(
         'simops-validate',
         'Validate a policy over a grid of physics conditions.',
-        exit_codes({EXIT_PASS: 'PASS', EXIT_ERROR: 'runtime error',
-                    EXIT_USAGE: 'bad command line, policy, card or sim params',
-                    EXIT_MARGINAL: 'MARGINAL (dr_suggestion.yaml written)',
-                    EXIT_FAIL: 'FAIL (dr_suggestion.yaml written)',
-                    130: 'interrupted (every worker stopped)'}))
+        exit_codes(EXIT_CODES))
     parser.add_argument('--policy', required=True, help='TorchScript .pt or .pt2 policy')
     parser.add_argument('--card', help='policy card (default: policy path with .yaml)')
     parser.add_argument('--sim-params', help='SimParams YAML (calibrated physics)')
-    parser.add_argument('--task', choices=tuple(TASKS), default='reach',
-                        help='the env the policy runs in (SimOps/FR3Reach-v0 or '
-                             'SimOps/FR3PickPlace-v0)')
+    parser.add_argument('--task', choices=TASK_NAMES,
+                        help='the task (and env) for a card that names none (default reach); '
+                             'a card\'s own task is refused if it differs')
     parser.add_argument('--grid', nargs='+',
                         help=f'NAME=V1,V2,... axes from {", ".join(AXES)} (default reach: '
-                             f'{" ".join(DEFAULT_GRID)}; pick-place: {" ".join(PICK_GRID)})')
+                             f'{" ".join(DEFAULT_GRID)}; pick_place: {" ".join(PICK_GRID)})')
     parser.add_argument('--episodes', type=int, default=30, help='episodes per configuration')
     parser.add_argument('--workers', type=int, default=2,
                         help='local worker processes (or CPUs of --ray local)')
@@ -218,39 +226,41 @@ def main(argv: list[str] | None = None) -> int:
         if args.episodes < 1 or args.workers < 1:
             raise UsageError('--episodes and --workers must be >= 1')
         thresholds = Thresholds(args.pass_mean, args.pass_min, args.marginal_mean)
-        grid = parse_grid(args.grid or list(TASKS[args.task]))
         sim_params = Path(args.sim_params) if args.sim_params else None
         if sim_params is not None:
             load_sim_params(sim_params)
-        trained = _check_policy(policy, card, args.robot)
+        task, trained = _check_policy(policy, card, args.robot, args.task)
+        grid = parse_grid(args.grid or list(GRIDS[task]))
     except (UsageError, SimParamsError, CardError, SpecError, ValueError) as exc:
         print(f'simops-validate: error: {exc}', file=sys.stderr)
-        return EXIT_USAGE
+        return EXIT_CONFIG
     try:
         report = validate(policy, card, sim_params, grid, args.episodes, args.workers,
-                          args.seed, args.robot, task=args.task,
+                          args.seed, args.robot, task=task,
                           executor=make_executor(args.ray, args.workers))
         report = report.judge(thresholds)
         out = Path(args.out) if args.out else policy.parent
         paths = write_reports(report, out, trained)
     except ExecutorError as exc:
         print(f'simops-validate: error: {exc}', file=sys.stderr)
-        return EXIT_ERROR
+        return EXIT_FAILED
     except KeyboardInterrupt:
         print('simops-validate: interrupted; every worker has been stopped', file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
     except Exception as exc:  # report any failure in one line with a distinct exit code
         print(f'simops-validate: error: {type(exc).__name__}: {exc}', file=sys.stderr)
-        return EXIT_ERROR
+        return EXIT_FAILED
     print(report.summary())
     print('wrote ' + ', '.join(str(p) for p in paths))
     return VERDICT_EXIT[report.verdict]
 
 
-def _check_policy(policy: Path, card: Path, robot: str) -> DomainRandomization | None:
+def _check_policy(policy: Path, card: Path, robot: str, task: str | None
+                  ) -> tuple[str, DomainRandomization | None]:
     """Load the card and the model once up front, so a bad pair fails before the grid.
 
-    Returns the randomisation the card says the policy was trained with, if it says.
+    Returns the task (the card's; ``task``, the ``--task`` option, must not contradict it)
+    and the randomisation the card says the policy was trained with, if it says.
     """
     from simops_policy.model import ModelError, load_model
 
@@ -263,7 +273,8 @@ def _check_policy(policy: Path, card: Path, robot: str) -> DomainRandomization |
     except ModelError as exc:
         raise UsageError(str(exc)) from None
     table = loaded.training.get('randomization')
-    return parse_randomization(table, f'{card}: training') if table is not None else None
+    return (resolve_task(task, loaded.task, card).name,
+            parse_randomization(table, f'{card}: training') if table is not None else None)
 
 
 if __name__ == '__main__':

@@ -19,6 +19,7 @@ from rosbags.typesys import Stores, get_typestore
 
 from simops_core.command_line import ConfigError
 from simops_core.paths import resolve_resource
+from simops_core.tasks import TASKS
 from simops_core.topics import load_topics
 from simops_recorder.bag_writer import BagWriteError, BagWriter, SplitPolicy, StoredTopic
 from simops_recorder.episode import (
@@ -30,7 +31,7 @@ from simops_recorder.episode import (
     sha256_file,
     utc_now,
 )
-from simops_recorder.outcome import CRITERIA, OutcomeJudge
+from simops_recorder.outcome import OutcomeJudge
 
 Log = Callable[[str, str], None]
 """Hook for a log line: (level ``info``, ``warning`` or ``error``, text)."""
@@ -204,7 +205,7 @@ def episode_bags(settings: Any, log: Log, topic_name: Callable[[str], str] = str
         topics = load_topics()
         judge = OutcomeJudge(s.success_criterion, s.success_radius,
                              topic_name(topics['goal_pose'].name),
-                             topic_name(topics[CRITERIA[s.success_criterion]].name),
+                             topic_name(topics[TASKS[s.success_criterion].tracked].name),
                              get_typestore(Stores.ROS2_JAZZY))
     return EpisodeBags(_writable_root(s.root), s.storage, s.compression,
                        SplitPolicy(int(s.split_duration * 1e9), s.split_size), identity, log,

@@ -17,7 +17,8 @@ from typing import Any
 
 import numpy as np
 
-CRITERIA = {'reach': 'ee_pose', 'pick_place': 'object_pose'}
+from simops_core.tasks import TASKS
+
 POSE_TYPE = 'geometry_msgs/msg/PoseStamped'
 
 
@@ -25,8 +26,8 @@ POSE_TYPE = 'geometry_msgs/msg/PoseStamped'
 class OutcomeJudge:
     """Tracks the closest approach of the ``tracked`` topic's pose to the ``goal`` topic's.
 
-    ``criterion``: a key of :data:`CRITERIA`; ``radius`` m; ``typestore``: a ``rosbags``
-    typestore that knows ``PoseStamped``.
+    ``criterion``: a task name (:mod:`simops_core.tasks`, whose ``tracked`` pose is judged);
+    ``radius`` m; ``typestore``: a ``rosbags`` typestore that knows ``PoseStamped``.
     """
 
     criterion: str
@@ -63,7 +64,7 @@ class OutcomeJudge:
         """(success, note) for the episode so far, or None without a goal and a pose."""
         if self._goal is None or not self._decoded:
             return None
-        what = 'flange' if self.criterion == 'reach' else 'object'
+        what = TASKS[self.criterion].tracked_thing
         success = self._closest < self.radius
         return success, (f'auto-labelled ({self.criterion}): the {what} came within '
                          f'{1000 * self._closest:.1f} mm of the goal (success below '

@@ -27,20 +27,25 @@ from rosbags.rosbag2.metadata import parse_qos
 from rosbags.typesys import Stores, get_typestore
 
 from simops_core.bag_reader import BagError, read_bag
-from simops_core.command_line import EXIT_USAGE, CommandLineParser, exit_codes, fail
+from simops_core.command_line import (
+    EXIT_DATA,
+    EXIT_OK,
+    EXIT_OUTPUT,
+    EXIT_USAGE,
+    CommandLineParser,
+    exit_codes,
+    fail,
+)
 from simops_recorder.bag_writer import SUFFIX, BagWriteError, BagWriter, StoredTopic
 from simops_recorder.episode import JOURNAL_FILE, KEY_PREFIX
 
 TOOL = 'repair'
-EXIT_OK = 0
-EXIT_DATA = 3      # not a bag: no storage file, mixed formats, nothing readable in it
-EXIT_WRITE = 4     # the repaired bag could not be written (disk full, permissions)
 EXIT_CODES = {
     EXIT_OK: 'repaired (the original kept as .<name>.damaged), or already complete',
     EXIT_USAGE: 'bad command line, not a directory, or a leftover .<name>.repair to remove',
     EXIT_DATA: 'not a bag: no .mcap or .db3 file, mixed formats, or nothing readable in it '
                '(left untouched)',
-    EXIT_WRITE: 'the repaired bag could not be written (the original is left untouched)',
+    EXIT_OUTPUT: 'the repaired bag could not be written (the original is left untouched)',
 }
 
 
@@ -219,7 +224,7 @@ def main(argv: list[str] | None = None) -> int:
     except RepairError as exc:
         return fail(TOOL, EXIT_USAGE, str(exc))
     except (BagWriteError, OSError) as exc:
-        return fail(TOOL, EXIT_WRITE, f'{exc}; the original is left untouched')
+        return fail(TOOL, EXIT_OUTPUT, f'{exc}; the original is left untouched')
     if report.original is None:
         print(f'{report.bag} is complete ({report.messages} messages); nothing to repair')
         return EXIT_OK

@@ -18,7 +18,7 @@ import rclpy
 from franka_msgs.srv import SetFullCollisionBehavior, SetLoad
 from rclpy.node import Node
 
-from simops_core.command_line import ConfigError
+from simops_core.command_line import EXIT_OK, ConfigError
 from simops_core.franka_ros2 import SERVICE_SERVER
 from simops_core.robot_spec import SpecError, load_robot_spec
 from simops_core.sim_params import SimParamsError, load_sim_params
@@ -27,7 +27,8 @@ from simops_ros.scaffold import run_node
 
 NODE_NAME = 'arm_setup'
 EXIT_REFUSED, EXIT_NO_ANSWER = 3, 4
-CODES = {EXIT_REFUSED: 'the arm refused a setting (the log says why)',
+CODES = {EXIT_OK: 'the collision behaviour (and the load) set',
+         EXIT_REFUSED: 'the arm refused a setting (the log says why)',
          EXIT_NO_ANSWER: 'no franka_hardware service_server answered within timeout'}
 
 

@@ -12,10 +12,11 @@ from collections.abc import Sequence
 
 from rclpy.utilities import remove_ros_args
 
-from simops_core.command_line import CommandLineParser, exit_codes
+from simops_core.command_line import EXIT_CONFIG, EXIT_OK, CommandLineParser, exit_codes
 
-NODE_EXIT_CODES = {0: 'clean shutdown (Ctrl-C, SIGTERM or ros2 launch)',
-                   2: 'bad command line, parameter or configuration file (one line on stderr)'}
+NODE_EXIT_CODES = {EXIT_OK: 'clean shutdown (Ctrl-C, SIGTERM or ros2 launch)',
+                   EXIT_CONFIG: 'bad command line, parameter or configuration file (one line '
+                                'on stderr)'}
 
 
 def parse_node_args(executable: str, description: str, args: Sequence[str] | None = None,

@@ -141,7 +141,7 @@ Sampler = Callable[[SimParams, np.random.Generator], SimParams]
 def default_randomization(task: str = 'randomization') -> DomainRandomization:
     """The ranges of ``config/randomization.yaml`` under ``task``.
 
-    ``randomization``: the simulator node's and the reach task's; ``pick_and_place``.
+    ``randomization``: the simulator node's and the reach task's; ``pick_place``.
     """
     return load_randomization(RANDOMIZATION_FILE, complete=True, key=task)
 

@@ -31,7 +31,15 @@ import numpy as np
 from mujoco import sysid
 
 from simops_core.bag_reader import BagError, bag_sha256
-from simops_core.command_line import EXIT_USAGE, CommandLineParser, UsageError, exit_codes, fail
+from simops_core.command_line import (
+    EXIT_CONFIG,
+    EXIT_DATA,
+    EXIT_OK,
+    CommandLineParser,
+    UsageError,
+    exit_codes,
+    fail,
+)
 from simops_core.paths import resolve_resource
 from simops_core.robot_spec import RobotSpec, SpecError, load_robot_spec
 from simops_core.sim_params import (
@@ -60,21 +68,17 @@ from simops_sysid.torque_fit import TorqueDataError
 from simops_sysid.torque_run import run_torque
 
 PROG = 'fit'
-EXIT_OK = 0
-EXIT_DATA = 3         # a bag cannot be used
-EXIT_CONFIG = 4       # robot spec, model or topics file cannot be used
 EXIT_FIT = 5          # the fit produced no usable result
 EXIT_SAVED_ELSEWHERE = 6   # fitted, but --out or --report could not be written at the end
 EXIT_CHECK = 7        # the check before the fit failed: the data cannot give the parameters
 EXIT_CODES = {
     EXIT_OK: 'fitted; the SimParams file (and the report) are written (with --check-only: '
              'the check passed or warned)',
-    EXIT_USAGE: 'bad command line, or an output path that cannot be written (checked before '
-                'any data is read)',
+    EXIT_CONFIG: 'bad command line; the robot spec, model or topics file cannot be used; or an '
+                 'output path\n     cannot be written (checked before any data is read)',
     EXIT_DATA: 'a bag cannot be used (not a bag, empty, missing topics, joint names that do '
                'not match,\n     NaN/Inf values, values outside the joint limits, '
                'non-monotonic stamps, too little data)',
-    EXIT_CONFIG: 'the robot spec, model or topics file cannot be used',
     EXIT_FIT: 'the fit produced no usable result (non-finite, or outside the physical '
               'ranges of SimParams)',
     EXIT_SAVED_ELSEWHERE: 'fitted, but writing --out or --report failed at the end; the '
@@ -152,7 +156,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return _run(options)
     except UsageError as exc:
-        return _fail(EXIT_USAGE, str(exc))
+        return _fail(EXIT_CONFIG, str(exc))
     except (DataError, BagError) as exc:
         return _fail(EXIT_DATA, str(exc))
     except (SpecError, TopicConfigError, ModelError, SimParamsError, FileNotFoundError) as exc:

@@ -5,10 +5,7 @@ under ``ROOT`` that holds rosbag2 episodes (``metadata.yaml`` one level down) is
 its bags are fitted together (``fit --bag ... --out DIR/<robot>.yaml --report
 DIR/<robot>/``, one MuJoCo thread each), as tasks of :mod:`simops_core.executor`: local
 worker processes, or a Ray cluster. Each fit's output goes to ``DIR/<robot>.log``; a table
-of exit codes ends the run.
-
-Exit codes: 0 every fit succeeded, 1 a fit failed or the workers did, 2 bad command line,
-130 interrupted (every worker stopped).
+of exit codes ends the run. Exit codes: :data:`EXIT_CODES`.
 """
 
 from __future__ import annotations
@@ -18,11 +15,21 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from simops_core.command_line import EXIT_USAGE, CommandLineParser, exit_codes, fail
+from simops_core.command_line import (
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_USAGE,
+    CommandLineParser,
+    exit_codes,
+    fail,
+)
 from simops_core.executor import ExecutorError, isolate_for_local_ray, make_executor, run_tasks
 
 PROG = 'fit-fleet'
-EXIT_OK, EXIT_FAILED = 0, 1
+EXIT_CODES = {EXIT_OK: 'every fit succeeded', EXIT_FAILED: 'a fit or the workers failed',
+              EXIT_USAGE: 'bad command line',
+              EXIT_INTERRUPTED: 'interrupted (every worker stopped)'}
 
 
 @dataclass(frozen=True)
@@ -63,8 +70,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = CommandLineParser(
         PROG, 'Fit the simulator to each robot of a fleet: one fit per folder of bags; options '
               'after -- go to every fit.',
-        exit_codes({EXIT_OK: 'every fit succeeded', EXIT_FAILED: 'a fit or the workers failed',
-                    EXIT_USAGE: 'bad command line', 130: 'interrupted'}))
+        exit_codes(EXIT_CODES))
     parser.add_argument('root', type=Path, help='a folder of robot folders of bags')
     parser.add_argument('--out', required=True, type=Path, help='where fits and logs go')
     parser.add_argument('--workers', type=int, default=2)
@@ -98,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
         return fail(PROG, EXIT_FAILED, str(exc))
     except KeyboardInterrupt:
         print(f'{PROG}: interrupted; every worker has been stopped', file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
     for robot, code in results:
         print(f'{robot:<24} exit {code}  {args.out / (robot + ".yaml")}  log: '
               f'{args.out / (robot + ".log")}')

@@ -8,11 +8,8 @@ final summary table: parameter recovery against the stand-in's hidden truth, rep
 before and after the fit, the policy episode, the dataset and the validation verdicts.
 Everything (logs, bags, fitted SimParams, reports, plots, dataset, summary) goes to
 ``--out`` (default ``demo_out/``). Every process runs in a ROS domain of its own with DDS
-on loopback.
-
-Exit codes: 0 every step ran (a fit that misses the sysid bar is reported in the summary and
-on stderr); 1 a step failed (one line on stderr names the step and its log), or with
-``--strict`` the fit missed the bar; 130 interrupted.
+on loopback. Exit codes: :data:`EXIT_CODES` (a fit that misses the sysid bar is reported in
+the summary and on stderr, and fails the run only with ``--strict``).
 """
 
 from __future__ import annotations
@@ -48,7 +45,14 @@ from simops_bringup.demo.summary import (
     write_summary,
 )
 from simops_bringup.graph import standin_truth
-from simops_core.command_line import CommandLineParser, exit_codes
+from simops_core.command_line import (
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_USAGE,
+    CommandLineParser,
+    exit_codes,
+)
 from simops_core.dds_isolation import NoFreeDomainError, claim_domain_id, isolated_env
 from simops_core.paths import resolve_resource
 from simops_core.robot_spec import load_robot_spec
@@ -61,6 +65,12 @@ NOMINAL_PARAMS = 'config/sim_params/fr3_nominal.yaml'
 STEPS = 6
 MARKER = '.simops-demo'
 
+EXIT_CODES = {EXIT_OK: 'the loop completed',
+              EXIT_FAILED: 'a step failed (its log is named), or --strict and the fit missed '
+                           'the sysid bar',
+              EXIT_USAGE: 'bad command line',
+              EXIT_INTERRUPTED: 'interrupted (Ctrl-C); every process it started was stopped'}
+
 
 def build_parser() -> argparse.ArgumentParser:
     """The command-line interface."""
@@ -68,9 +78,7 @@ def build_parser() -> argparse.ArgumentParser:
         'Run the SimOps loop against the stand-in robot: excite and record, a policy episode '
         'while recording, fit, and validation in the nominal and calibrated simulator. '
         'Writes logs, bags, the fit, reports, plots and a summary to --out.'),
-        exit_codes({0: 'the loop completed', 1: 'a step failed (its log is named), or '
-                    '--strict and the fit missed the sysid bar', 2: 'bad command line',
-                    130: 'interrupted (Ctrl-C); every process it started was stopped'}))
+        exit_codes(EXIT_CODES))
     parser.add_argument('--out', type=Path, default=Path('demo_out'),
                         help='output directory; a previous demo output there is replaced '
                              '(default demo_out)')
@@ -124,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f'{PROG}: interrupted; every process it started has been stopped',
               file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
     finally:
         claim.release()
     print('\n' + '\n'.join(summary.lines()))

@@ -227,7 +227,7 @@ class Summary:
             'goals': [asdict(g) for g in self.goals],
             'validation': [asdict(v) for v in self.validations],
             'durations_s': dict(self.durations), 'fitted_seconds': self.fitted_seconds,
-            'pick_and_place': asdict(self.pick) if self.pick is not None else None,
+            'pick_place': asdict(self.pick) if self.pick is not None else None,
             'dataset': asdict(self.dataset) if self.dataset is not None else None,
         }
 
