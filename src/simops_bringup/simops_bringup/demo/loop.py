@@ -31,6 +31,7 @@ from simops_bringup.demo.ros_operator import EXCITE, Operator, OperatorError
 from simops_bringup.demo.steps import Child, Progress, StepError, run_tool
 from simops_bringup.demo.summary import Dataset, Goal, Validation
 from simops_bringup.graph import build_graph
+from simops_core.command_line import EXIT_DATA
 from simops_core.robot_spec import RobotSpec
 from simops_core.waiting import wait_until
 
@@ -45,7 +46,6 @@ FIT_TIMEOUT = 600.0        # s
 VALIDATE_TIMEOUT = 400.0   # s per simops-validate run
 VALIDATE_GRID = ('servo_gain=0.8,1,1.25', 'delay=0,1,2')
 PROGRESS_PERIOD = 15.0     # s between progress lines of a long wait
-FIT_EXIT_DATA = 3          # fit: a bag cannot be used
 VERDICT_CODES = (0, 3, 4)  # simops-validate: pass, marginal, fail (1, 2: it broke)
 STEP_EXCITE = 'step 1 (excite and record)'
 STEP_POLICY = 'step 2 (policy episode)'
@@ -196,7 +196,7 @@ def fit(demo: Demo) -> Path:
             run_tool(step, argv + holdout, demo.log('fit'), demo.env, FIT_TIMEOUT,
                      echo=_fit_echo(demo))
         except StepError as exc:
-            if f'code {FIT_EXIT_DATA}: fit: error: {demo.bags["policy"]}:' not in exc.reason:
+            if f'code {EXIT_DATA}: fit: error: {demo.bags["policy"]}:' not in exc.reason:
                 raise
             why = exc.reason.split(f'{demo.bags["policy"]}: ', 1)[-1]
             demo.progress.note(f'fit refused the held-out policy episode ({why}); fitting '
