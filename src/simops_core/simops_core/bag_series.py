@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from simops_core.bag_reader import MissingTopicsError, RawBag
+from simops_core.stamps import to_seconds
 
 JOINT_STATE = 'sensor_msgs/msg/JointState'
 FLOAT_ARRAY = 'std_msgs/msg/Float64MultiArray'
@@ -100,6 +101,6 @@ def command_series(raw: RawBag, topic: str, joints: tuple[str, ...],
 
 def header_stamps(msgs: list[Any], log_time: list[int]) -> np.ndarray:
     """Header stamps in s; the receive time where a stamp is zero."""
-    stamps = np.array([m.header.stamp.sec + m.header.stamp.nanosec * 1e-9 for m in msgs])
+    stamps = np.array([to_seconds(m.header.stamp) for m in msgs])
     fallback = np.asarray(log_time, dtype=np.int64) * 1e-9
     return np.where(stamps > 0, stamps, fallback) if msgs else fallback

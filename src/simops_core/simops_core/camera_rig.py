@@ -20,13 +20,14 @@ from typing import Any
 
 import numpy as np
 
+from simops_core.command_line import ConfigError
 from simops_core.yaml_fields import Fields, is_number, read_yaml
 
 CAMERAS_FILE = 'config/cameras.yaml'
 MAX_SIDE = 4096   # pixels: a larger image is a typo
 
 
-class CameraConfigError(ValueError):
+class CameraConfigError(ConfigError):
     """A cameras file or a calibration file is missing or has a bad field."""
 
 

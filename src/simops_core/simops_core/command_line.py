@@ -30,8 +30,22 @@ class UsageError(ValueError):
     """
 
 
-class ConfigError(Exception):
-    """A bad parameter or configuration file; the message says what is wrong and how to fix it."""
+class ConfigError(ValueError):
+    """A bad parameter or configuration file; the message says what is wrong.
+
+    Every error about a file or parameter a user gives derives from it (a robot spec, the
+    topics file, a policy card, SimParams, a model, ...), so a node refuses to start in one
+    place (:func:`simops_ros.scaffold.run_node`) with :func:`config_message`. ``hint``: how
+    to fix it, when the message does not say.
+    """
+
+    hint = ''
+
+
+def config_message(exc: ConfigError) -> str:
+    """``exc``'s message, with its class's hint on how to fix it if the message has none."""
+    message = str(exc)
+    return f'{message}; {exc.hint}' if exc.hint and exc.hint not in message else message
 
 
 class CommandLineParser(argparse.ArgumentParser):

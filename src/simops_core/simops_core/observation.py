@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from simops_core.policy_card import JOINT_SOURCES, POSE_FIELDS, ImageTerm, PolicyCard
+from simops_core.robot_spec import gripper_width
 
 POSITION_AXES = ('x', 'y', 'z')
 QUATERNION_AXES = ('x', 'y', 'z', 'w')
@@ -117,7 +118,7 @@ class ObservationBuilder:
         flat = self._raw
         flat[:n] = raw.joint_position
         flat[n:2 * n] = raw.joint_velocity
-        flat[2 * n] = raw.joint_position[self._fingers].sum()
+        flat[2 * n] = gripper_width(raw.joint_position[self._fingers])
         flat[2 * n + 1:2 * n + 4] = raw.object_position
         flat[2 * n + 4:2 * n + 8] = raw.object_quaternion
         flat[2 * n + 8:2 * n + 11] = raw.goal_position

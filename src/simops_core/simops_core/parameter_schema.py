@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, make_dataclass
 from typing import Any
 
+from simops_core.command_line import ConfigError
 from simops_core.yaml_fields import Fields, is_number, read_yaml
 
 SCHEMA_DIR = 'config/parameters'
@@ -32,8 +33,10 @@ ENTRY_KEYS = ('type', 'default_value', 'default_text', 'unit', 'description', 'r
               'choices', 'read_only')
 
 
-class SchemaError(ValueError):
+class SchemaError(ConfigError):
     """A parameter schema file is missing or malformed."""
+
+    hint = 'restore the file from the repository'
 
 
 @dataclass(frozen=True)

@@ -58,6 +58,7 @@ from typing import Any
 import numpy as np
 import yaml
 
+from simops_core.command_line import ConfigError
 from simops_core.tasks import TASK_NAMES
 from simops_core.yaml_fields import Fields, is_number
 
@@ -76,8 +77,10 @@ REFERENCES = ('measured', 'last_command')
 _SHA256 = re.compile(r'[0-9a-f]{64}')
 
 
-class CardError(ValueError):
+class CardError(ConfigError):
     """A policy card is missing, unreadable or malformed; the message names the field."""
+
+    hint = 'fix the card or the card_path parameter'
 
 
 @dataclass(frozen=True)

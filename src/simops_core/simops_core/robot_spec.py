@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import yaml
 
+from simops_core.command_line import ConfigError
 from simops_core.paths import resolve_resource
 from simops_core.yaml_fields import Fields
 
@@ -26,8 +27,10 @@ COLLISION_FIELDS = {f'{bound}_{kind}_thresholds_{phase}': 7 if kind == 'torque' 
                     for bound in ('lower', 'upper')}
 
 
-class SpecError(ValueError):
+class SpecError(ConfigError):
     """A robot spec file is missing, unreadable or malformed; the message names the field."""
+
+    hint = 'fix the robot spec or the robot parameter'
 
 
 @dataclass(frozen=True)
@@ -109,6 +112,15 @@ class RobotSpec:
     def joint_names(self) -> tuple[str, ...]:
         """Arm joints followed by the finger joints, as published on /joint_states."""
         return self.arm_joints + self.gripper.joints
+
+
+def gripper_width(fingers: np.ndarray) -> np.ndarray:
+    """The Franka Hand's opening (m) from its finger joints' positions (m), shape (..., 2).
+
+    Their sum over the last axis, as franka_gripper's ``width``: each finger travels half of
+    it. Of finger velocities (m/s), the opening's rate.
+    """
+    return np.sum(fingers, axis=-1)
 
 
 def velocity_bounds(position: np.ndarray, lower: np.ndarray, upper: np.ndarray,

@@ -35,11 +35,14 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from simops_core.command_line import ConfigError
 from simops_core.robot_spec import RobotSpec
 
 
-class SafetyConfigError(ValueError):
+class SafetyConfigError(ConfigError):
     """Safety limits or settings that cannot be met (e.g. a margin wider than the range)."""
+
+    hint = 'change the parameter'
 
 
 class OutsideLimitsError(ValueError):

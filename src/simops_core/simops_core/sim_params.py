@@ -37,6 +37,7 @@ from typing import Any
 
 import yaml
 
+from simops_core.command_line import ConfigError
 from simops_core.paths import resolve_resource
 from simops_core.yaml_fields import Fields, is_number
 
@@ -75,7 +76,7 @@ RANGES: dict[str, tuple[float, float, str]] = {
 STRICTLY_POSITIVE = ('kp', 'mass', 'friction')
 
 
-class SimParamsError(ValueError):
+class SimParamsError(ConfigError):
     """A SimParams file or mapping is missing or malformed; the message names the field."""
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from simops_core.command_line import ConfigError
 from simops_core.yaml_fields import read_yaml
 
 TOPICS_FILE = 'config/topics.yaml'
@@ -19,8 +20,10 @@ _RMW_CODES = {'reliable': 1, 'best_effort': 2, 'transient_local': 1, 'volatile':
               'keep_last': 1, 'keep_all': 2}
 
 
-class TopicConfigError(ValueError):
+class TopicConfigError(ConfigError):
     """The topics file is missing, unreadable or malformed."""
+
+    hint = 'fix config/topics.yaml'
 
 
 @dataclass(frozen=True)

@@ -44,8 +44,15 @@ from simops_core.bag_series import FLOAT_ARRAY, JOINT_STATE, POSE, TRAJECTORY
 from simops_core.bag_stream import stream_messages
 from simops_core.receive_clock import ReceiveClock
 from simops_core.robot_spec import RobotSpec
+from simops_core.stamps import to_seconds
 from simops_core.topics import TopicSpec
-from simops_learning.episode_schema import EpisodeFrames, Schema, empty_columns, write_pose
+from simops_learning.episode_schema import (
+    EpisodeFrames,
+    Schema,
+    empty_columns,
+    write_joint_states,
+    write_pose,
+)
 
 DEFAULT_FPS = 20.0      # Hz, the policies' control rate
 DEFAULT_MAX_AGE = 0.25  # s, the oldest a held input may be at a frame
@@ -204,7 +211,7 @@ def bag_episode(bag: str | Path, schema: Schema, spec: RobotSpec,
             received = log_time * 1e-9
             if topic == state_topic:
                 msg = store.deserialize_cdr(data, state_type)
-                stamp = msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec
+                stamp = to_seconds(msg.header.stamp)
                 resampler.add(tuple(msg.name), np.asarray(msg.position),
                               np.asarray(msg.velocity), stamp if stamp > 0 else received,
                               received)
@@ -227,8 +234,8 @@ def bag_episode(bag: str | Path, schema: Schema, spec: RobotSpec,
         held[name] = logs[topic].held(clock, from_stamp=True)
     latched = {name for name, topic in pose_topics.items()
                if topics[name].qos.durability == 'transient_local'}
-    frames = _assemble(np.stack(resampler.rows), resampler.t0 or 0.0, schema, held, latched,
-                       alignment)
+    frames = _assemble(np.stack(resampler.rows), resampler.t0 or 0.0, schema, fingers, held,
+                       latched, alignment)
     if frames is None:
         raise EpisodeError(f'{path}: no frame has every input within {alignment.max_age:g} s '
                            f'(joint states {state_topic}, commands {command_topic}); the '
@@ -338,7 +345,7 @@ class _Log:
             data = list(msg.data)[:self.width]
             values[:len(data)] = data
         else:
-            header = msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec
+            header = to_seconds(msg.header.stamp)
             stamp = header if header > 0 else np.nan
             if self.type_name == IMAGE:
                 values = [self.count]
@@ -377,10 +384,14 @@ def _sorted(held: _Held) -> _Held:
     return _Held(held.t[order], held.stamp[order], held.received[order], held.values[order])
 
 
-def _assemble(rows: np.ndarray, t0: float, schema: Schema, held: dict[str, _Held],
-              latched: set[str], alignment: Alignment
+def _assemble(rows: np.ndarray, t0: float, schema: Schema, fingers: tuple[str, ...],
+              held: dict[str, _Held], latched: set[str], alignment: Alignment
               ) -> tuple[np.ndarray, dict[str, np.ndarray], dict[str, Any]] | None:
-    """The kept frames' timestamps and columns, and the alignment report (None: no frame)."""
+    """The kept frames' timestamps and columns, and the alignment report (None: no frame).
+
+    ``rows``: the card's joints then ``fingers``, positions then velocities, then stamp,
+    receipt and gap.
+    """
     n_joints = (rows.shape[1] - 3) // 2   # rows: positions, velocities, stamp, received, gap
     t = t0 + np.arange(len(rows)) * alignment.period
     period, max_age = alignment.period, alignment.max_age
@@ -408,16 +419,8 @@ def _assemble(rows: np.ndarray, t0: float, schema: Schema, held: dict[str, _Held
     keep = good
     n = keep.size
     columns = empty_columns(schema, n)
-    q = rows[keep, :n_joints]
-    qd = rows[keep, n_joints:2 * n_joints]
-    arm = len(schema.joints)
-    state = columns['observation.state']
-    state[:, :arm] = q[:, :arm]
-    if schema.gripper_width:
-        state[:, arm] = q[:, arm:].sum(axis=1)
-    if 'observation.velocity' in columns:
-        index = [schema.joints.index(j) for j in schema.velocity_joints]
-        columns['observation.velocity'][:] = qd[:, index]
+    write_joint_states(columns, schema, (*schema.joints, *fingers), fingers,
+                       rows[keep, :n_joints], rows[keep, n_joints:2 * n_joints])
     columns['source.joint_states.stamp'][:, 0] = rows[keep, -3]
     columns['source.joint_states.received'][:, 0] = rows[keep, -2]
     for name, samples in held.items():

@@ -25,13 +25,14 @@ robot's base frame and SI units, named entry by entry in the card's order:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from simops_core.policy_card import POSE_FIELDS, PolicyCard
+from simops_core.robot_spec import gripper_width
 
 GRIPPER = 'gripper'
 INDEX_COLUMNS = ('timestamp', 'frame_index', 'episode_index', 'index', 'task_index')
@@ -167,6 +168,26 @@ class EpisodeFrames:
 def empty_columns(schema: Schema, n: int) -> dict[str, np.ndarray]:
     """Every feature of ``schema`` as an (n, width) float64 array of NaN."""
     return {f.key: np.full((n, len(f.names)), np.nan) for f in schema.features}
+
+
+def write_joint_states(columns: dict[str, np.ndarray], schema: Schema, names: Sequence[str],
+                       fingers: Sequence[str], position: np.ndarray,
+                       velocity: np.ndarray | None = None) -> None:
+    """Write the joint-state features from joint positions and velocities.
+
+    ``position`` and ``velocity`` (n, len(names)), their columns the joints ``names`` (rad,
+    rad/s; finger joints m, m/s). ``observation.state`` takes the card's joints, then the
+    gripper width of the ``fingers`` joints; ``observation.velocity`` the card's velocity
+    joints.
+    """
+    arm = len(schema.joints)
+    state = columns['observation.state']
+    state[:, :arm] = position[:, [names.index(j) for j in schema.joints]]
+    if schema.gripper_width:
+        state[:, arm] = gripper_width(position[:, [names.index(j) for j in fingers]])
+    if schema.velocity_joints and velocity is not None:
+        columns['observation.velocity'][:] = velocity[
+            :, [names.index(j) for j in schema.velocity_joints]]
 
 
 def write_pose(columns: dict[str, np.ndarray], schema: Schema, topic: str,

@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from simops_core.robot_spec import gripper_width
 from simops_core.tasks import TASKS
 from simops_learning.network import export_policy
 from simops_learning.pick_env import PICK_HISTORY, FR3PickPlaceEnv
@@ -95,7 +96,7 @@ def expert_action(expert: PickExpert, env: FR3PickPlaceEnv) -> tuple[np.ndarray,
     """The expert's action (8,) and decision (4,) on the env's observation (noise included)."""
     raw = env.policy_step.raw
     arm = len(env.spec_robot.arm_joints)
-    q, width = raw.joint_position[:arm].copy(), float(raw.joint_position[arm:].sum())
+    q, width = raw.joint_position[:arm].copy(), float(gripper_width(raw.joint_position[arm:]))
     cube, goal = raw.object_position.copy(), raw.goal_position.copy()
     move, gripper = expert.decide(q, width, cube, goal)
     action = expert.action(q, move, gripper, raw.object_quaternion.copy())

@@ -39,7 +39,7 @@ import numpy as np
 from simops_core.paths import resolve_resource
 from simops_core.policy_card import CardError, PolicyCard, load_policy_card
 from simops_core.policy_step import PolicyStep, StepSettings
-from simops_core.robot_spec import load_robot_spec
+from simops_core.robot_spec import gripper_width, load_robot_spec
 from simops_core.sim_params import SimParams, load_sim_params, merge_sim_params
 from simops_core.tasks import TASKS
 from simops_learning.curriculum import Curriculum
@@ -154,7 +154,8 @@ class FR3ReachEnv(gym.Env):
         self._measure()
         self.policy_step.forget()
         arm = len(self.spec_robot.arm_joints)
-        obs = self.policy_step.restart(float(self.policy_step.raw.joint_position[arm:].sum()))
+        raw = self.policy_step.raw
+        obs = self.policy_step.restart(float(gripper_width(raw.joint_position[arm:])))
         return obs.copy(), self._info(fault=False)
 
     def episode_options(self, seed: int, episode: int) -> dict[str, Any]:

@@ -25,7 +25,13 @@ import numpy as np
 
 from simops_core.camera_rig import CameraSpec
 from simops_core.robot_spec import RobotSpec
-from simops_learning.episode_schema import EpisodeFrames, Schema, empty_columns, write_pose
+from simops_learning.episode_schema import (
+    EpisodeFrames,
+    Schema,
+    empty_columns,
+    write_joint_states,
+    write_pose,
+)
 from simops_learning.reach_env import FR3ReachEnv
 from simops_learning.rollout import Capture, run_episodes_batched
 from simops_sim.appearance import AppearanceRanges
@@ -113,22 +119,13 @@ def sim_episode(env: FR3ReachEnv, policy: Policy, schema: Schema, seed: int, epi
 def _frames(rows: list[dict[str, Any]], schema: Schema, spec: RobotSpec, period: float,
             provenance: dict[str, Any], world: str) -> EpisodeFrames:
     """One episode's recorded steps as frames at sim time ``k * period``."""
-    names = spec.joint_names
-    joints = [names.index(j) for j in schema.joints]
-    velocity = [names.index(j) for j in schema.velocity_joints]
-    fingers = [names.index(j) for j in spec.gripper.joints]
     command_index = [spec.arm_joints.index(j) for j in schema.action[:len(spec.arm_joints)]]
     n = len(rows)
     t = np.arange(n) * period
     columns = empty_columns(schema, n)
-    q = np.stack([r['joint_position'] for r in rows])
-    state = columns['observation.state']
-    state[:, :len(joints)] = q[:, joints]
-    if schema.gripper_width:
-        state[:, len(joints)] = q[:, fingers[0]] + q[:, fingers[1]]
-    if velocity:
-        columns['observation.velocity'][:] = np.stack([r['joint_velocity'] for r in rows]
-                                                      )[:, velocity]
+    write_joint_states(columns, schema, spec.joint_names, spec.gripper.joints,
+                       np.stack([r['joint_position'] for r in rows]),
+                       np.stack([r['joint_velocity'] for r in rows]))
     write_pose(columns, schema, 'object_pose', np.stack(
         [np.concatenate([r['object_position'], r['object_quaternion']]) for r in rows]))
     write_pose(columns, schema, 'goal_pose', np.stack(

@@ -13,6 +13,7 @@ import numpy as np
 
 from simops_core.observation import JointIndex, MissingJointError
 from simops_core.policy_step import PolicyStep
+from simops_core.robot_spec import gripper_width
 
 FINGER_SOURCES = frozenset({'gripper_width'})
 OBJECT_SOURCES = frozenset({'object_position', 'object_quaternion'})
@@ -66,7 +67,7 @@ class PolicyInputs:
         """The measured finger opening (m), or the spec's home width when not measured."""
         arm = len(self.step.spec.arm_joints)
         if self.needs_fingers:
-            return float(self.step.raw.joint_position[arm:].sum())
+            return float(gripper_width(self.step.raw.joint_position[arm:]))
         return self.step.spec.gripper.home_width
 
     def image(self, index: int, msg: Any) -> str | None:

@@ -12,14 +12,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from simops_core import safety
 from simops_core.command_line import ConfigError
 from simops_core.franka_ros2 import FrankaRelease, franka_release
 from simops_core.paths import resolve_resource
-from simops_core.policy_card import CardError, PolicyCard, load_policy_card
+from simops_core.policy_card import PolicyCard, load_policy_card
 from simops_core.policy_step import PolicyStep, StepSettings
-from simops_core.robot_spec import RobotSpec, SpecError, load_robot_spec
-from simops_core.topics import TopicConfigError, TopicSpec, load_topics
+from simops_core.robot_spec import RobotSpec, load_robot_spec
+from simops_core.topics import TopicSpec, load_topics
 
 if TYPE_CHECKING:
     from simops_policy.model import PolicyModel
@@ -46,28 +45,18 @@ class Deployment:
 
 def load_deployment(settings: Any) -> Deployment:
     """Load and cross-check what ``settings`` (the node's parameters) name."""
-    try:
-        spec = load_robot_spec(settings.robot)
-        topics = load_topics()
-        release = franka_release(settings.franka_ros2)
-    except SpecError as exc:
-        raise ConfigError(f'{exc}; fix the robot spec or the robot parameter') from None
-    except TopicConfigError as exc:
-        raise ConfigError(f'{exc}; fix config/topics.yaml') from None
+    spec = load_robot_spec(settings.robot)
+    topics = load_topics()
+    release = franka_release(settings.franka_ros2)
     model_path = _resolve('model_path', settings.model_path)
     card_path = _resolve('card_path', settings.card_path
                          or str(model_path.with_suffix('.yaml')))
     # torch takes seconds to import: here, inside main()'s handlers, Ctrl-C during start-up
     # ends the node cleanly instead of with a traceback.
-    from simops_policy.model import ModelError, load_model
+    from simops_policy.model import load_model
 
-    try:
-        card = load_policy_card(card_path, spec.joint_names, spec.arm_joints)
-        model = load_model(model_path, card)
-    except CardError as exc:
-        raise ConfigError(f'{exc}; fix the card or the card_path parameter') from None
-    except ModelError as exc:
-        raise ConfigError(f'{exc}; re-export the model or fix its card') from None
+    card = load_policy_card(card_path, spec.joint_names, spec.arm_joints)
+    model = load_model(model_path, card)
     if card.robot != spec.name:
         raise ConfigError(f'card {card_path.name} is for robot {card.robot!r}, the spec is '
                           f'{spec.name!r}; set the robot parameter')
@@ -77,10 +66,7 @@ def load_deployment(settings: Any) -> Deployment:
                           f'{card.control_rate:g} Hz; set control_rate:={card.control_rate:g}')
     step_settings = StepSettings(settings.lpf_cutoff_hz, settings.velocity_scale,
                                  settings.joint_limit_margin, settings.ramp_time)
-    try:
-        step = PolicyStep(card, spec, step_settings)
-    except safety.SafetyConfigError as exc:
-        raise ConfigError(f'{exc}; fix the parameter') from None
+    step = PolicyStep(card, spec, step_settings)
     return Deployment(spec, topics, release, card, model, step)
 
 

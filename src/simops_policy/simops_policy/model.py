@@ -15,13 +15,16 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from simops_core.command_line import ConfigError
 from simops_core.policy_card import PolicyCard, file_sha256
 
 FORMATS = {'.pt': 'TorchScript', '.pt2': 'torch.export'}
 
 
-class ModelError(ValueError):
+class ModelError(ConfigError):
     """The model file is missing, corrupt, or disagrees with its policy card."""
+
+    hint = 're-export the model or fix its card'
 
 
 class PolicyModel:

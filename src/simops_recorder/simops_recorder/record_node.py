@@ -21,13 +21,12 @@ from rosbags.typesys import Stores, get_typestore
 from std_msgs.msg import String
 from std_srvs.srv import Trigger
 
+from simops_core.topics import load_topics
 from simops_recorder.auto_mode import Action, AutoEpisodes
-from simops_recorder.episode import (
-    EpisodeInfoError,
-)
+from simops_recorder.episode import EpisodeInfoError
 from simops_recorder.episode_bags import RecordedTopic, episode_bags
 from simops_recorder.offers import latched, message_class, recording_qos, stored_topic
-from simops_recorder.recorded_topics import default_topics, topic_config
+from simops_recorder.recorded_topics import default_topics
 from simops_ros.declarations import declare_schema
 from simops_ros.qos import subscription_qos
 from simops_ros.rclpy_compat import MessageInfo
@@ -54,7 +53,7 @@ class Recorder(Node):
 
     def __init__(self) -> None:
         super().__init__(NODE)
-        topics = topic_config()
+        topics = load_topics()
         p = self.settings = declare_schema(self, NODE, {'topics': default_topics(topics)},
                                            self._set_live)
         self.bags = episode_bags(p, self._log, self.resolve_topic_name)

@@ -20,7 +20,7 @@ from rclpy.node import Node
 
 from simops_core.command_line import EXIT_OK, ConfigError
 from simops_core.franka_ros2 import SERVICE_SERVER
-from simops_core.robot_spec import SpecError, load_robot_spec
+from simops_core.robot_spec import load_robot_spec
 from simops_core.sim_params import SimParamsError, load_sim_params
 from simops_ros.declarations import declare_schema
 from simops_ros.scaffold import run_node
@@ -41,8 +41,6 @@ class ArmSetup(Node):
         try:
             self.spec = load_robot_spec(s.robot)
             payload = load_sim_params(s.payload_file).payload if s.payload_file else None
-        except SpecError as exc:
-            raise ConfigError(f'{exc}; fix the robot spec or the robot parameter') from None
         except SimParamsError as exc:
             raise ConfigError(f'{s.payload_file}: {exc}; fix the payload_file') from None
         if s.payload_file and not (payload and payload.mass):

@@ -8,6 +8,8 @@ from builtin_interfaces.msg import Time
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from rclpy.node import Node
 
+from simops_core.stamps import split_nanoseconds
+
 LEVELS = {'ok': DiagnosticStatus.OK, 'warn': DiagnosticStatus.WARN,
           'error': DiagnosticStatus.ERROR}
 
@@ -29,5 +31,6 @@ def diagnostic_array(name: str, hardware_id: str, level: str, message: str,
         values=[KeyValue(key=k, value=f'{v:.{digits}g}' if isinstance(v, float) else str(v))
                 for k, v in values.items()])
     msg = DiagnosticArray(status=[status])
-    msg.header.stamp = Time(sec=stamp_ns // 1_000_000_000, nanosec=stamp_ns % 1_000_000_000)
+    sec, nanosec = split_nanoseconds(stamp_ns)
+    msg.header.stamp = Time(sec=sec, nanosec=nanosec)
     return msg

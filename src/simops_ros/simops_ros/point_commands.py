@@ -1,5 +1,6 @@
 """Streamed arm commands: Float64MultiArray, or JointTrajectory read as JTC reads it."""
 
+
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
@@ -10,6 +11,7 @@ from rclpy.node import Node
 from std_msgs.msg import Float64MultiArray
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
+from simops_core.stamps import split_nanoseconds
 from simops_core.topics import TopicSpec
 from simops_ros.gripper_goals import GripperGoals
 from simops_ros.qos import qos_profile
@@ -50,8 +52,8 @@ class SegmentChain:
 
 
 def _duration(seconds: float) -> Duration:
-    nanoseconds = round(seconds * 1e9)
-    return Duration(sec=nanoseconds // 1_000_000_000, nanosec=nanoseconds % 1_000_000_000)
+    sec, nanosec = split_nanoseconds(round(seconds * 1e9))
+    return Duration(sec=sec, nanosec=nanosec)
 
 
 def point_command(joint_names: Sequence[str], positions: Sequence[float], horizon: float,
@@ -123,7 +125,8 @@ class ArmCommandPublisher:
             previous, stamp = None, Time()
             if self._chain is not None:
                 ns, previous = self._chain.next(self._clock.now().nanoseconds, target)
-                stamp = Time(sec=ns // 1_000_000_000, nanosec=ns % 1_000_000_000)
+                sec, nanosec = split_nanoseconds(ns)
+                stamp = Time(sec=sec, nanosec=nanosec)
             self._publisher.publish(point_command(self._names, target, self._period, stamp,
                                                   previous))
             if gripper is not None and self.gripper is not None:

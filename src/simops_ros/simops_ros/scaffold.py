@@ -18,7 +18,7 @@ from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from rclpy.signals import SignalHandlerOptions
 
-from simops_core.command_line import EXIT_CONFIG, ConfigError, fail
+from simops_core.command_line import EXIT_CONFIG, ConfigError, config_message, fail
 from simops_ros import spinning
 from simops_ros.node_args import parse_node_args
 from simops_ros.rclpy_compat import initialised
@@ -45,7 +45,7 @@ def run_node(executable: str, description: str, make: Callable[[], NodeT],
                 node = make()
                 spin(node)
             except ConfigError as exc:
-                return fail(executable, EXIT_CONFIG, str(exc))
+                return fail(executable, EXIT_CONFIG, config_message(exc))
             except (KeyboardInterrupt, ExternalShutdownException):
                 pass
             except Exception:

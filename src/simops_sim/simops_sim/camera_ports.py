@@ -18,19 +18,17 @@ from rclpy.node import Node
 from sensor_msgs.msg import CameraInfo, Image
 
 from simops_core.camera_rig import (
-    CameraConfigError,
     CameraRig,
     CameraSpec,
     Intrinsics,
     load_cameras,
 )
 from simops_core.command_line import ConfigError
-from simops_core.topics import QosSpec, TopicConfigError, load_qos
+from simops_core.topics import QosSpec, load_qos
 from simops_ros.diagnostics import diagnostic_array, status_name
 from simops_ros.qos import qos_from_spec
 from simops_sim.appearance import load_appearance
 from simops_sim.camera_loop import CameraLoop
-from simops_sim.randomization import RandomizationError
 from simops_sim.rgbd import RenderError, RgbdImage, gl_backend
 from simops_sim.stepper import Stepper
 from simops_sim.wire import CameraInfoEncoder, ImageEncoder
@@ -78,16 +76,10 @@ class SimCameras:
     def __init__(self, node: Node, stepper: Stepper, settings: Any, running: threading.Event,
                  on_failure: Callable[[BaseException], None]) -> None:
         s, self._node, self.rate = settings, node, settings.camera_rate
-        try:
-            rig = load_cameras(s.camera_config)
-            chosen = [spec.resized(s.camera_width, s.camera_height)
-                      for spec in rig.select(s.cameras)]
-            qos = load_qos('image')
-            appearance = load_appearance() if s.randomize else None
-        except (CameraConfigError, RandomizationError) as exc:
-            raise ConfigError(str(exc)) from None
-        except TopicConfigError as exc:
-            raise ConfigError(f'{exc}; fix config/topics.yaml') from None
+        rig = load_cameras(s.camera_config)
+        chosen = [spec.resized(s.camera_width, s.camera_height) for spec in rig.select(s.cameras)]
+        qos = load_qos('image')
+        appearance = load_appearance() if s.randomize else None
         self.loop = CameraLoop(stepper, chosen, s.camera_rate, appearance, s.seed)
         self._ports: CameraPorts | None = None
         started = threading.Event()

@@ -28,6 +28,7 @@ from rclpy.task import Future
 from trajectory_msgs.msg import JointTrajectoryPoint
 
 from simops_core.robot_spec import RobotSpec
+from simops_core.stamps import to_seconds
 from simops_core.topics import TopicSpec
 from simops_ros.rclpy_compat import has_field
 from simops_sim.arm_lane import ArmLane, FollowState
@@ -123,7 +124,7 @@ class FollowJointTrajectoryServer:
             self._defaults, list(self._spec.arm_joints),
             [_tolerance(t) for t in request.path_tolerance],
             [_tolerance(t) for t in request.goal_tolerance],
-            request.goal_time_tolerance.sec + 1e-9 * request.goal_time_tolerance.nanosec)
+            to_seconds(request.goal_time_tolerance))
         if fallback:
             self._node.get_logger().error(f'{fallback}; using the default tolerances')
         start = self._arm.follow_state().time if goal.start is None else goal.start

@@ -33,8 +33,9 @@ from pathlib import Path
 import mujoco
 import numpy as np
 
+from simops_core.command_line import ConfigError
 from simops_core.paths import resolve_resource
-from simops_core.robot_spec import RobotSpec
+from simops_core.robot_spec import RobotSpec, gripper_width
 from simops_core.sim_params import (
     SERVO_FIELDS,
     JointParams,
@@ -57,7 +58,7 @@ MAX_SPEED = 100.0   # rad/s or m/s; any faster dof means the integration diverge
 REMOVED_MASS = 1e-6
 
 
-class ModelError(ValueError):
+class ModelError(ConfigError):
     """The MJCF does not fit the robot spec (missing joint, actuator, body or keyframe)."""
 
 
@@ -723,7 +724,7 @@ class Physics:
         """The measured opening (m) and its rate (m/s): the ``gripper_width`` tendon."""
         adr = self.index.qpos_adr[self.index.arm_dof:]
         dofs = self.index.dof_adr[self.index.arm_dof:]
-        return float(self.data.qpos[adr].sum()), float(self.data.qvel[dofs].sum())
+        return float(gripper_width(self.data.qpos[adr])), float(gripper_width(self.data.qvel[dofs]))
 
     def _set_gripper_force(self, force: float) -> None:
         self.model.actuator_forcerange[self.index.ctrl_ids[-1]] = (-force, force)

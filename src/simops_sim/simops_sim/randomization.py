@@ -18,14 +18,17 @@ from typing import Any
 
 import numpy as np
 
+from simops_core.command_line import ConfigError
 from simops_core.sim_params import ObjectParams, SimParams, merge_sim_params
 from simops_core.yaml_fields import Fields, is_number, read_yaml
 
 RANDOMIZATION_FILE = 'config/randomization.yaml'
 
 
-class RandomizationError(ValueError):
+class RandomizationError(ConfigError):
     """A randomisation file is missing or has a bad field."""
+
+    hint = 'fix config/randomization.yaml'
 
 @dataclass(frozen=True)
 class Conditions:

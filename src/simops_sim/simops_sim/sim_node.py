@@ -38,9 +38,9 @@ from std_srvs.srv import SetBool, Trigger
 
 from simops_core.command_line import ConfigError
 from simops_core.franka_ros2 import franka_release
-from simops_core.robot_spec import SpecError, load_robot_spec
+from simops_core.robot_spec import load_robot_spec
 from simops_core.sim_params import SimParams, SimParamsError, load_sim_params
-from simops_core.topics import TopicConfigError, load_topics
+from simops_core.topics import load_topics
 from simops_ros.declarations import declare_schema
 from simops_ros.diagnostics import diagnostic_array, status_name
 from simops_ros.qos import qos_profile
@@ -50,7 +50,7 @@ from simops_ros.throttled import KindWarnings
 from simops_sim.arm_lane import Frame
 from simops_sim.arm_ports import ArmPorts, arm_topics
 from simops_sim.camera_ports import SimCameras
-from simops_sim.physics import ModelError, load_model, parse_joint_map
+from simops_sim.physics import load_model, parse_joint_map
 from simops_sim.randomization import default_randomization
 from simops_sim.stepper import Stepper, Timing, open_viewer
 from simops_sim.wire import ClockEncoder
@@ -79,27 +79,21 @@ class SimNode(Node):
 
     def _build_stepper(self) -> Stepper:
         s = self.settings
+        self.spec, self.topics = load_robot_spec(s.robot), load_topics()
+        self.release = franka_release(s.franka_ros2)
         try:
-            self.spec, self.topics = load_robot_spec(s.robot), load_topics()
-            self.release = franka_release(s.franka_ros2)
             params = load_sim_params(s.sim_params_file) if s.sim_params_file else SimParams()
-            params = params if s.gripper else replace(params, end_effector='none')
-            prefixes = arm_prefixes(s.arms)
-            try:
-                world = World(load_model(s.model), dict.fromkeys(prefixes, self.spec),
-                              dict.fromkeys(prefixes, params), reflexes=True,
-                              joint_map=parse_joint_map(s.joint_map))
-            except SimParamsError as exc:
-                raise SimParamsError(f'{s.sim_params_file}: {exc}') from None
-            world.reset_keyframe(s.initial_keyframe)
-        except SpecError as exc:
-            raise ConfigError(f'{exc}; fix the robot spec or the robot parameter') from None
-        except TopicConfigError as exc:
-            raise ConfigError(f'{exc}; fix config/topics.yaml') from None
         except SimParamsError as exc:
             raise ConfigError(f'{exc}; fix the sim_params_file') from None
-        except ModelError as exc:  # its message says how to fix it
-            raise ConfigError(str(exc)) from None
+        params = params if s.gripper else replace(params, end_effector='none')
+        prefixes = arm_prefixes(s.arms)
+        try:
+            world = World(load_model(s.model), dict.fromkeys(prefixes, self.spec),
+                          dict.fromkeys(prefixes, params), reflexes=True,
+                          joint_map=parse_joint_map(s.joint_map))
+        except SimParamsError as exc:
+            raise ConfigError(f'{s.sim_params_file}: {exc}; fix the sim_params_file') from None
+        world.reset_keyframe(s.initial_keyframe)
         if s.joint_state_rate * world.timestep > 1.0 + 1e-9:
             raise ConfigError(f'joint_state_rate {s.joint_state_rate:g} Hz exceeds the physics '
                               f'rate {1 / world.timestep:g} Hz; lower it')

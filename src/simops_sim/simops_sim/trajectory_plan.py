@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from simops_core.robot_spec import RobotSpec
+from simops_core.stamps import to_seconds
 from simops_sim.joint_commands import CommandError, limit_violation
 
 KNOT_TOLERANCE = 1e-6   # s; clocks that differ by rounding pick the same side of a knot
@@ -126,10 +127,10 @@ def goal_from_message(msg: Any, arm_joints: Sequence[str]) -> TrajectoryGoal:
     ``msg`` is read by attribute, so an rclpy message and one decoded from a bag both work.
     The goal starts at ``header.stamp`` (s on the publisher's clock), or now when it is zero.
     """
-    stamp = msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec
+    stamp = to_seconds(msg.header.stamp)
     return parse_trajectory(
         list(msg.joint_names),
-        [p.time_from_start.sec + 1e-9 * p.time_from_start.nanosec for p in msg.points],
+        [to_seconds(p.time_from_start) for p in msg.points],
         [list(p.positions) for p in msg.points], [list(p.velocities) for p in msg.points],
         arm_joints, stamp if stamp > 0 else None, [list(p.accelerations) for p in msg.points])
 

@@ -21,9 +21,9 @@ from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import CameraInfo, Image, JointState
 
 from simops_core.camera_rig import Intrinsics
+from simops_core.stamps import split_nanoseconds
 
 _STAMP_SEC, _STAMP_NANOSEC = 0x5EC0FFEE & 0x7FFFFFFF, 0x0DDBA11
-_NANOS_PER_SECOND = 1_000_000_000
 # Image encodings the simulator publishes: channels and pixel type.
 IMAGE_ENCODINGS = {'rgb8': (3, np.dtype(np.uint8)), '32FC1': (1, np.dtype('<f4'))}
 
@@ -48,7 +48,7 @@ class _Template:
                                  offset=_locate(serialized, stamp))
 
     def set_stamp(self, nanoseconds: int) -> None:
-        self._stamp[0], self._stamp[1] = divmod(nanoseconds, _NANOS_PER_SECOND)
+        self._stamp[0], self._stamp[1] = split_nanoseconds(nanoseconds)
 
 
 class JointStateEncoder(_Template):

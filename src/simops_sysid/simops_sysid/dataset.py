@@ -40,7 +40,8 @@ from simops_core.bag_series import (
 )
 from simops_core.paths import resolve_resource
 from simops_core.receive_clock import ReceiveClock
-from simops_core.robot_spec import RobotSpec, load_robot_spec
+from simops_core.robot_spec import ARM_DOF, RobotSpec, gripper_width, load_robot_spec
+from simops_core.stamps import to_seconds
 from simops_core.topics import TopicSpec
 from simops_sim.joint_commands import limit_violation
 from simops_sim.trajectory_plan import TrajectoryError, TrajectoryGoal, goal_from_message
@@ -162,8 +163,7 @@ def _read_states(bag: str | Path, spec: RobotSpec, topics: dict[str, TopicSpec]
     raw = read_bag(bag, topics=[*states, *commands])
     store = message_typestore(raw)
     topic, series = _joint_states(raw, states, spec, store)
-    stamps = np.array([m.header.stamp.sec + 1e-9 * m.header.stamp.nanosec
-                       for m in raw.decode(topic, store)])
+    stamps = np.array([to_seconds(m.header.stamp) for m in raw.decode(topic, store)])
     if np.any(np.diff(stamps) <= 0):
         k = int(np.flatnonzero(np.diff(stamps) <= 0)[0])
         raise DataError(f'{bag}: {topic} header stamps are not strictly increasing (message '
@@ -368,7 +368,7 @@ def split_sequences(rec: Recording, dt: float, length: float, rate: float,
     initial = rec.q[min(int(np.searchsorted(rec.t, origin)), len(rec.t) - 1), :7]
     targets = physics_targets(rec.commands, origin, total + history + lead, dt,
                               initial)[lead:]
-    width = float(rec.q[index, 7:].sum())
+    width = float(gripper_width(rec.q[index, ARM_DOF:]))
     effort = average_effort(rec.effort, round(EFFORT_WINDOW / period))
     sequences = []
     lagging = 0

@@ -17,13 +17,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from simops_core.command_line import ConfigError
 from simops_core.robot_spec import RobotSpec
 
 HEADROOM = 0.9
 
 
-class ExcitationError(ValueError):
+class ExcitationError(ConfigError):
     """Excitation settings that cannot be met; the message names the setting."""
+
+    hint = 'change the parameter'
 
 
 @dataclass(frozen=True)

@@ -37,10 +37,9 @@ from rclpy.serialization import deserialize_message
 from sensor_msgs.msg import JointState
 
 from simops_core import safety
-from simops_core.command_line import ConfigError
 from simops_core.motion_supervisor import MotionSupervisor, stand_still
-from simops_core.robot_spec import SpecError, load_robot_spec
-from simops_core.topics import TopicConfigError, load_topics
+from simops_core.robot_spec import load_robot_spec
+from simops_core.topics import load_topics
 from simops_ros.arming import ModeReport, attach_motion_controls
 from simops_ros.declarations import declare_schema
 from simops_ros.point_commands import ArmCommandPublisher
@@ -48,7 +47,7 @@ from simops_ros.polled import Polled, PolledGroup, never_called
 from simops_ros.qos import subscription_qos
 from simops_ros.scaffold import run_node
 from simops_ros.spinning import spin_once
-from simops_sysid.excitation import ExcitationError, fourier_excitation
+from simops_sysid.excitation import fourier_excitation
 
 NODE_NAME = 'excite'
 JOINT_LIMIT_MARGIN = 0.05   # rad kept clear of the position limits, as the policy's default
@@ -65,19 +64,12 @@ class ExciteNode(Node):
         super().__init__(NODE_NAME)
         s = self.settings = declare_schema(self, NODE_NAME)
         self.rate, self.period = s.control_rate, 1.0 / s.control_rate
-        try:
-            self.spec = load_robot_spec(s.robot)
-            topics = load_topics()
-            self.excitation = fourier_excitation(self.spec, s.duration, s.seed,
-                                                 s.amplitude_fraction, self.rate, ramp=RAMP)
-            self.limits = safety.SafetyLimits.from_spec(self.spec, self.period,
-                                                        s.amplitude_fraction, JOINT_LIMIT_MARGIN)
-        except SpecError as exc:
-            raise ConfigError(f'{exc}; fix the robot spec or the robot parameter') from None
-        except TopicConfigError as exc:
-            raise ConfigError(f'{exc}; fix config/topics.yaml') from None
-        except (ExcitationError, safety.SafetyConfigError) as exc:
-            raise ConfigError(f'{exc}; change the parameter') from None
+        self.spec = load_robot_spec(s.robot)
+        topics = load_topics()
+        self.excitation = fourier_excitation(self.spec, s.duration, s.seed,
+                                             s.amplitude_fraction, self.rate, ramp=RAMP)
+        self.limits = safety.SafetyLimits.from_spec(self.spec, self.period,
+                                                    s.amplitude_fraction, JOINT_LIMIT_MARGIN)
         joints = len(self.spec.arm_joints)
         self.mapping = safety.ActionMapping(
             arm_index=np.arange(joints), gripper_index=None, clip=float(2 * np.pi), scale=1.0,
