@@ -51,26 +51,23 @@ class StreamPacer:
         self._reference = np.zeros(0)          # (7,) rad, that target as followed
         self._gaps: deque[float] = deque(maxlen=PACE_WINDOW)
 
-    @property
-    def streaming(self) -> bool:
-        """Whether the next target continues a stream."""
-        return self._at is not None
-
     def end(self) -> None:
         """The stream ends (a trajectory, a hold, a cancel, a reset or a stop)."""
         self._at = None
         self._gaps.clear()
+
+    def continues(self, arrival: float) -> bool:
+        """Whether a target arriving at ``arrival`` s continues a paced stream."""
+        return self.paced and self._at is not None and arrival - self._at <= MAX_CATCH_UP
 
     def span(self, arrival: float, period: float, timeout: float) -> float:
         """The span (s) a target arriving at ``arrival`` s is reached over; see the module.
 
         ``period`` s: the span outside a paced stream; ``timeout`` s: the longest span.
         """
-        if self._at is None or not self.paced:
+        if not self.continues(arrival):
             return period
         gap = arrival - self._at
-        if gap > MAX_CATCH_UP:
-            return period
         gaps = self._gaps
         pace = sum(gaps) / len(gaps) if len(gaps) == PACE_WINDOW else period
         return min(max(pace, gap), max(pace, timeout))
@@ -86,8 +83,7 @@ class StreamPacer:
         (``current`` when none) over the span.
         """
         span = self.span(arrival, period, timeout)
-        continues = self.paced and self._at is not None and arrival - self._at <= MAX_CATCH_UP
-        reference = self._reference if continues else current
+        reference = self._reference if self.continues(arrival) else current
         speed = np.abs(np.asarray(target, float) - reference) / span
         if joints is not None:   # joints a target leaves out do not move
             speed[np.setdiff1d(np.arange(speed.size), joints)] = 0.0
@@ -98,11 +94,9 @@ class StreamPacer:
 
     def followed(self, arrival: float, end: np.ndarray) -> None:
         """The goal for the target that arrived at ``arrival`` s is followed to ``end`` (7,)."""
-        if self._at is not None and self.paced:
-            gap = arrival - self._at
-            if gap > MAX_CATCH_UP:
-                self._gaps.clear()
-            else:
-                self._gaps.append(gap)
+        if self.continues(arrival):
+            self._gaps.append(arrival - self._at)
+        else:
+            self._gaps.clear()
         self._at = arrival
         self._reference = np.array(end, dtype=float)
