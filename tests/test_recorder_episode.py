@@ -52,3 +52,18 @@ def test_dir_name_and_custom_data() -> None:
     assert data['simops.messages_lost'] == '2'
     assert data['simops.sequence_gaps'] == '{"/js": {"g": 2}}'
     assert all(isinstance(v, str) for v in data.values())
+
+
+def test_a_sequence_counts_only_where_its_publisher_is_known() -> None:
+    """rclpy 7 (Jazzy) gives no publisher GID: two publishers' numbers would interleave."""
+    from simops_ros.rclpy_compat import publication
+
+    gid = {'implementation_identifier': 'rmw_fastrtps_cpp', 'data': bytes(range(16))}
+    assert publication({'publisher_gid': gid, 'publication_sequence_number': 7}, 3) == (
+        bytes(range(16)).hex(), 7)
+    assert publication({'publication_sequence_number': 7}, 1) == ('unknown', 7)
+    assert publication({'publication_sequence_number': 7}, 2) == ('unknown', None)
+    gaps = SequenceGaps()
+    for sequence in (5, 100, 6, 101):   # two publishers, one unknown key: nothing counted
+        gaps.observe('/diagnostics', *publication({'publication_sequence_number': sequence}, 2))
+    assert gaps.total() == 0

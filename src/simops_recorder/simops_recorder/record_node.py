@@ -29,7 +29,7 @@ from simops_recorder.offers import latched, message_class, recording_qos, stored
 from simops_recorder.recorded_topics import default_topics
 from simops_ros.declarations import declare_schema
 from simops_ros.qos import subscription_qos
-from simops_ros.rclpy_compat import MessageInfo
+from simops_ros.rclpy_compat import MessageInfo, publication
 from simops_ros.scaffold import run_node
 from simops_ros.spinning import spin_until_signal
 
@@ -146,13 +146,12 @@ class Recorder(Node):
             sub = record.subscription
             if sub is None:
                 continue
+            publishers = sub.get_publisher_count()
             with sub.handle:
                 while (taken := sub.handle.take_message(sub.msg_type, True)) is not None:
                     data, info = taken
-                    gid = info.get('publisher_gid')
                     self.bags.write(record, info['received_timestamp'], data,
-                                    bytes(gid['data']).hex() if gid else 'unknown',
-                                    info.get('publication_sequence_number'))
+                                    *publication(info, publishers))
 
     # -- episodes ---------------------------------------------------------------------------
 
