@@ -11,9 +11,7 @@ then runs the held-out excitation again and must move like the stand-in did.
 
 from __future__ import annotations
 
-import os
 import subprocess
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,7 +35,6 @@ SPEC = load_robot_spec('fr3')
 HIDDEN = load_sim_params(REPO / 'config/sim_params/standin_hidden.yaml')
 TRAIN_S, HELD_S = 60.0, 20.0
 STARTUP = 30.0                 # s, two shared cores
-FIT_BUDGET = 120.0             # s on a quiet 2-core machine (scaled by the load, see below)
 
 
 @dataclass(frozen=True)
@@ -49,8 +46,6 @@ class Fitted:
     params: Path
     report: Path
     output: str
-    wall: float
-    load: float
 
 
 def graph(record_dir: Path, sim_params: str = '') -> dict[str, NodeSpec]:
@@ -105,15 +100,12 @@ def fitted(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fitted]:
         probe.close()
     train, held = episodes(folder / 'episodes')
     out, report = folder / 'fitted.yaml', folder / 'report'
-    load = os.getloadavg()[0]
-    start = time.monotonic()
     result = subprocess.run(
         [str(installed_executable('simops_sysid', 'fit')), '--bag', str(train), '--holdout',
          str(held), '--out', str(out), '--report', str(report)],
         capture_output=True, text=True, timeout=900, cwd=REPO)
-    wall = time.monotonic() - start
     assert result.returncode == 0, result.stdout + result.stderr
-    yield Fitted(train, held, out, report, result.stdout, wall, max(load, os.getloadavg()[0]))
+    yield Fitted(train, held, out, report, result.stdout)
 
 
 def relative_errors(fitted: Fitted) -> dict[str, float]:
@@ -179,12 +171,6 @@ def test_held_out_replay_error_drops_10x_to_0_3_mrad_and_is_in_provenance(fitted
     assert provenance['bags'][0]['path'] == str(fitted.train)
     assert len(provenance['bags'][0]['sha256']) == 64
     assert provenance['holdout'][0]['path'] == str(fitted.held)
-
-
-def test_fit_wall_time(fitted: Fitted) -> None:
-    # FIT_BUDGET holds on a quiet 2-core machine; a shared one runs it slower in proportion.
-    budget = FIT_BUDGET * max(1.0, fitted.load / 2.0)
-    assert fitted.wall <= budget, (fitted.wall, fitted.load)
 
 
 def test_report_has_plots_table_bounds_and_warnings(fitted: Fitted) -> None:
