@@ -39,7 +39,7 @@ def render_cost(width: int, height: int, frames: int = 60) -> float:
     import mujoco
 
     from simops_core.camera_rig import load_cameras
-    from simops_sim.physics import load_model
+    from simops_sim.model_index import load_model
     from simops_sim.rgbd import RgbdRenderer, snapshot
 
     model = load_model('models/fr3/scene.xml')

@@ -19,7 +19,7 @@ from simops_core.camera_rig import (
     load_cameras,
 )
 from simops_sim.appearance import load_appearance
-from simops_sim.physics import load_model
+from simops_sim.model_index import load_model
 from simops_sim.rgbd import RgbdRenderer, snapshot
 
 SCENE = 'models/fr3/scene.xml'

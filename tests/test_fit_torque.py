@@ -18,7 +18,8 @@ from sysid_helpers import HIDDEN, SPEC, StandinData, simulate, write_bag
 from simops_core.robot_spec import load_robot_spec
 from simops_core.sim_params import PayloadParams, SimParams, load_sim_params, merge_sim_params
 from simops_core.topics import load_topics
-from simops_sim.physics import Physics, load_model
+from simops_sim.model_index import load_model
+from simops_sim.physics import Physics
 from simops_sysid.dataset import load_states
 from simops_sysid.torque_fit import (
     JointFriction,

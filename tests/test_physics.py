@@ -16,15 +16,9 @@ from simops_core.robot_spec import RobotSpec, load_robot_spec
 from simops_core.sim_params import JointParams, ObjectParams, SimParams, SimParamsError
 from simops_sim.delay import CommandDelay, shift_commands
 from simops_sim.joint_commands import CommandError, parse_joint_command
-from simops_sim.physics import (
-    ModelError,
-    Physics,
-    apply_sim_params,
-    index_model,
-    load_model,
-    nominal_sim_params,
-    parse_joint_map,
-)
+from simops_sim.model_index import ModelError, index_model, load_model, parse_joint_map
+from simops_sim.model_params import apply_sim_params, nominal_sim_params
+from simops_sim.physics import Physics
 from simops_sim.randomization import default_randomization
 from simops_sim.trajectory_plan import (
     TrajectoryError,

@@ -28,7 +28,8 @@ from simops_bringup.graph import NodeSpec, build_graph
 from simops_core.robot_spec import load_robot_spec
 from simops_core.sim_params import load_sim_params
 from simops_core.topics import load_topics
-from simops_sim.physics import Physics, sensor_bias
+from simops_sim.model_params import sensor_bias
+from simops_sim.physics import Physics
 from simops_sysid.dataset import load_recording, split_sequences
 
 SPEC = load_robot_spec('fr3')

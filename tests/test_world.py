@@ -10,7 +10,8 @@ from sim_helpers import SCENE_XML
 from simops_core.paths import resolve_resource
 from simops_core.robot_spec import RobotSpec, load_robot_spec
 from simops_core.sim_params import JointParams, SimParams, SimParamsError
-from simops_sim.physics import ModelError, Physics
+from simops_sim.model_index import ModelError
+from simops_sim.physics import Physics
 from simops_sim.trajectory_plan import TrajectoryPlan, point_goal
 from simops_sim.world import World
 

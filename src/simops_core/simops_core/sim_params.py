@@ -24,7 +24,7 @@ carries no hand). Joints are keyed by their robot-spec NAME, never by index::
 Every number has a physical range (:data:`RANGES`), enforced here, so the simulator node, the
 Gym environment and ``fit`` refuse the same files with the same one-line message naming the
 field. Pure Python (no rclpy, no MuJoCo): applying the parameters to a model lives in
-``simops_sim.physics.apply_sim_params``.
+``simops_sim.model_params.apply_sim_params``.
 """
 
 from __future__ import annotations

@@ -28,7 +28,7 @@ import mujoco
 import numpy as np
 
 from simops_core.robot_spec import RobotSpec
-from simops_sim.physics import ModelIndex
+from simops_sim.model_index import ModelIndex
 
 HAND_BODY = 'fr3_hand'
 

@@ -3,7 +3,7 @@
 :class:`Conditions` is one point of the domain: factors on the (calibrated) physics and the
 command delay and observation noise. :meth:`Conditions.sim_params` turns it into a
 :class:`~simops_core.sim_params.SimParams`, so randomised, validated and fitted physics all
-reach MuJoCo through the one ``simops_sim.physics.apply_sim_params`` path, and the delay
+reach MuJoCo through the one ``simops_sim.model_params.apply_sim_params`` path, and the delay
 through the wrapper's command delay. :class:`DomainRandomization` holds the ranges, whose
 one source is ``config/randomization.yaml`` (:func:`default_randomization`).
 """

@@ -17,14 +17,16 @@ import mujoco
 
 from simops_core.robot_spec import RobotSpec
 from simops_core.sim_params import SimParams, SimParamsError
-from simops_sim.physics import ModelError, Physics, apply_arm_params, keyframe_id
+from simops_sim.model_index import ModelError, keyframe_id
+from simops_sim.model_params import apply_arm_params
+from simops_sim.physics import Physics
 
 
 class World:
     """The arms ``{prefix: spec}`` of ``model``, stepped together; see the module docstring.
 
     ``reflexes``: every arm stops on its limits (:mod:`simops_sim.reflexes`); ``joint_map``
-    renames the spec's joints in every arm (:func:`~simops_sim.physics.index_model`).
+    renames the spec's joints in every arm (:func:`~simops_sim.model_index.index_model`).
     """
 
     def __init__(self, model: mujoco.MjModel, arms: Mapping[str, RobotSpec],

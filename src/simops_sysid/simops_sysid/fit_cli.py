@@ -51,7 +51,7 @@ from simops_core.sim_params import (
     sim_params_to_dict,
 )
 from simops_core.topics import TopicConfigError, load_topics
-from simops_sim.physics import ModelError
+from simops_sim.model_index import ModelError
 from simops_sysid import fit_parameters, fitting, precheck
 from simops_sysid.dataset import (
     DataError,

@@ -6,7 +6,7 @@ Parameter names follow the SimParams schema: ``<joint>.<field>`` (``damping`` N*
 ``body_mass_scale.<body>`` (dimensionless) and ``payload.<field>`` (kind ``payload``: the
 load at the flange, ``mass`` kg and ``com_x``/``com_y``/``com_z`` m in the flange frame).
 Candidate models are copies of one indexed model with
-:func:`simops_sim.physics.apply_sim_params` applied, the code path the simulator node and
+:func:`simops_sim.model_params.apply_sim_params` applied, the code path the simulator node and
 the env use, so a fitted number means the same everywhere; smooth friction, which the
 simulator applies in Python, is carried by native actuators that approximate it
 (:data:`FRICTION_TERMS`).
@@ -30,7 +30,8 @@ from simops_core.sim_params import (
     merge_sim_params,
 )
 from simops_sim.delay import delay_steps
-from simops_sim.physics import ModelIndex, apply_sim_params
+from simops_sim.model_index import ModelIndex
+from simops_sim.model_params import apply_sim_params
 
 KINDS = ('damping', 'armature', 'frictionloss', 'friction_transition', 'kp', 'kv',
          'encoder_offset', 'torque_offset', 'delay', 'mass', 'payload')

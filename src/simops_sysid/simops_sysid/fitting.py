@@ -20,7 +20,7 @@ dropping them halves the cost of a step) plus one ``jointactuatorfrc`` sensor pe
 joint: the node's effort (``qfrc_actuator`` after a step) is exactly that sensor's value.
 
 Smooth friction (``friction_transition``), which the simulator applies in Python
-(:class:`simops_sim.physics.SmoothFriction`, ``-c tanh(qd / v)``), cannot run inside
+(:class:`simops_sim.friction.SmoothFriction`, ``-c tanh(qd / v)``), cannot run inside
 ``mujoco.rollout``. The fitting model carries it natively instead: two force-limited
 actuators per arm joint with a velocity bias,
 ``-c (w1 clip(k1 qd / v) + w2 clip(k2 qd / v))``
@@ -50,7 +50,8 @@ from mujoco.minimize import IterLog
 
 from simops_core.robot_spec import RobotSpec
 from simops_core.sim_params import SENSOR_FIELDS, SimParams
-from simops_sim.physics import ModelIndex, index_model, nominal_sim_params
+from simops_sim.model_index import ModelIndex, index_model
+from simops_sim.model_params import nominal_sim_params
 from simops_sysid.dataset import EFFORT_WINDOW, SequenceData, average_effort
 from simops_sysid.fit_parameters import (
     DELAY,

@@ -32,7 +32,7 @@ from scipy.optimize import lsq_linear
 from scipy.signal import savgol_filter
 
 from simops_core.sim_params import JointParams, SimParams
-from simops_sim.physics import ModelIndex
+from simops_sim.model_index import ModelIndex
 from simops_sysid import fit_parameters
 
 TRANSITIONS = tuple(float(v) for v in np.geomspace(0.005, 1.0, 48))   # rad/s

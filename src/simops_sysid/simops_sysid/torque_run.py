@@ -22,7 +22,8 @@ import numpy as np
 from simops_core.robot_spec import RobotSpec
 from simops_core.sim_params import END_EFFECTORS, PayloadParams, SimParams, merge_sim_params
 from simops_core.topics import TopicSpec
-from simops_sim.physics import ModelIndex, apply_sim_params, index_model, nominal_sim_params
+from simops_sim.model_index import ModelIndex, index_model
+from simops_sim.model_params import apply_sim_params, nominal_sim_params
 from simops_sysid.dataset import States, load_states
 from simops_sysid.torque_fit import (
     PAYLOAD_START,
