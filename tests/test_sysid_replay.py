@@ -18,7 +18,7 @@ from sysid_helpers import HIDDEN, REPLAY_KINDS, SPEC, replayable, simulate, writ
 from simops_core.sim_params import load_sim_params
 from simops_core.topics import load_topics
 from simops_sim.delay import shift_commands
-from simops_sysid import fit_parameters, fitting
+from simops_sysid import evaluation, fit_parameters, residual, sysid_model
 from simops_sysid.dataset import Recording, load_recording, split_sequences, start_position
 from simops_sysid.lag import estimate_delay
 from simops_sysid.replay import delayed
@@ -42,25 +42,25 @@ TRUTH = replayable(load_sim_params(HIDDEN))   # the stand-in's truth with dry fr
 
 @pytest.fixture(scope='module', params=['stamped', 'unstamped'])
 def problem(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-            ) -> tuple[fitting.Problem, object]:
+            ) -> tuple[residual.Problem, object]:
     """Commands stamped as excite stamps them (the default), or unstamped (start on arrival)."""
     data = simulate(8.0, noise=0.0, stamped=request.param == 'stamped', params=TRUTH)
     bag = write_bag(tmp_path_factory.mktemp('replay') / 'bag', data)
     recording = load_recording(bag, SPEC, load_topics())
-    fit_model = fitting.load_fit_model(REPO / 'models/fr3/scene.xml', SPEC)
-    base = replayable(fitting.nominal(fit_model))   # dry friction, like TRUTH
+    fit_model = sysid_model.load_fit_model(REPO / 'models/fr3/scene.xml', SPEC)
+    base = replayable(sysid_model.nominal(fit_model))   # dry friction, like TRUTH
     joints = list(range(7))
     sequences, _ = split_sequences(recording, 0.001, 5.0, 200.0, 60, joints)
     params = fit_parameters.build_parameters(base, REPLAY_KINDS, SPEC.arm_joints, [])
-    return fitting.make_problem(fit_model, sequences, joints, base), params, recording
+    return residual.make_problem(fit_model, sequences, joints, base), params, recording
 
 
 def test_replay_with_the_truth_matches_the_wrapper(problem: tuple) -> None:
     prob, params, _ = problem
-    truth = fitting.evaluate(prob, params, TRUTH)
+    truth = evaluation.evaluate(prob, params, TRUTH)
     assert truth.rms_q.max() < 5e-5, truth.rms_q       # rad
     assert truth.rms_effort.max() < 0.05, truth.rms_effort   # N*m
-    nominal = fitting.evaluate(prob, params, fitting.nominal(prob.fit_model))
+    nominal = evaluation.evaluate(prob, params, sysid_model.nominal(prob.fit_model))
     assert nominal.rms_q.min() > 10 * 5e-5, nominal.rms_q   # the check above can fail
 
 
@@ -89,13 +89,13 @@ def test_commands_the_recorder_missed_at_the_start_are_not_replayed(tmp_path: Pa
     data = replace(data, arrival=data.arrival[late:], commands=data.commands[late:],
                    stamps=data.stamps[late:])
     recording = load_recording(write_bag(tmp_path / 'late', data), SPEC, load_topics())
-    fit_model = fitting.load_fit_model(REPO / 'models/fr3/scene.xml', SPEC)
-    base = replayable(fitting.nominal(fit_model))   # dry friction, like TRUTH
+    fit_model = sysid_model.load_fit_model(REPO / 'models/fr3/scene.xml', SPEC)
+    base = replayable(sysid_model.nominal(fit_model))   # dry friction, like TRUTH
     joints = list(range(7))
     sequences, _ = split_sequences(recording, 0.001, 5.0, 200.0, 60, joints)
     assert sequences[0].t0 > recording.commands.t[1] + 0.06
     params = fit_parameters.build_parameters(base, REPLAY_KINDS, SPEC.arm_joints, [])
-    truth = fitting.evaluate(fitting.make_problem(fit_model, sequences, joints, base), params,
+    truth = evaluation.evaluate(residual.make_problem(fit_model, sequences, joints, base), params,
                              TRUTH)
     assert truth.rms_q.max() < 5e-5, truth.rms_q
     assert truth.rms_effort.max() < 0.05, truth.rms_effort
@@ -123,12 +123,12 @@ def test_the_delay_profile_finds_a_delay_the_efforts_do_not_show(tmp_path: Path)
     recording = load_recording(write_bag(tmp_path / 'bag', data), SPEC, load_topics())
     assert estimate_delay(recording, 0.001, fit_parameters.MAX_DELAY, SPEC.gain_p,
                           SPEC.gain_d) is None
-    fit_model = fitting.load_fit_model(REPO / 'models/fr3/scene.xml', SPEC)
-    base = replayable(fitting.nominal(fit_model))
+    fit_model = sysid_model.load_fit_model(REPO / 'models/fr3/scene.xml', SPEC)
+    base = replayable(sysid_model.nominal(fit_model))
     sequences, _ = split_sequences(recording, 0.001, 5.0, 200.0, 60, list(range(7)))
     params = fit_parameters.build_parameters(base, REPLAY_KINDS, SPEC.arm_joints, [])
-    problem = fitting.make_problem(fit_model, sequences, list(range(7)), base)
+    problem = residual.make_problem(fit_model, sequences, list(range(7)), base)
     delays = np.arange(0.0, 0.0501, 0.005)
-    profile = fitting.delay_profile(problem, params, base, delays)
+    profile = evaluation.delay_profile(problem, params, base, delays)
     assert abs(delays[int(np.argmin(profile))] - 0.016) <= 0.005, profile
     assert profile[0] > 1.3 * profile.min()   # a zero start lies well up the profile

@@ -4,7 +4,7 @@ Two modes, chosen by ``--mode`` (``auto``: trajectory when the bags hold command
 torque):
 
 - ``trajectory``: reads joint states and commands (:mod:`simops_sysid.dataset`), fits by
-  open-loop replay with mujoco.sysid (:mod:`simops_sysid.fitting`): controller gains,
+  open-loop replay with mujoco.sysid (:mod:`simops_sysid.optimize`): controller gains,
   friction, sensor offsets, command delay;
 - ``torque``: reads joint states with efforts only, fits friction and torque offsets to the
   rigid-body inverse dynamics (:mod:`simops_sysid.torque_run`).
@@ -52,7 +52,7 @@ from simops_core.sim_params import (
 )
 from simops_core.topics import TopicConfigError, load_topics
 from simops_sim.model_index import ModelError
-from simops_sysid import fit_parameters, fitting, precheck
+from simops_sysid import evaluation, fit_parameters, optimize, precheck, residual, sysid_model
 from simops_sysid.dataset import (
     DataError,
     Recording,
@@ -134,9 +134,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument('--full-iters', type=int, default=1, metavar='N',
                         help='then LM iterations with it finite-differenced per parameter '
                              '(>= 1, default 1)')
-    parser.add_argument('--effort-scale', type=float, default=fitting.Scales.effort,
+    parser.add_argument('--effort-scale', type=float, default=residual.Scales.effort,
                         metavar='NM', help='N*m of effort error weighed like 1 mrad of '
-                        f'position (default {fitting.Scales.effort:g})')
+                        f'position (default {residual.Scales.effort:g})')
     parser.add_argument('--threads', type=int, default=os.cpu_count() or 1,
                         help=f'rollout threads, 1-{MAX_THREADS} (default: all cores)')
     checking = parser.add_mutually_exclusive_group()
@@ -268,10 +268,10 @@ def _run(options: argparse.Namespace) -> int:
         print(f'wrote {options.out}')
         return EXIT_OK
     try:
-        fit_model = fitting.load_fit_model(model_path, robot)
+        fit_model = sysid_model.load_fit_model(model_path, robot)
     except ValueError as exc:  # MuJoCo's MJCF parser
         raise ModelError(' '.join(str(exc).split())) from None
-    base = replace(fitting.nominal(fit_model), end_effector=options.end_effector)
+    base = replace(sysid_model.nominal(fit_model), end_effector=options.end_effector)
     dt = float(fit_model.model.opt.timestep)
     history = int(np.ceil(HISTORY / dt))
 
@@ -292,11 +292,11 @@ def _run(options: argparse.Namespace) -> int:
     train, recordings = sequences(options.bag)
     held, _ = sequences(options.holdout)
     params = fit_parameters.build_parameters(base, kinds, joint_names, fit_model.index.mass_bodies)
-    scales = fitting.Scales(effort=options.effort_scale)
-    problem = fitting.make_problem(fit_model, train, joints, base, scales, options.threads)
+    scales = residual.Scales(effort=options.effort_scale)
+    problem = residual.make_problem(fit_model, train, joints, base, scales, options.threads)
     seconds = sum(s.duration for s in train)
     span = np.cumsum([s.duration for s in train])
-    sample = fitting.make_problem(
+    sample = residual.make_problem(
         fit_model, train[:max(1, int(np.searchsorted(span, precheck.JACOBIAN_SPAN,
                                                       side='right')))],
         joints, base, scales, options.threads)
@@ -318,7 +318,7 @@ def _run(options: argparse.Namespace) -> int:
         print(f'iteration {iteration:3d}  objective {objective:.6g}  {elapsed:7.1f} s',
               flush=True)
 
-    result = fitting.fit(problem, params, base, (options.grouped_iters, options.full_iters),
+    result = optimize.fit(problem, params, base, (options.grouped_iters, options.full_iters),
                          progress)
     if not np.all(np.isfinite(result.params.as_vector())) or not np.isfinite(
             result.objective[-1]):
@@ -328,14 +328,14 @@ def _run(options: argparse.Namespace) -> int:
     if fit_parameters.DELAY in result.params:
         print(f'command delay: fitted {result.values.command_delay * 1e3:.2f} ms, written as '
               f'{fitted.command_delay * 1e3:g} ms (whole {dt * 1e3:g} ms physics steps)')
-    train_eval = (fitting.evaluate(problem, params, base),
-                  fitting.evaluate(problem, params, fitted))
+    train_eval = (evaluation.evaluate(problem, params, base),
+                  evaluation.evaluate(problem, params, fitted))
     held_eval = None
     if held:
-        held_problem = fitting.make_problem(fit_model, held, joints, base, scales,
+        held_problem = residual.make_problem(fit_model, held, joints, base, scales,
                                             options.threads)
-        held_eval = (fitting.evaluate(held_problem, params, base),
-                     fitting.evaluate(held_problem, params, fitted))
+        held_eval = (evaluation.evaluate(held_problem, params, base),
+                     evaluation.evaluate(held_problem, params, fitted))
     out = fitted.with_provenance(**_provenance(options, model_path, result, train_eval,
                                                held_eval, seconds, hashes, profile))
     try:
@@ -365,12 +365,12 @@ def _run(options: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _start_delay(sample: fitting.Problem, params: sysid.ParameterDict, base: SimParams,
+def _start_delay(sample: residual.Problem, params: sysid.ParameterDict, base: SimParams,
                  recordings: Sequence[Recording], robot: RobotSpec, dt: float
                  ) -> dict[str, list[float]]:
     """Start the delay at the lowest point of its profile; return the profile (ms, mrad).
 
-    The profile (:func:`fitting.delay_profile`, on the check's sample of the training data)
+    The profile (:func:`evaluation.delay_profile`, on the check's sample of the training data)
     runs over 0 to the bound every :data:`DELAY_GRID` s, plus the controller law's guess from
     the efforts (:func:`estimate_delay`) where they carry a trace of the commands.
     """
@@ -380,7 +380,7 @@ def _start_delay(sample: fitting.Problem, params: sysid.ParameterDict, base: Sim
     delays = np.arange(0.0, fit_parameters.MAX_DELAY + 1e-9, DELAY_GRID)
     if guesses:
         delays = np.unique(np.append(delays, float(np.median(guesses))))
-    costs = fitting.delay_profile(sample, params, fit_parameters.to_sim_params(params, base),
+    costs = evaluation.delay_profile(sample, params, fit_parameters.to_sim_params(params, base),
                                   delays)
     best = float(delays[int(np.argmin(costs))])
     params[fit_parameters.DELAY].update_from_vector(np.array([best]))
@@ -393,12 +393,12 @@ def _start_delay(sample: fitting.Problem, params: sysid.ParameterDict, base: Sim
             'position_rms_mrad': [round(float(c) * 1e3, 4) for c in costs]}
 
 
-def _provenance(options: argparse.Namespace, model: Path, result: fitting.FitResult,
-                train: tuple[fitting.Evaluation, fitting.Evaluation],
-                held: tuple[fitting.Evaluation, fitting.Evaluation] | None,
+def _provenance(options: argparse.Namespace, model: Path, result: optimize.FitResult,
+                train: tuple[evaluation.Evaluation, evaluation.Evaluation],
+                held: tuple[evaluation.Evaluation, evaluation.Evaluation] | None,
                 seconds: float, hashes: dict[Path, str],
                 profile: dict[str, list[float]] | None) -> dict[str, object]:
-    def residuals(pair: tuple[fitting.Evaluation, fitting.Evaluation]) -> dict[str, object]:
+    def residuals(pair: tuple[evaluation.Evaluation, evaluation.Evaluation]) -> dict[str, object]:
         before, after = pair
         return {'position_rms_mrad': {'nominal': round(before.rms_q_total * 1e3, 4),
                                       'fitted': round(after.rms_q_total * 1e3, 4)},

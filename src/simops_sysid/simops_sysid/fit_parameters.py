@@ -168,7 +168,7 @@ class ModelFactory:
     ``base`` holds the values of everything not fitted (the model's nominal values).
     ``friction`` (7, T) are the arm joints' smooth-friction actuators, whose terms
     ``terms`` ((weight, slope) each) approximate ``-c tanh(qd / v)``
-    (:mod:`simops_sysid.fitting`).
+    (:mod:`simops_sysid.optimize`).
     """
 
     model: mujoco.MjModel

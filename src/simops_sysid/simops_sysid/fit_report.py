@@ -16,7 +16,9 @@ import matplotlib.pyplot as plt
 import numpy as np
 from mujoco import sysid
 
-from simops_sysid.fitting import SIGNALS, Evaluation, FitResult
+from simops_sysid.evaluation import Evaluation
+from simops_sysid.optimize import FitResult
+from simops_sysid.residual import SIGNALS
 
 CORRELATION_WARNING = 0.95   # |correlation| above which two parameters are called inseparable
 RELATIVE_INTERVAL_WARNING = 0.5  # 95 % half-width / |value| that calls a parameter poorly excited

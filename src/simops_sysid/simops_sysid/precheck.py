@@ -9,7 +9,7 @@ Two parts, from the sequences the fit would use:
   rollout per parameter, mujoco.sysid's residual, on the first :data:`JACOBIAN_SPAN` s): a
   parameter whose column is zero does not change the replay at all; one whose predicted
   95 % interval, for residuals at the scale of the measurement
-  (:class:`simops_sysid.fitting.Scales`), is wider than half its bound range is not
+  (:class:`simops_sysid.residual.Scales`), is wider than half its bound range is not
   determined by the data; and a pair whose estimates are correlated above
   :data:`CORRELATED` can trade one for the other.
 
@@ -27,7 +27,7 @@ import numpy as np
 from mujoco import sysid
 
 from simops_sysid.dataset import SequenceData
-from simops_sysid.fitting import Problem
+from simops_sysid.residual import Problem
 
 STILL = 0.01          # rad of range below which a joint is not excited at all
 WEAK_RANGE = 0.05     # rad of range below which excitation is weak

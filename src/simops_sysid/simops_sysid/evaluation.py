@@ -1,0 +1,66 @@
+"""A parameter set's replay error, in raw units, and the command delay's error profile."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+import numpy as np
+from mujoco import sysid
+
+from simops_core.sim_params import SimParams
+from simops_sysid.fit_parameters import (
+    set_from_sim_params,
+)
+from simops_sysid.residual import Problem
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """Replay error of one parameter set, in raw units, per fitted joint.
+
+    ``rms_q`` (J,) rad, ``rms_qd`` (J,) rad/s, ``rms_effort`` (J,) N*m; ``cost`` is half
+    the sum of squared scaled residuals; ``series`` (t, predicted, measured) per sequence,
+    columns as in :class:`JointResidual`.
+    """
+
+    rms_q: np.ndarray
+    rms_qd: np.ndarray
+    rms_effort: np.ndarray
+    cost: float
+    series: tuple[tuple[np.ndarray, np.ndarray, np.ndarray], ...]
+
+    @property
+    def rms_q_total(self) -> float:
+        """RMS position error over every fitted joint and sample (rad)."""
+        return float(np.sqrt(np.mean(self.rms_q ** 2)))
+
+
+def evaluate(problem: Problem, params: sysid.ParameterDict, values: SimParams) -> Evaluation:
+    """Replay every sequence with ``values`` (through ``params``' layout) and measure errors."""
+    trial = params.copy()
+    x = set_from_sim_params(trial, values)
+    residuals, pred_lists, record_lists = problem.residual_fn(x, trial, return_pred_all=True)
+    preds = [p[0] for p in pred_lists]        # one candidate model: the first of each list
+    records = [m[0] for m in record_lists]
+    predicted = np.vstack([p.data for p in preds])
+    measured = np.vstack([m.data for m in records])
+    joints = len(problem.residual.joints)
+    rms = np.sqrt(np.mean((predicted - measured) ** 2, axis=0)).reshape(3, joints)
+    flat = np.concatenate(residuals)
+    series = tuple((m.times, p.data, m.data) for p, m in zip(preds, records, strict=True))
+    return Evaluation(rms[0], rms[1], rms[2], 0.5 * float(flat @ flat), series)
+
+
+def delay_profile(problem: Problem, params: sysid.ParameterDict, values: SimParams,
+                  delays: np.ndarray) -> np.ndarray:
+    """The replay's position error (rad RMS) at each command delay of ``delays`` (D,) s.
+
+    Every other parameter keeps its value in ``values``. The delay is not convex (a lag
+    the controller's own dynamics imitate makes local minima), so the fit starts it from
+    this profile's lowest point; a flat profile says the data do not determine it.
+    Positions alone judge it: efforts that do not follow the commands (a real arm's
+    position interface, a tool, efforts that are not the controller's) leave it intact.
+    """
+    return np.array([evaluate(problem, params, dataclasses.replace(
+        values, command_delay=float(d))).rms_q_total for d in delays])
