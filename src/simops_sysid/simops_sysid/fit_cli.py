@@ -24,7 +24,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -36,12 +36,13 @@ from simops_core.command_line import (
     EXIT_DATA,
     EXIT_OK,
     CommandLineParser,
+    ConfigError,
     UsageError,
     exit_codes,
     fail,
 )
 from simops_core.paths import resolve_resource
-from simops_core.robot_spec import RobotSpec, SpecError, load_robot_spec
+from simops_core.robot_spec import RobotSpec, load_robot_spec
 from simops_core.sim_params import (
     END_EFFECTORS,
     SimParams,
@@ -50,7 +51,7 @@ from simops_core.sim_params import (
     save_sim_params,
     sim_params_to_dict,
 )
-from simops_core.topics import TopicConfigError, load_topics
+from simops_core.topics import TopicSpec, load_topics
 from simops_sim.model_index import ModelError
 from simops_sysid import evaluation, fit_parameters, optimize, precheck, residual, sysid_model
 from simops_sysid.dataset import (
@@ -159,7 +160,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _fail(EXIT_CONFIG, str(exc))
     except (DataError, BagError) as exc:
         return _fail(EXIT_DATA, str(exc))
-    except (SpecError, TopicConfigError, ModelError, SimParamsError, FileNotFoundError) as exc:
+    except (ConfigError, FileNotFoundError) as exc:
         return _fail(EXIT_CONFIG, str(exc))
 
 
@@ -220,7 +221,68 @@ def _save(params: SimParams, out: Path) -> Path | None:
         return Path('-')
 
 
+@dataclass(frozen=True)
+class Plan:
+    """What a run fits, checked before any data is read but the first bag's joint names.
+
+    ``kinds``: the parameter kinds; ``joint_names`` and ``joints``: the fitted arm joints by
+    name and spec index; ``model``: the MJCF; ``hashes``: each bag's sha256; ``mode``:
+    ``trajectory`` or ``torque``.
+    """
+
+    robot: RobotSpec
+    topics: dict[str, TopicSpec]
+    kinds: tuple[str, ...]
+    joint_names: list[str]
+    joints: list[int]
+    model: Path
+    hashes: dict[Path, str]
+    mode: str
+
+
+@dataclass(frozen=True)
+class TrajectoryFit:
+    """A trajectory fit's outcome: the SimParams to write, with provenance, and its report.
+
+    The report shows the optimiser's result, the parameter layout, the fitted joints, the
+    nominal and fitted replay errors on the training and held-out sequences; ``dt`` s is
+    the physics step.
+    """
+
+    params: SimParams
+    result: optimize.FitResult
+    layout: sysid.ParameterDict
+    joint_names: list[str]
+    train: tuple[evaluation.Evaluation, evaluation.Evaluation]
+    held: tuple[evaluation.Evaluation, evaluation.Evaluation] | None
+    dt: float
+
+
+class RefusedError(Exception):
+    """The run stops with ``code`` (an exit code) and one line, ``message``."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
 def _run(options: argparse.Namespace) -> int:
+    plan = plan_fit(options)
+    try:
+        if plan.mode == 'torque':
+            return save_outputs(options, fit_torque(plan, options), None)
+        fitted = fit_trajectory(plan, options)
+    except RefusedError as exc:
+        return _fail(exc.code, str(exc))
+    return EXIT_OK if fitted is None else save_outputs(options, fitted.params, fitted)
+
+
+def plan_fit(options: argparse.Namespace) -> Plan:
+    """Check the options and the outputs, find the robot and the mode; see :class:`Plan`.
+
+    Raises :class:`UsageError` for an option out of range or an output that cannot be
+    written, :class:`ConfigError` for a robot spec, topics file or parameter kind.
+    """
     if not 5.0 <= options.sequence_length <= 20.0:
         raise UsageError(f'--sequence-length {options.sequence_length} s is outside 5-20 s')
     if not 10.0 <= options.rate <= 1000.0:
@@ -233,7 +295,7 @@ def _run(options: argparse.Namespace) -> int:
         raise UsageError(f'--threads must be in 1-{MAX_THREADS}, got {options.threads}')
     _check_outputs(options.out, options.report)
     try:
-        kinds = fit_parameters.parse_kinds(options.params)
+        kinds = tuple(fit_parameters.parse_kinds(options.params))
     except fit_parameters.ParameterError as exc:
         raise UsageError(str(exc)) from None
     topics = load_topics()
@@ -246,8 +308,7 @@ def _run(options: argparse.Namespace) -> int:
     if unknown:
         raise UsageError(f'--joints names {unknown[0]!r}, not an arm joint of {robot.name} '
                          f'({", ".join(robot.arm_joints)})')
-    joints = [robot.arm_joints.index(j) for j in joint_names]
-    model_path = resolve_resource(options.model or f'models/{robot.name}/scene.xml')
+    model = resolve_resource(options.model or f'models/{robot.name}/scene.xml')
     hashes = {bag: bag_sha256(bag) for bag in [*options.bag, *options.holdout]}
     mode = options.mode
     if mode == 'auto':
@@ -256,19 +317,27 @@ def _run(options: argparse.Namespace) -> int:
         print(f'mode {mode}: {options.bag[0]} has '
               + ('commands' if mode == 'trajectory' else 'no commands, so the efforts alone'),
               flush=True)
-    if mode == 'torque':
-        try:
-            fitted_torque = run_torque(options.bag, options.holdout, robot, model_path, topics,
-                                       hashes, options.end_effector, 'payload' in kinds)
-        except TorqueDataError as exc:
-            raise DataError(str(exc)) from None
-        fallback = _save(fitted_torque, options.out)
-        if fallback is not None:
-            return _fail(EXIT_SAVED_ELSEWHERE, f'the fitted parameters are in {fallback}')
-        print(f'wrote {options.out}')
-        return EXIT_OK
+    return Plan(robot, topics, kinds, joint_names,
+                [robot.arm_joints.index(j) for j in joint_names], model, hashes, mode)
+
+
+def fit_torque(plan: Plan, options: argparse.Namespace) -> SimParams:
+    """Torque mode: friction and torque offsets from the efforts (with provenance)."""
     try:
-        fit_model = sysid_model.load_fit_model(model_path, robot)
+        return run_torque(options.bag, options.holdout, plan.robot, plan.model, plan.topics,
+                          plan.hashes, options.end_effector, 'payload' in plan.kinds)
+    except TorqueDataError as exc:
+        raise DataError(str(exc)) from None
+
+
+def fit_trajectory(plan: Plan, options: argparse.Namespace) -> TrajectoryFit | None:
+    """Trajectory mode: sequences, the delay's start, the check, the fit and its evaluation.
+
+    Returns None with ``--check-only``; raises :class:`RefusedError` when the check fails, the
+    fit diverges or its result is outside SimParams' ranges.
+    """
+    try:
+        fit_model = sysid_model.load_fit_model(plan.model, plan.robot)
     except ValueError as exc:  # MuJoCo's MJCF parser
         raise ModelError(' '.join(str(exc).split())) from None
     base = replace(sysid_model.nominal(fit_model), end_effector=options.end_effector)
@@ -278,10 +347,10 @@ def _run(options: argparse.Namespace) -> int:
     def sequences(bags: Sequence[Path]) -> tuple[list[SequenceData], list[Recording]]:
         out, recordings = [], []
         for bag in bags:
-            recording = load_recording(bag, robot, topics)
+            recording = load_recording(bag, plan.robot, plan.topics)
             recordings.append(recording)
             kept, lagging = split_sequences(recording, dt, options.sequence_length,
-                                            options.rate, history, joints)
+                                            options.rate, history, plan.joints)
             out += kept
             print(f'{bag}: {recording.joint_states_topic} + {recording.commands.source}: '
                   f'{len(kept)} sequences, {sum(s.duration for s in kept):.1f} s'
@@ -291,69 +360,84 @@ def _run(options: argparse.Namespace) -> int:
 
     train, recordings = sequences(options.bag)
     held, _ = sequences(options.holdout)
-    params = fit_parameters.build_parameters(base, kinds, joint_names, fit_model.index.mass_bodies)
+    params = fit_parameters.build_parameters(base, list(plan.kinds), plan.joint_names,
+                                             fit_model.index.mass_bodies)
     scales = residual.Scales(effort=options.effort_scale)
-    problem = residual.make_problem(fit_model, train, joints, base, scales, options.threads)
+
+    def problem_of(chosen: Sequence[SequenceData]) -> residual.Problem:
+        return residual.make_problem(fit_model, chosen, plan.joints, base, scales,
+                                     options.threads)
+
+    problem = problem_of(train)
     seconds = sum(s.duration for s in train)
     span = np.cumsum([s.duration for s in train])
-    sample = residual.make_problem(
-        fit_model, train[:max(1, int(np.searchsorted(span, precheck.JACOBIAN_SPAN,
-                                                      side='right')))],
-        joints, base, scales, options.threads)
-    profile = (_start_delay(sample, params, base, recordings, robot, dt)
+    sample = problem_of(train[:max(1, int(np.searchsorted(span, precheck.JACOBIAN_SPAN,
+                                                          side='right')))])
+    profile = (_start_delay(sample, params, base, recordings, plan.robot, dt)
                if fit_parameters.DELAY in params else None)
     started = time.perf_counter()
-    found = precheck.check(sample, train, params, joint_names)
+    found = precheck.check(sample, train, params, plan.joint_names)
     report = found.lines()
     report[0] += f' ({time.perf_counter() - started:.1f} s)'
     print('\n'.join(report), flush=True)
     if found.verdict == 'fail' and not options.skip_check:
-        return _fail(EXIT_CHECK, f'check failed: {found.reason()}; --skip-check fits anyway')
+        raise RefusedError(EXIT_CHECK, f'check failed: {found.reason()}; --skip-check fits anyway')
     if options.check_only:
-        return EXIT_OK
-    print(f'fitting {params.size} parameters ({",".join(kinds)}) to {len(train)} sequences, '
-          f'{seconds:.1f} s', flush=True)
+        return None
+    print(f'fitting {params.size} parameters ({",".join(plan.kinds)}) to {len(train)} '
+          f'sequences, {seconds:.1f} s', flush=True)
 
     def progress(iteration: int, objective: float, elapsed: float) -> None:
         print(f'iteration {iteration:3d}  objective {objective:.6g}  {elapsed:7.1f} s',
               flush=True)
 
     result = optimize.fit(problem, params, base, (options.grouped_iters, options.full_iters),
-                         progress)
+                          progress)
     if not np.all(np.isfinite(result.params.as_vector())) or not np.isfinite(
             result.objective[-1]):
-        return _fail(EXIT_FIT, 'the fit diverged (non-finite parameters or objective); '
-                               'check the bags and --params')
+        raise RefusedError(EXIT_FIT, 'the fit diverged (non-finite parameters or objective); '
+                                'check the bags and --params')
     fitted = fit_parameters.whole_step_delay(result.values, dt)
     if fit_parameters.DELAY in result.params:
         print(f'command delay: fitted {result.values.command_delay * 1e3:.2f} ms, written as '
               f'{fitted.command_delay * 1e3:g} ms (whole {dt * 1e3:g} ms physics steps)')
-    train_eval = (evaluation.evaluate(problem, params, base),
-                  evaluation.evaluate(problem, params, fitted))
-    held_eval = None
-    if held:
-        held_problem = residual.make_problem(fit_model, held, joints, base, scales,
-                                            options.threads)
-        held_eval = (evaluation.evaluate(held_problem, params, base),
-                     evaluation.evaluate(held_problem, params, fitted))
-    out = fitted.with_provenance(**_provenance(options, model_path, result, train_eval,
-                                               held_eval, seconds, hashes, profile))
+
+    def errors(of: residual.Problem) -> tuple[evaluation.Evaluation, evaluation.Evaluation]:
+        return evaluation.evaluate(of, params, base), evaluation.evaluate(of, params, fitted)
+
+    train_eval = errors(problem)
+    held_eval = errors(problem_of(held)) if held else None
+    out = fitted.with_provenance(**_provenance(options, plan.model, result, train_eval,
+                                               held_eval, seconds, plan.hashes, profile))
     try:
         parse_sim_params(sim_params_to_dict(out), source='the fitted parameters')
     except SimParamsError as exc:
-        return _fail(EXIT_FIT, f'{exc}; the data do not constrain this fit: check the bags '
-                               'and --params')
+        raise RefusedError(EXIT_FIT, f'{exc}; the data do not constrain this fit: check the bags '
+                                'and --params') from None
     for label, pair in (('training', train_eval), ('held-out', held_eval)):
         if pair is not None:
             print(f'{label} position RMS: nominal {pair[0].rms_q_total * 1e3:.3f} mrad, '
                   f'fitted {pair[1].rms_q_total * 1e3:.3f} mrad')
-    fallback = _save(out, options.out)
+    return TrajectoryFit(out, result, params, plan.joint_names, train_eval, held_eval, dt)
+
+
+def save_outputs(options: argparse.Namespace, params: SimParams,
+                 fitted: TrajectoryFit | None) -> int:
+    """Write ``params`` to ``--out`` and, for a trajectory fit, the report to ``--report``.
+
+    An output that cannot be written at the end loses nothing: the parameters go to a
+    temporary file (or stdout), named on the last line, with :data:`EXIT_SAVED_ELSEWHERE`.
+    """
+    fallback = _save(params, options.out)
     if fallback is None:
-        print(f'wrote {options.out} ({result.iterations} iterations, {result.wall:.1f} s)')
-    if options.report is not None:
+        print(f'wrote {options.out}' + (
+            f' ({fitted.result.iterations} iterations, {fitted.result.wall:.1f} s)'
+            if fitted is not None else ''))
+    if fitted is not None and options.report is not None:
         try:
-            summary = write_report(options.report, result, params, joint_names, train_eval,
-                                   held_eval, dt)
+            summary = write_report(options.report, fitted.result, fitted.layout,
+                                   fitted.joint_names, fitted.train, fitted.held,
+                                   fitted.dt)
             print(f'wrote {summary}')
         except OSError as exc:
             print(f'{PROG}: cannot write the report into {options.report}: '
