@@ -53,7 +53,15 @@ from simops_core.sim_params import (
 )
 from simops_core.topics import TopicSpec, load_topics
 from simops_sim.model_index import ModelError
-from simops_sysid import evaluation, fit_parameters, optimize, precheck, residual, sysid_model
+from simops_sysid import (
+    evaluation,
+    fit_parameters,
+    optimize,
+    precheck,
+    recording_checks,
+    residual,
+    sysid_model,
+)
 from simops_sysid.dataset import (
     DataError,
     Recording,
@@ -323,6 +331,10 @@ def plan_fit(options: argparse.Namespace) -> Plan:
 
 def fit_torque(plan: Plan, options: argparse.Namespace) -> SimParams:
     """Torque mode: friction and torque offsets from the efforts (with provenance)."""
+    loaded = [load_states(bag, plan.robot, plan.topics) for bag in options.bag]
+    warning = recording_checks.flange_load(plan.model, plan.robot, loaded, options.end_effector)
+    if warning:
+        print(f'check: warning: {warning}', flush=True)
     try:
         return run_torque(options.bag, options.holdout, plan.robot, plan.model, plan.topics,
                           plan.hashes, options.end_effector, 'payload' in plan.kinds)
@@ -379,6 +391,9 @@ def fit_trajectory(plan: Plan, options: argparse.Namespace) -> TrajectoryFit | N
     found = precheck.check(sample, train, params, plan.joint_names)
     report = found.lines()
     report[0] += f' ({time.perf_counter() - started:.1f} s)'
+    report += [f'  warning: {line}' for line in (
+        recording_checks.flange_load(plan.model, plan.robot, recordings, options.end_effector),
+        recording_checks.command_rate(recordings)) if line]
     print('\n'.join(report), flush=True)
     if found.verdict == 'fail' and not options.skip_check:
         raise RefusedError(EXIT_CHECK, f'check failed: {found.reason()}; --skip-check fits anyway')
