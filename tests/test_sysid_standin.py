@@ -177,7 +177,7 @@ def test_held_out_replay_error_drops_10x_to_0_3_mrad_and_is_in_provenance(fitted
 def test_report_has_plots_table_bounds_and_warnings(fitted: Fitted) -> None:
     summary = (fitted.report / 'summary.md').read_text()
     for heading in ('## Parameters (95 % confidence half-widths)', '## Parameters at their bounds',
-                    '## Warnings', '## Replay error'):
+                    '## Warnings', '## Replay error', '## Command delay profile'):
         assert heading in summary
     for joint in SPEC.arm_joints:
         assert (fitted.report / f'{joint}.png').stat().st_size > 10_000

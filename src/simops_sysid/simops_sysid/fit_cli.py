@@ -261,6 +261,8 @@ class TrajectoryFit:
     result: optimize.FitResult
     layout: sysid.ParameterDict
     joint_names: list[str]
+    delay_profile: dict[str, list[float]] | None
+    checks: list[str]
     train: tuple[evaluation.Evaluation, evaluation.Evaluation]
     held: tuple[evaluation.Evaluation, evaluation.Evaluation] | None
     dt: float
@@ -391,9 +393,10 @@ def fit_trajectory(plan: Plan, options: argparse.Namespace) -> TrajectoryFit | N
     found = precheck.check(sample, train, params, plan.joint_names)
     report = found.lines()
     report[0] += f' ({time.perf_counter() - started:.1f} s)'
-    report += [f'  warning: {line}' for line in (
+    checks = [line for line in (
         recording_checks.flange_load(plan.model, plan.robot, recordings, options.end_effector),
         recording_checks.command_rate(recordings)) if line]
+    report += [f'  warning: {line}' for line in checks]
     print('\n'.join(report), flush=True)
     if found.verdict == 'fail' and not options.skip_check:
         raise RefusedError(EXIT_CHECK, f'check failed: {found.reason()}; --skip-check fits anyway')
@@ -433,7 +436,8 @@ def fit_trajectory(plan: Plan, options: argparse.Namespace) -> TrajectoryFit | N
         if pair is not None:
             print(f'{label} position RMS: nominal {pair[0].rms_q_total * 1e3:.3f} mrad, '
                   f'fitted {pair[1].rms_q_total * 1e3:.3f} mrad')
-    return TrajectoryFit(out, result, params, plan.joint_names, train_eval, held_eval, dt)
+    return TrajectoryFit(out, result, params, plan.joint_names, profile, checks, train_eval,
+                         held_eval, dt)
 
 
 def save_outputs(options: argparse.Namespace, params: SimParams,
@@ -452,7 +456,7 @@ def save_outputs(options: argparse.Namespace, params: SimParams,
         try:
             summary = write_report(options.report, fitted.result, fitted.layout,
                                    fitted.joint_names, fitted.train, fitted.held,
-                                   fitted.dt)
+                                   fitted.dt, fitted.delay_profile, fitted.checks)
             print(f'wrote {summary}')
         except OSError as exc:
             print(f'{PROG}: cannot write the report into {options.report}: '

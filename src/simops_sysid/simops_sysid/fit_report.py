@@ -5,7 +5,7 @@ Plain functions over the fit's results; matplotlib draws off-screen (Agg), no di
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -63,11 +63,16 @@ def diagnose(result: FitResult) -> Diagnosis:
 
 def write_report(folder: Path, result: FitResult, initial: sysid.ParameterDict,
                  joints: Sequence[str], train: tuple[Evaluation, Evaluation],
-                 holdout: tuple[Evaluation, Evaluation] | None, delay_step: float) -> Path:
+                 holdout: tuple[Evaluation, Evaluation] | None, delay_step: float,
+                 delay_profile: Mapping[str, Sequence[float]] | None = None,
+                 checks: Sequence[str] = ()) -> Path:
     """Write summary.md and one PNG per fitted joint into ``folder``; return summary.md.
 
     ``train`` and ``holdout`` are (nominal, fitted) evaluations; the plots show the first
     held-out sequence if there is one, else the first training sequence.
+    ``delay_profile``: the replay's position error over command delays (``delay_ms``,
+    ``position_rms_mrad``), where the fit started the delay; ``checks``: the check's
+    warnings about the recording.
     """
     folder.mkdir(parents=True, exist_ok=True)
     shown = holdout if holdout is not None else train
@@ -99,8 +104,18 @@ def write_report(folder: Path, result: FitResult, initial: sysid.ParameterDict,
               f'{delay_step * 1e3:g} ms, as the simulator runs it.', '',
               '## Parameters at their bounds', '']
     lines += [f'- {n}' for n in diagnosis.at_bounds] or ['none']
+    if delay_profile is not None:
+        lowest = min(delay_profile['position_rms_mrad'])
+        lines += ['', '## Command delay profile', '',
+                  'The replay\'s position error at each command delay, every other parameter '
+                  'nominal; the fit started the delay at the lowest. A flat profile is a '
+                  'delay the data do not determine.', '',
+                  '| delay (ms) | position RMS (mrad) | relative |', '|---|---|---|']
+        lines += [f'| {d:g} | {e:.4f} | {e / lowest:.2f} |' for d, e in zip(
+            delay_profile['delay_ms'], delay_profile['position_rms_mrad'], strict=True)]
     lines += ['', '## Warnings', '']
-    warnings = [f'- {n}: poorly excited (95 % interval above '
+    warnings = [f'- {line}' for line in checks]
+    warnings += [f'- {n}: poorly excited (95 % interval above '
                 f'{RELATIVE_INTERVAL_WARNING:.0%} of its value); excite longer or harder'
                 for n in diagnosis.poorly_excited]
     warnings += [f'- {a} and {b} are inseparable in this data (correlation {c:+.3f})'
