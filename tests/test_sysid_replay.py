@@ -20,6 +20,7 @@ from simops_core.topics import load_topics
 from simops_sim.delay import shift_commands
 from simops_sysid import evaluation, fit_parameters, residual, sysid_model
 from simops_sysid.dataset import Recording, load_recording, split_sequences, start_position
+from simops_sysid.evaluation import delay_starts
 from simops_sysid.lag import estimate_delay
 from simops_sysid.replay import delayed
 
@@ -132,3 +133,15 @@ def test_the_delay_profile_finds_a_delay_the_efforts_do_not_show(tmp_path: Path)
     profile = evaluation.delay_profile(problem, params, base, delays)
     assert abs(delays[int(np.argmin(profile))] - 0.016) <= 0.005, profile
     assert profile[0] > 1.3 * profile.min()   # a zero start lies well up the profile
+
+
+def test_the_fit_starts_from_each_valley_of_the_delay_profile() -> None:
+    delays = np.arange(0.0, 0.0501, 0.005)
+    one = np.abs(delays - 0.015) + 1.0
+    assert delay_starts(delays, one) == [pytest.approx(0.015)]
+    two = np.minimum(np.abs(delays - 0.005) * 100 + 1.0, np.abs(delays - 0.03) * 100 + 0.9)
+    assert delay_starts(delays, two) == [pytest.approx(0.03), pytest.approx(0.005)]
+    far = np.minimum(np.abs(delays - 0.005) * 100 + 2.0, np.abs(delays - 0.03) * 100 + 0.9)
+    assert delay_starts(delays, far) == [pytest.approx(0.03)]   # 2.0 > 1.5 x 0.9
+    flat = np.ones_like(delays)
+    assert len(delay_starts(delays, flat)) == 3

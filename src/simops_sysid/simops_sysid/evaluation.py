@@ -64,3 +64,20 @@ def delay_profile(problem: Problem, params: sysid.ParameterDict, values: SimPara
     """
     return np.array([evaluate(problem, params, dataclasses.replace(
         values, command_delay=float(d))).rms_q_total for d in delays])
+
+
+def delay_starts(delays: np.ndarray, costs: np.ndarray, within: float = 1.5, most: int = 3
+                 ) -> list[float]:
+    """The delays (s) a fit starts from: the profile's local minima, the lowest first.
+
+    ``delays`` (D,) s ascending and ``costs`` (D,) their errors; a minimum counts when its
+    error is at most ``within`` times the lowest, and at most ``most`` of them do. LM from
+    each, the best objective kept, is a multi-start search: a delay the controller's own
+    lag imitates leaves a second valley.
+    """
+    inner = [i for i in range(delays.size)
+             if (i == 0 or costs[i] <= costs[i - 1])
+             and (i == delays.size - 1 or costs[i] <= costs[i + 1])]
+    chosen = sorted((i for i in inner if costs[i] <= within * costs.min()),
+                    key=lambda i: costs[i])[:most]
+    return [float(delays[i]) for i in chosen]

@@ -387,8 +387,8 @@ def fit_trajectory(plan: Plan, options: argparse.Namespace) -> TrajectoryFit | N
     span = np.cumsum([s.duration for s in train])
     sample = problem_of(train[:max(1, int(np.searchsorted(span, precheck.JACOBIAN_SPAN,
                                                           side='right')))])
-    profile = (_start_delay(sample, params, base, recordings, plan.robot, dt)
-               if fit_parameters.DELAY in params else None)
+    profile, starts = (_start_delay(sample, params, base, recordings, plan.robot, dt)
+                       if fit_parameters.DELAY in params else (None, [None]))
     started = time.perf_counter()
     found = precheck.check(sample, train, params, plan.joint_names)
     report = found.lines()
@@ -409,8 +409,17 @@ def fit_trajectory(plan: Plan, options: argparse.Namespace) -> TrajectoryFit | N
         print(f'iteration {iteration:3d}  objective {objective:.6g}  {elapsed:7.1f} s',
               flush=True)
 
-    result = optimize.fit(problem, params, base, (options.grouped_iters, options.full_iters),
-                          progress)
+    runs = []
+    for start in starts:   # one LM run per valley of the delay's profile, the best kept
+        trial = params.copy()
+        if start is not None:
+            trial[fit_parameters.DELAY].update_from_vector(np.array([start]))
+            if len(starts) > 1:
+                print(f'command delay from {start * 1e3:g} ms:', flush=True)
+        runs.append((optimize.fit(problem, trial, base,
+                                  (options.grouped_iters, options.full_iters), progress), trial))
+    result, params = min(runs, key=lambda run: float(np.nan_to_num(run[0].objective[-1],
+                                                                    nan=np.inf)))
     if not np.all(np.isfinite(result.params.as_vector())) or not np.isfinite(
             result.objective[-1]):
         raise RefusedError(EXIT_FIT, 'the fit diverged (non-finite parameters or objective); '
@@ -470,12 +479,13 @@ def save_outputs(options: argparse.Namespace, params: SimParams,
 
 def _start_delay(sample: residual.Problem, params: sysid.ParameterDict, base: SimParams,
                  recordings: Sequence[Recording], robot: RobotSpec, dt: float
-                 ) -> dict[str, list[float]]:
-    """Start the delay at the lowest point of its profile; return the profile (ms, mrad).
+                 ) -> tuple[dict[str, list[float]], list[float]]:
+    """The delay's profile (ms, mrad) and the delays (s) the fit starts from, lowest first.
 
     The profile (:func:`evaluation.delay_profile`, on the check's sample of the training data)
     runs over 0 to the bound every :data:`DELAY_GRID` s, plus the controller law's guess from
-    the efforts (:func:`estimate_delay`) where they carry a trace of the commands.
+    the efforts (:func:`estimate_delay`) where they carry a trace of the commands; the starts
+    are its valleys (:func:`evaluation.delay_starts`). ``params`` starts at the lowest.
     """
     guesses = [g for r in recordings if np.any(r.effort[:, :7])
                and (g := estimate_delay(r, dt, fit_parameters.MAX_DELAY, robot.gain_p,
@@ -485,15 +495,18 @@ def _start_delay(sample: residual.Problem, params: sysid.ParameterDict, base: Si
         delays = np.unique(np.append(delays, float(np.median(guesses))))
     costs = evaluation.delay_profile(sample, params, fit_parameters.to_sim_params(params, base),
                                   delays)
-    best = float(delays[int(np.argmin(costs))])
+    starts = evaluation.delay_starts(delays, costs)
+    best = starts[0]
     params[fit_parameters.DELAY].update_from_vector(np.array([best]))
     relative = ' '.join(f'{d * 1e3:g}:{c / costs.min():.2f}'
                         for d, c in zip(delays, costs, strict=True))
     print(f'command delay starts from {best * 1e3:.1f} ms, the lowest of its profile '
           f'(ms:position error relative to the lowest, {relative})'
-          + ('' if guesses else '; the efforts carry no trace of the commands'), flush=True)
-    return {'delay_ms': [round(float(d) * 1e3, 3) for d in delays],
-            'position_rms_mrad': [round(float(c) * 1e3, 4) for c in costs]}
+          + ('' if guesses else '; the efforts carry no trace of the commands')
+          + ('' if len(starts) == 1 else '; the fit starts from each valley: '
+             + ', '.join(f'{d * 1e3:g} ms' for d in starts)), flush=True)
+    return ({'delay_ms': [round(float(d) * 1e3, 3) for d in delays],
+             'position_rms_mrad': [round(float(c) * 1e3, 4) for c in costs]}, starts)
 
 
 def _provenance(options: argparse.Namespace, model: Path, result: optimize.FitResult,
