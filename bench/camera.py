@@ -68,7 +68,7 @@ def cpu_share(width: int, height: int, frames: int = 60) -> float:
     import numpy as np
 
     from simops_sim.rgbd import metric_depth
-    from simops_sim.wire import ImageEncoder
+    from simops_sim.serialized_messages import ImageEncoder
 
     rng = np.random.default_rng(0)
     color = rng.integers(0, 256, (height, width, 3), dtype=np.uint8)

@@ -20,7 +20,7 @@ from simops_core.sim_params import PayloadParams, SimParams, load_sim_params, me
 from simops_core.topics import load_topics
 from simops_sim.model_index import load_model
 from simops_sim.physics import Physics
-from simops_sysid.dataset import load_states
+from simops_sysid.recording import load_states
 from simops_sysid.torque_fit import (
     JointFriction,
     apply_friction,

@@ -9,7 +9,7 @@ from sysid_helpers import HIDDEN, MODEL, SPEC, simulate, write_bag
 
 from simops_core.sim_params import SimParams, load_sim_params, merge_sim_params
 from simops_core.topics import load_topics
-from simops_sysid.dataset import States, load_recording, load_states
+from simops_sysid.recording import States, load_recording, load_states
 from simops_sysid.recording_checks import command_rate, flange_load
 
 TOPICS = load_topics()

@@ -19,9 +19,9 @@ from simops_core.sim_params import load_sim_params
 from simops_core.topics import load_topics
 from simops_sim.delay import shift_commands
 from simops_sysid import evaluation, fit_parameters, residual, sysid_model
-from simops_sysid.dataset import Recording, load_recording, split_sequences, start_position
 from simops_sysid.evaluation import delay_starts
 from simops_sysid.lag import estimate_delay
+from simops_sysid.recording import Recording, load_recording, split_sequences, start_position
 from simops_sysid.replay import delayed
 
 

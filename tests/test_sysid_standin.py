@@ -30,7 +30,7 @@ from simops_core.sim_params import load_sim_params
 from simops_core.topics import load_topics
 from simops_sim.model_params import sensor_bias
 from simops_sim.physics import Physics
-from simops_sysid.dataset import load_recording, split_sequences
+from simops_sysid.recording import load_recording, split_sequences
 
 SPEC = load_robot_spec('fr3')
 HIDDEN = load_sim_params(REPO / 'config/sim_params/standin_hidden.yaml')

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 from simops_bringup.command_lines import ExecutableNotFoundError, command_line
 from simops_bringup.graph import PROFILES, GraphError, NodeSpec, build_graph, launch_arguments
-from simops_bringup.supervisor import Command, Supervisor
+from simops_bringup.process_supervisor import Command, Supervisor
 from simops_core.command_line import EXIT_OK, EXIT_USAGE, CommandLineParser, UsageError, exit_codes
 from simops_core.dds_isolation import NoFreeDomainError, claim_domain_id, isolated_env
 

@@ -37,9 +37,9 @@ from simops_sim.follow_action import FollowJointTrajectoryServer
 from simops_sim.follow_goal import goal_problem
 from simops_sim.joint_commands import CommandError, check_command, parse_joint_command
 from simops_sim.robot_state import RobotStatePublisher
+from simops_sim.serialized_messages import JointStateEncoder, PoseStampedEncoder
 from simops_sim.stepper import Warn
 from simops_sim.trajectory_plan import check_goal, goal_from_message
-from simops_sim.wire import JointStateEncoder, PoseStampedEncoder
 
 ARM_TOPICS = ('joint_states', 'ee_pose', 'object_pose', 'robot_state', 'joint_commands',
               'joint_trajectory', 'goal_pose')
@@ -134,7 +134,7 @@ class ArmPorts:
     # --- physics thread ------------------------------------------------------------------
 
     def publish(self, frame: Frame) -> None:
-        """Publish the arm's ``frame`` (pre-serialized messages; see :mod:`simops_sim.wire`)."""
+        """Publish the arm's ``frame``, pre-serialized (:mod:`simops_sim.serialized_messages`)."""
         stamp = frame.stamp_ns
         with self._wire_lock:
             if frame.joints is not None:

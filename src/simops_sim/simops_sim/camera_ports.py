@@ -30,8 +30,8 @@ from simops_ros.qos import qos_from_spec
 from simops_sim.appearance import load_appearance
 from simops_sim.camera_loop import CameraLoop
 from simops_sim.rgbd import RenderError, RgbdImage, gl_backend
+from simops_sim.serialized_messages import CameraInfoEncoder, ImageEncoder
 from simops_sim.stepper import Stepper
-from simops_sim.wire import CameraInfoEncoder, ImageEncoder
 
 
 class CameraPorts:

@@ -5,8 +5,8 @@ The simulator node publishes ``robot_state`` of ``config/topics.yaml``
 franka_ros2's broadcaster) every 1 / ``robot_state_rate`` s of sim time (the real
 broadcaster: 1 kHz); its physics thread hands over the states
 (:attr:`simops_sim.arm_lane.Frame.robot`), pre-serialized
-(:class:`~simops_sim.wire.RobotStateEncoder`). SimOps fills what the simulator knows, the
-rest stays zero:
+(:class:`~simops_sim.serialized_messages.RobotStateEncoder`). SimOps fills what the
+simulator knows, the rest stays zero:
 
 - ``header`` (the simulator's stamp, the base frame) and ``time`` (sim time, s);
 - ``measured_joint_state`` (q, dq, tau_J as on ``joint_states``, without their noise) and
@@ -26,7 +26,7 @@ from simops_core.robot_spec import RobotSpec
 from simops_core.topics import TopicSpec
 from simops_ros.qos import qos_profile
 from simops_sim.arm_lane import FollowState
-from simops_sim.wire import RobotStateEncoder
+from simops_sim.serialized_messages import RobotStateEncoder
 
 
 class RobotStatePublisher:

@@ -52,8 +52,8 @@ from simops_sim.arm_ports import ArmPorts, arm_topics
 from simops_sim.camera_ports import SimCameras
 from simops_sim.model_index import load_model, parse_joint_map
 from simops_sim.randomization import default_randomization
+from simops_sim.serialized_messages import ClockEncoder
 from simops_sim.stepper import Stepper, Timing, open_viewer
-from simops_sim.wire import ClockEncoder
 from simops_sim.world import World
 
 NODE_NAME = 'sim'

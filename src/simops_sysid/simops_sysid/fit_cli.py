@@ -3,7 +3,7 @@
 Two modes, chosen by ``--mode`` (``auto``: trajectory when the bags hold commands, else
 torque):
 
-- ``trajectory``: reads joint states and commands (:mod:`simops_sysid.dataset`), fits by
+- ``trajectory``: reads joint states and commands (:mod:`simops_sysid.recording`), fits by
   open-loop replay with mujoco.sysid (:mod:`simops_sysid.optimize`): controller gains,
   friction, sensor offsets, command delay;
 - ``torque``: reads joint states with efforts only, fits friction and torque offsets to the
@@ -62,7 +62,9 @@ from simops_sysid import (
     residual,
     sysid_model,
 )
-from simops_sysid.dataset import (
+from simops_sysid.fit_report import write_report
+from simops_sysid.lag import estimate_delay
+from simops_sysid.recording import (
     DataError,
     Recording,
     SequenceData,
@@ -71,8 +73,6 @@ from simops_sysid.dataset import (
     load_states,
     split_sequences,
 )
-from simops_sysid.fit_report import write_report
-from simops_sysid.lag import estimate_delay
 from simops_sysid.torque_fit import TorqueDataError
 from simops_sysid.torque_run import run_torque
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from simops_sysid.dataset import Recording
+from simops_sysid.recording import Recording
 from simops_sysid.replay import physics_targets
 
 MAX_RESIDUAL = 0.8   # of the median lag's: above it the effort carries no trace of the commands

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 from mujoco import sysid
 
-from simops_sysid.dataset import SequenceData
+from simops_sysid.recording import SequenceData
 from simops_sysid.residual import Problem
 
 STILL = 0.01          # rad of range below which a joint is not excited at all

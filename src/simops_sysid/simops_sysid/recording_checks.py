@@ -26,7 +26,7 @@ from simops_core.robot_spec import RobotSpec
 from simops_core.sim_params import END_EFFECTORS, SimParams
 from simops_sim.model_index import index_model
 from simops_sim.model_params import apply_sim_params
-from simops_sysid.dataset import Recording, States
+from simops_sysid.recording import Recording, States
 from simops_sysid.replay import STREAM_PERIOD
 from simops_sysid.torque_fit import TorqueDataError, rigid_body_model, torque_data
 

@@ -1,6 +1,6 @@
 """The fit's residual: recorded sequences replayed through mujoco.sysid, compared per joint.
 
-Each :class:`~simops_sysid.dataset.SequenceData` becomes one measured rollout of a
+Each :class:`~simops_sysid.recording.SequenceData` becomes one measured rollout of a
 ``mujoco.sysid.ModelSequences``, with the two hooks mujoco.sysid asks for:
 
 - ``custom_rollout``: :class:`DelayedReplay` delays each sequence's servo targets by the
@@ -8,7 +8,7 @@ Each :class:`~simops_sysid.dataset.SequenceData` becomes one measured rollout of
   ``mujoco.sysid.sysid_rollout``;
 - ``modify_residual``: :class:`JointResidual` compares arm joint position, velocity and
   effort (both averaged over ``EFFORT_WINDOW``, see
-  :func:`simops_sysid.dataset.average_effort`) at the measured times, each divided by its
+  :func:`simops_sysid.recording.average_effort`) at the measured times, each divided by its
   scale in :class:`Scales`.
 
 ``build_model`` is :class:`~simops_sysid.fit_parameters.ModelFactory` over the fitting
@@ -25,11 +25,11 @@ import numpy as np
 from mujoco import sysid
 
 from simops_core.sim_params import SENSOR_FIELDS, SimParams
-from simops_sysid.dataset import EFFORT_WINDOW, SequenceData, average_effort
 from simops_sysid.fit_parameters import (
     DELAY,
     ModelFactory,
 )
+from simops_sysid.recording import EFFORT_WINDOW, SequenceData, average_effort
 from simops_sysid.replay import delayed
 from simops_sysid.sysid_model import FitModel
 

@@ -24,7 +24,7 @@ from simops_core.sim_params import END_EFFECTORS, PayloadParams, SimParams, merg
 from simops_core.topics import TopicSpec
 from simops_sim.model_index import ModelIndex, index_model
 from simops_sim.model_params import apply_sim_params, nominal_sim_params
-from simops_sysid.dataset import States, load_states
+from simops_sysid.recording import States, load_states
 from simops_sysid.torque_fit import (
     PAYLOAD_START,
     JointFriction,

@@ -7,7 +7,7 @@ from franka_msgs.msg import Errors, FrankaRobotState
 from rclpy.serialization import deserialize_message
 
 from simops_core.robot_spec import load_robot_spec
-from simops_sim.wire import RobotStateEncoder
+from simops_sim.serialized_messages import RobotStateEncoder
 
 SPEC = load_robot_spec('fr3')
 
