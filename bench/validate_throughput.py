@@ -28,7 +28,7 @@ from simops_core.paths import resolve_resource
 from simops_learning.reach_env import FR3ReachEnv
 from simops_learning.rollout import BATCH, run_episodes, run_episodes_batched
 from simops_learning.validate import validate
-from simops_policy.model import load_model
+from simops_policy.model import load_policy
 from simops_sim.randomization import Conditions
 
 POLICY = Path('models/policy/fr3_reach.pt')
@@ -60,7 +60,7 @@ def in_process(episodes: int, batch: int) -> tuple[float, float]:
     conditions = Conditions(friction=0.8, delay=1)
     envs = [FR3ReachEnv(card_path=POLICY.with_suffix('.yaml'), conditions=conditions)
             for _ in range(batch)]
-    model = load_model(POLICY, envs[0].card)
+    model = load_policy(POLICY, envs[0].card)
     rates = []
     for run in (lambda: run_episodes(envs[0], model.infer, range(episodes), 0),
                 lambda: run_episodes_batched(envs, model.infer, range(episodes), 0)):

@@ -15,7 +15,7 @@ from simops_learning.pick_env import FR3PickPlaceEnv
 from simops_learning.reach_env import FR3ReachEnv
 from simops_learning.rollout import run_episodes, run_episodes_batched
 from simops_learning.validate import Task, run_task
-from simops_policy.model import load_model
+from simops_policy.model import load_policy
 from simops_sim.randomization import Conditions
 
 CASES = {
@@ -39,7 +39,7 @@ def test_batched_gate_tasks_give_the_single_env_outcomes(task: str) -> None:
     episodes = range(2, 9)   # 7 episodes: one env of the batch runs two
     for config, conditions in enumerate(grid):
         env = kind(card_path=card, conditions=conditions)
-        model = load_model(policy, env.card)
+        model = load_policy(policy, env.card)
         alone = [astuple(r) for r in run_episodes(env, model.infer, episodes, 5)]
         index, batched = run_task(Task(config, conditions, episodes, policy, card, None, 5,
                                        'fr3', task))
@@ -50,7 +50,7 @@ def test_batched_gate_tasks_give_the_single_env_outcomes(task: str) -> None:
 def test_a_batch_of_one_is_the_single_env() -> None:
     kind, policy, grid = CASES['reach']
     env, other = (kind(card_path=policy.with_suffix('.yaml')) for _ in range(2))
-    model = load_model(policy, env.card)
+    model = load_policy(policy, env.card)
     a = run_episodes(env, model.infer, range(3), 0, grid[0])
     b = run_episodes_batched([other], model.infer, range(3), 0, grid[0])
     assert all(same(astuple(x), astuple(y)) for x, y in zip(a, b, strict=True))

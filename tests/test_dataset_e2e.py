@@ -32,7 +32,7 @@ from simops_learning.dataset_cli import load_card
 from simops_learning.episode_schema import card_schema
 from simops_learning.reach_env import FR3ReachEnv
 from simops_learning.sim_episodes import sim_episode
-from simops_policy.model import load_model
+from simops_policy.model import load_policy
 from simops_sim.randomization import default_randomization
 
 SPEC = load_robot_spec('fr3')
@@ -133,7 +133,7 @@ def test_demo_policy_episode_and_rollouts_round_trip(tmp_path: Path, launch: obj
 
     card, _ = load_card(CARD)
     env = FR3ReachEnv(card_path=CARD, randomization=default_randomization('randomization'))
-    model = load_model(POLICY, env.card)
+    model = load_policy(POLICY, env.card)
     for episode in range(ROLLOUTS):
         truth = sim_episode(env, model.infer, card_schema(card), SEED, episode, {})
         assert episodes[1 + episode]['success'] == truth.meta['success']

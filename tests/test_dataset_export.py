@@ -195,12 +195,12 @@ def test_rollouts_round_trip_bit_for_bit_through_lerobot(tmp_path: Path) -> None
     dataset = lerobot_dataset(tmp_path / 'ds', tmp_path / 'hf')
     assert dataset.num_episodes == 20
     from simops_learning.reach_env import FR3ReachEnv
-    from simops_policy.model import load_model
+    from simops_policy.model import load_policy
     from simops_sim.randomization import default_randomization
     card, _ = load_card(CARD)
     schema = card_schema(card)
     env = FR3ReachEnv(card_path=CARD, randomization=default_randomization('randomization'))
-    model = load_model(POLICY, env.card)
+    model = load_policy(POLICY, env.card)
     table = frames(tmp_path / 'ds')
     episodes = pq.read_table(sorted((tmp_path / 'ds/meta/episodes').rglob('*.parquet')))
     rows = sorted(episodes.to_pylist(), key=lambda r: r['episode_index'])
@@ -255,14 +255,14 @@ def test_rollouts_with_cameras_write_one_video_frame_per_row_as_rendered(
                       .to_pylist(), key=lambda r: r['episode_index'])
     from simops_core.camera_rig import load_cameras
     from simops_learning.reach_env import FR3ReachEnv
-    from simops_policy.model import load_model
+    from simops_policy.model import load_policy
     from simops_sim.appearance import load_appearance
     from simops_sim.randomization import default_randomization
     card, _ = load_card(CARD)
     specs = load_cameras().select(['scene', 'wrist'])
     schema = card_schema(card, tuple((s.name, s.width, s.height) for s in specs))
     env = FR3ReachEnv(card_path=CARD, randomization=default_randomization('randomization'))
-    truth = sim_episode(env, load_model(POLICY, env.card).infer, schema, 1, 2, {}, specs,
+    truth = sim_episode(env, load_policy(POLICY, env.card).infer, schema, 1, 2, {}, specs,
                         load_appearance())
     for row in episodes:
         length = int(np.sum(table['episode_index'] == row['episode_index']))

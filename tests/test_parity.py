@@ -25,7 +25,7 @@ from std_srvs.srv import Trigger
 from simops_core.policy_step import StepSettings
 from simops_learning.reach_env import MAX_EPISODE_STEPS, SUCCESS_RADIUS, FR3ReachEnv, episode_goal
 from simops_learning.rollout import run_episodes
-from simops_policy.model import load_model
+from simops_policy.model import load_policy
 
 EPISODES = 20
 COMPARED_COMMANDS = 20
@@ -40,7 +40,7 @@ EE_POSE = TOPICS['ee_pose'].name
 def env_rollouts() -> tuple[list[bool], np.ndarray, np.ndarray]:
     """Env successes per episode, and episode 0's first commands (N, 8) and raw actions."""
     env = FR3ReachEnv(card_path=CARD, safety=SAFETY)
-    model = load_model(POLICY, env.card)
+    model = load_policy(POLICY, env.card)
     successes = [r.success for r in run_episodes(env, model.infer, range(EPISODES), SEED)]
     commands, actions = [], []
 

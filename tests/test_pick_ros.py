@@ -25,7 +25,7 @@ from std_srvs.srv import Trigger
 from simops_core.policy_step import StepSettings
 from simops_learning.pick_env import MAX_EPISODE_STEPS, FR3PickPlaceEnv
 from simops_learning.reach_env import SUCCESS_RADIUS
-from simops_policy.model import load_model
+from simops_policy.model import load_policy
 
 POLICY = REPO / 'models/policy/fr3_pick_place.pt'
 CUBE = (0.5, 0.0, 0.0)          # x, y m and yaw rad: where the scene (and a reset) puts it
@@ -117,7 +117,7 @@ def test_the_shipped_policy_picks_and_places_through_the_graph(ros_probe: RosPro
 
 def env_rollouts(episodes: int) -> tuple[list[bool], np.ndarray]:
     env = FR3PickPlaceEnv(card_path=POLICY.with_suffix('.yaml'), safety=SAFETY)
-    model = load_model(POLICY, env.card)
+    model = load_policy(POLICY, env.card)
     successes, commands = [], []
     for episode in range(episodes):
         obs, _ = env.reset(seed=episode, options={'object': CUBE})

@@ -14,7 +14,7 @@ from ros_helpers import REPO
 from simops_learning.pick_env import FR3PickPlaceEnv
 from simops_learning.pick_ppo import DecisionEnv, PPOConfig, fine_tune
 from simops_learning.pick_train import PickTrainConfig, new_policy, train_pick
-from simops_policy.model import load_model
+from simops_policy.model import load_policy
 from simops_sim.randomization import Conditions, default_randomization
 
 SHIPPED = REPO / 'models/policy/fr3_pick_place.pt'
@@ -43,8 +43,8 @@ def test_the_cli_exports_policies_and_cards_the_node_loads(tmp_path: Path) -> No
     card = yaml.safe_load(stem.with_suffix('.yaml').read_text())
     assert card['observation']['history'] == 3 and card['action']['gripper'] is True
     env = FR3PickPlaceEnv(card_path=stem.with_suffix('.yaml'))
-    script = load_model(stem.with_suffix('.pt'), env.card)
-    exported = load_model(stem.with_suffix('.pt2'), FR3PickPlaceEnv(
+    script = load_policy(stem.with_suffix('.pt'), env.card)
+    exported = load_policy(stem.with_suffix('.pt2'), FR3PickPlaceEnv(
         card_path=stem.with_name('pick.pt2.yaml')).card)
     obs, _ = env.reset(seed=0)
     np.testing.assert_allclose(script.infer(obs), exported.infer(obs), atol=1e-5)
@@ -54,7 +54,7 @@ def test_the_shipped_policy_places_the_cube_on_a_hard_cell() -> None:
     """Slippery, heavy, three periods of delay: one of the gate's extreme cells."""
     env = FR3PickPlaceEnv(card_path=SHIPPED.with_suffix('.yaml'),
                           conditions=Conditions(friction=0.3, object_mass=2.0, delay=3))
-    model = load_model(SHIPPED, env.card)
+    model = load_policy(SHIPPED, env.card)
     placed = []
     for seed in range(5):
         obs, _ = env.reset(seed=seed)

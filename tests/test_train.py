@@ -20,7 +20,7 @@ from simops_learning.network import PosturePolicy
 from simops_learning.reach_card import reach_card
 from simops_learning.reach_env import FR3ReachEnv
 from simops_learning.train import TrainConfig, train
-from simops_policy.model import load_model
+from simops_policy.model import load_policy
 
 SPEC = load_robot_spec('fr3')
 TINY = TrainConfig(seed=3, goals=20, hidden=(16,), updates=30, eval_episodes=1, workers=1,
@@ -65,8 +65,8 @@ def test_cli_exports_both_formats_with_cards(tmp_path: Path) -> None:
     assert pt_card.sha256 == file_sha256(stem.with_suffix('.pt'))
     assert pt2_card.sha256 == file_sha256(stem.with_suffix('.pt2'))
     assert pt_card.training['seed'] == 0 and pt_card.training['goals'] == 20
-    scripted = load_model(stem.with_suffix('.pt'), pt_card)
-    exported = load_model(stem.with_suffix('.pt2'), pt2_card)
+    scripted = load_policy(stem.with_suffix('.pt'), pt_card)
+    exported = load_policy(stem.with_suffix('.pt2'), pt2_card)
     obs = np.random.default_rng(0).normal(size=pt_card.observation_size).astype(np.float32)
     np.testing.assert_allclose(scripted.infer(obs), exported.infer(obs), atol=1e-6)
 
@@ -89,8 +89,8 @@ def test_shipped_policy_and_cards() -> None:
     assert expected['observation']['history'] == card.history
     assert card.training['seed'] == 0 and card.training['randomized_success_by_gain']
     assert POLICY.stat().st_size < 500_000 and EXPORTED.stat().st_size < 1_000_000
-    scripted = load_model(POLICY, card)
-    exported = load_model(EXPORTED, load_policy_card(EXPORTED_CARD, SPEC.joint_names,
+    scripted = load_policy(POLICY, card)
+    exported = load_policy(EXPORTED, load_policy_card(EXPORTED_CARD, SPEC.joint_names,
                                                      SPEC.arm_joints))
     obs = np.random.default_rng(1).normal(size=66).astype(np.float32)
     np.testing.assert_allclose(scripted.infer(obs), exported.infer(obs), atol=1e-6)

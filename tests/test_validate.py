@@ -20,7 +20,7 @@ from simops_learning.reach_env import FR3ReachEnv
 from simops_learning.rollout import run_episodes
 from simops_learning.validate import grid_conditions, parse_grid
 from simops_learning.validation_report import Report, Thresholds
-from simops_policy.model import load_model
+from simops_policy.model import load_policy
 from simops_sim.randomization import Conditions, load_randomization
 
 VALIDATE = str(REPO / '.venv/bin/simops-validate')
@@ -141,6 +141,6 @@ def test_shipped_policy_passes_its_committed_validation() -> None:
 def test_shipped_policy_reaches_nominal_goals() -> None:
     """A fresh rollout (not the committed figure): 10 nominal episodes in the env."""
     env = FR3ReachEnv(card_path=POLICY.with_suffix('.yaml'))
-    model = load_model(POLICY, env.card)
+    model = load_policy(POLICY, env.card)
     results = run_episodes(env, model.infer, range(10), seed=123)
     assert np.mean([r.success for r in results]) >= 0.9, results

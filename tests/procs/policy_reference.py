@@ -30,7 +30,7 @@ from simops_core.policy_card import load_policy_card
 from simops_core.robot_spec import load_robot_spec
 from simops_core.topics import load_topics
 from simops_policy.loop_stats import WindowStats
-from simops_policy.model import load_model
+from simops_policy.model import load_policy
 
 
 class ReferencePolicy(Node):
@@ -44,7 +44,7 @@ class ReferencePolicy(Node):
 
         card = load_policy_card(model_path.with_suffix('.yaml'), self.spec.joint_names,
                                 self.spec.arm_joints)
-        self.model = load_model(model_path, card)
+        self.model = load_policy(model_path, card)
         self.period = 1.0 / card.control_rate
         self.builder = ObservationBuilder(card, self.spec.joint_names, self.spec.gripper.joints)
         self.index = JointIndex(self.spec.joint_names)

@@ -86,7 +86,7 @@ def run_job(job: Job) -> list[EpisodeFrames]:
     from simops_learning import env_class
     from simops_learning.expert import ReachExpert
     from simops_learning.sim_episodes import sim_episodes
-    from simops_policy.model import load_model
+    from simops_policy.model import load_policy
 
     card, spec = load_card(job.card)
     kind = env_class(job.task)
@@ -104,7 +104,7 @@ def run_job(job: Job) -> list[EpisodeFrames]:
             return expert.act(raw.joint_position, raw.goal_position)
         policy_hash = 'expert:reach-ik'
     else:
-        policy = load_model(Path(job.policy), envs[0].card).infer
+        policy = load_policy(Path(job.policy), envs[0].card).infer
         policy_hash = file_sha256(Path(job.policy))
     provenance = {'policy_sha256': policy_hash, 'sim_params_sha256':
                   file_sha256(Path(job.sim_params)) if job.sim_params else ''}

@@ -129,7 +129,7 @@ def run_task(task: Task) -> tuple[int, list[Outcome]]:
 
     from simops_learning import env_class
     from simops_learning.rollout import run_episodes_batched
-    from simops_policy.model import load_model
+    from simops_policy.model import load_policy
 
     key = (task.task, task.card, task.sim_params, task.robot, task.policy)
     if key not in _WORKER:
@@ -137,7 +137,7 @@ def run_task(task: Task) -> tuple[int, list[Outcome]]:
         kind = env_class(task.task)
         envs = [kind(card_path=task.card, sim_params_file=task.sim_params, robot=task.robot)
                 for _ in range(BATCH)]
-        _WORKER[key] = envs, load_model(task.policy, envs[0].card)
+        _WORKER[key] = envs, load_policy(task.policy, envs[0].card)
     envs, model = _WORKER[key]
     results = run_episodes_batched(envs[:len(task.episodes)], model.infer, task.episodes,
                                    task.seed, task.conditions)
@@ -262,15 +262,15 @@ def _check_policy(policy: Path, card: Path, robot: str, task: str | None
     Returns the task (the card's; ``task``, the ``--task`` option, must not contradict it)
     and the randomisation the card says the policy was trained with, if it says.
     """
-    from simops_policy.model import ModelError, load_model
+    from simops_policy.model import PolicyModelError, load_policy
 
     spec = load_robot_spec(robot)
     loaded = load_policy_card(card, spec.joint_names, spec.arm_joints)
     if loaded.images:
         raise UsageError(f'{card} takes camera images; the gate\'s envs render none yet')
     try:
-        load_model(policy, loaded)
-    except ModelError as exc:
+        load_policy(policy, loaded)
+    except PolicyModelError as exc:
         raise UsageError(str(exc)) from None
     table = loaded.training.get('randomization')
     return (resolve_task(task, loaded.task, card).name,

@@ -53,10 +53,10 @@ def load_deployment(settings: Any) -> Deployment:
                          or str(model_path.with_suffix('.yaml')))
     # torch takes seconds to import: here, inside main()'s handlers, Ctrl-C during start-up
     # ends the node cleanly instead of with a traceback.
-    from simops_policy.model import load_model
+    from simops_policy.model import load_policy
 
     card = load_policy_card(card_path, spec.joint_names, spec.arm_joints)
-    model = load_model(model_path, card)
+    model = load_policy(model_path, card)
     if card.robot != spec.name:
         raise ConfigError(f'card {card_path.name} is for robot {card.robot!r}, the spec is '
                           f'{spec.name!r}; set the robot parameter')

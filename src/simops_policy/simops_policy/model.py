@@ -21,7 +21,7 @@ from simops_core.policy_card import PolicyCard, file_sha256
 FORMATS = {'.pt': 'TorchScript', '.pt2': 'torch.export'}
 
 
-class ModelError(ConfigError):
+class PolicyModelError(ConfigError):
     """The model file is missing, corrupt, or disagrees with its policy card."""
 
     hint = 're-export the model or fix its card'
@@ -45,13 +45,13 @@ class PolicyModel:
         self._images_np = [image.numpy() for image in self._images]
 
     def infer(self, observation: np.ndarray, images: Sequence[np.ndarray] = ()) -> np.ndarray:
-        """One forward pass; raises ModelError if the output has the wrong size.
+        """One forward pass; raises PolicyModelError if the output has the wrong size.
 
         ``images``: one (3, height, width) float32 input per image term of the card (the
         observation builder's :class:`~simops_core.observation.ImageBuilder` inputs).
         """
         if len(images) != len(self._images):
-            raise ModelError(f'{self.path.name} takes {len(self._images)} images '
+            raise PolicyModelError(f'{self.path.name} takes {len(self._images)} images '
                              f'({", ".join(t.topic for t in self.card.images)}), given '
                              f'{len(images)}; image policies run in the policy node')
         self._input_np[0] = observation
@@ -61,21 +61,22 @@ class PolicyModel:
             output = self._module(self._input, *self._images)
         if not isinstance(output, torch.Tensor) or output.numel() != self.card.action.size:
             shape = tuple(output.shape) if isinstance(output, torch.Tensor) else type(output)
-            raise ModelError(f'{self.path.name} returned {shape}, the card describes '
+            raise PolicyModelError(f'{self.path.name} returned {shape}, the card describes '
                              f'{self.card.action.size} action values {self.card.action.fields}')
         return output.detach().reshape(-1).numpy().astype(np.float64)
 
 
-def load_model(path: Path, card: PolicyCard) -> PolicyModel:
-    """Load ``path``, verify it against ``card`` and dry-run it; raise :class:`ModelError`."""
+def load_policy(path: Path, card: PolicyCard) -> PolicyModel:
+    """Load ``path``, verify it against ``card`` and dry-run it; raise :class:`PolicyModelError`."""
     if path.suffix not in FORMATS:
-        raise ModelError(f'model {path} must be a TorchScript .pt or a torch.export .pt2 file')
+        raise PolicyModelError(f'model {path} must be a TorchScript .pt or a torch.export '
+                               '.pt2 file')
     if not path.is_file():
-        raise ModelError(f'model {path} does not exist')
+        raise PolicyModelError(f'model {path} does not exist')
     digest = file_sha256(path)
     if digest != card.sha256:
-        raise ModelError(f'model {path.name} has sha256 {digest}, its card {card.source.name} '
-                         f'says {card.sha256}')
+        raise PolicyModelError(f'model {path.name} has sha256 {digest}, its card '
+                               f'{card.source.name} says {card.sha256}')
     torch.set_num_threads(1)
     try:
         with _quiet_torch():
@@ -85,17 +86,17 @@ def load_model(path: Path, card: PolicyCard) -> PolicyModel:
             else:
                 module = torch.export.load(str(path)).module()
     except Exception as exc:  # torch raises many types for a corrupt archive
-        raise ModelError(f'cannot load {FORMATS[path.suffix]} model {path}: '
+        raise PolicyModelError(f'cannot load {FORMATS[path.suffix]} model {path}: '
                          f'{_first_line(exc)}') from None
     model = PolicyModel(module, card, path)
     images = [np.zeros((3, t.height, t.width), dtype=np.float32) for t in card.images]
     try:
         model.infer(np.zeros(card.observation_size, dtype=np.float32), images)
-    except ModelError:
+    except PolicyModelError:
         raise
     except Exception as exc:  # any failure of the dry run is a mismatch
         shapes = ''.join(f' and a (1, 3, {t.height}, {t.width}) image' for t in card.images)
-        raise ModelError(f'dry inference of {path.name} on a ({card.observation_size},) '
+        raise PolicyModelError(f'dry inference of {path.name} on a ({card.observation_size},) '
                          f'observation (the card\'s {card.history} x {card.frame_size} values)'
                          f'{shapes} failed: {_first_line(exc)}') from None
     return model
