@@ -143,7 +143,7 @@ def test_a_second_ctrl_c_skips_the_wait(launch: object) -> None:
 def test_an_optional_node_may_finish_while_the_rest_runs(launch: object) -> None:
     proc = launch('real_robot', 'standin:=true', 'excite:=true', 'record:=false',
                   excite='exit:0:0.2')
-    wait_for_nodes(proc, ['standin', 'policy', 'excite'])
+    wait_for_nodes(proc, ['standin', 'arm_setup', 'policy', 'excite'])
     assert wait_until(lambda: 'excite exited with code 0' in proc.output, STARTUP)
     assert proc.proc.poll() is None
     assert proc.stop() == 0
@@ -152,7 +152,8 @@ def test_an_optional_node_may_finish_while_the_rest_runs(launch: object) -> None
 
 def test_isolate_claims_its_own_domain_on_loopback(launch: object) -> None:
     proc = launch('--isolate', 'real_robot', 'standin:=true', 'record:=false')
-    wait_for_nodes(proc, ['standin', 'policy'])
+    # every node it starts, so Ctrl-C never lands in a Python still importing (exit 1)
+    wait_for_nodes(proc, ['standin', 'arm_setup', 'policy'])
     match = re.search(r'\[policy\] policy env ROS_DOMAIN_ID=(\d+) '
                       r'ROS_AUTOMATIC_DISCOVERY_RANGE=(\w+)', proc.output)
     assert match, proc.output
