@@ -8,6 +8,7 @@ and results round trip between this test and tests/procs/interface_servers.py.
 from __future__ import annotations
 
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ from trajectory_msgs.msg import JointTrajectoryPoint
 from simops_ros.rclpy_compat import DISTRO
 
 PROCS = Path(__file__).parent / 'procs'
+RETRY = 5.0   # s before an unanswered goal or result request is sent again
 
 
 def fields(cls: type) -> dict[str, str]:
@@ -76,7 +78,12 @@ def test_fields_match_the_published_definitions() -> None:
 
 
 def send(probe: RosProbe, action: type, name: str, goal: Any) -> tuple[Any, list[Any]]:
-    """Send ``goal``; return the result message and the feedback received."""
+    """Send ``goal``; return the result message and the feedback received.
+
+    A service response can be lost while the server has not yet matched the client's
+    response reader (a loaded machine, right after discovery): an unanswered goal request is
+    sent again, and an unanswered result request asked again, every :data:`RETRY` s.
+    """
     client = probe.action_client(action, name)
     assert client.wait_for_server(timeout_sec=30.0), f'no {name} server'
     feedback: list[Any] = []
@@ -90,11 +97,18 @@ def send(probe: RosProbe, action: type, name: str, goal: Any) -> tuple[Any, list
     def on_goal(future: Any) -> None:
         handle = future.result()
         assert handle.accepted
+        box['handle'] = handle
         handle.get_result_async().add_done_callback(on_result)
 
-    client.send_goal_async(goal, feedback_callback=lambda f: feedback.append(f.feedback)
-                           ).add_done_callback(on_goal)
-    assert done.wait(30.0), f'no result from {name}'
+    deadline = time.monotonic() + 30.0
+    while not done.is_set():
+        handle = box.get('handle')
+        if handle is None:
+            client.send_goal_async(goal, feedback_callback=lambda f: feedback.append(f.feedback)
+                                   ).add_done_callback(on_goal)
+        else:
+            handle.get_result_async().add_done_callback(on_result)
+        assert done.wait(RETRY) or time.monotonic() < deadline, f'no result from {name}'
     return box['result'], feedback
 
 
