@@ -58,12 +58,16 @@ def test_a_sequence_counts_only_where_its_publisher_is_known() -> None:
     """rclpy 7 (Jazzy) gives no publisher GID: two publishers' numbers would interleave."""
     from simops_ros.rclpy_compat import publication
 
+    def never() -> int:
+        raise AssertionError('a message with its GID never asks for the publisher count')
+
     gid = {'implementation_identifier': 'rmw_fastrtps_cpp', 'data': bytes(range(16))}
-    assert publication({'publisher_gid': gid, 'publication_sequence_number': 7}, 3) == (
+    assert publication({'publisher_gid': gid, 'publication_sequence_number': 7}, never) == (
         bytes(range(16)).hex(), 7)
-    assert publication({'publication_sequence_number': 7}, 1) == ('unknown', 7)
-    assert publication({'publication_sequence_number': 7}, 2) == ('unknown', None)
+    assert publication({'publication_sequence_number': 7}, lambda: 1) == ('unknown', 7)
+    assert publication({'publication_sequence_number': 7}, lambda: 2) == ('unknown', None)
     gaps = SequenceGaps()
     for sequence in (5, 100, 6, 101):   # two publishers, one unknown key: nothing counted
-        gaps.observe('/diagnostics', *publication({'publication_sequence_number': sequence}, 2))
+        info = {'publication_sequence_number': sequence}
+        gaps.observe('/diagnostics', *publication(info, lambda: 2))
     assert gaps.total() == 0

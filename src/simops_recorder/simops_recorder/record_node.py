@@ -146,12 +146,11 @@ class Recorder(Node):
             sub = record.subscription
             if sub is None:
                 continue
-            publishers = sub.get_publisher_count()
             with sub.handle:
                 while (taken := sub.handle.take_message(sub.msg_type, True)) is not None:
                     data, info = taken
                     self.bags.write(record, info['received_timestamp'], data,
-                                    *publication(info, publishers))
+                                    *publication(info, sub.get_publisher_count))
 
     # -- episodes ---------------------------------------------------------------------------
 

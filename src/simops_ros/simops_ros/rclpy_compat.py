@@ -15,7 +15,7 @@ reads as one rclpy:
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from importlib.metadata import version
 from typing import Any
@@ -50,15 +50,16 @@ def has_field(message: Any, field: str) -> bool:
     return field in message.get_fields_and_field_types()
 
 
-def publication(info: MessageInfo, publishers: int) -> tuple[str, int | None]:
+def publication(info: MessageInfo, publishers: Callable[[], int]) -> tuple[str, int | None]:
     """Who published a taken message and its publication sequence number.
 
     Returns the publisher's GID as hex and the sequence number. rclpy 7 (Jazzy) reports no
     GID: the publisher is then ``'unknown'``, and its sequence number counts only while the
-    topic has one publisher (``publishers``), since two publishers' numbers interleave.
+    topic has one publisher (``publishers()``, asked only then: the recorder takes every
+    message of every topic through here), since two publishers' numbers interleave.
     """
     gid = info.get('publisher_gid')
     sequence = info.get('publication_sequence_number')
     if gid:
         return bytes(gid['data']).hex(), sequence
-    return 'unknown', sequence if publishers == 1 else None
+    return 'unknown', sequence if publishers() == 1 else None
