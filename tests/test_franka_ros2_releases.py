@@ -30,7 +30,14 @@ from controller_manager_msgs.srv import (
 )
 from franka_msgs.action import ErrorRecovery, Grasp, Homing, Move
 from franka_msgs.msg import FrankaRobotState
-from franka_msgs.srv import SetFullCollisionBehavior
+from franka_msgs.srv import (
+    SetCartesianStiffness,
+    SetForceTorqueCollisionBehavior,
+    SetFullCollisionBehavior,
+    SetJointStiffness,
+    SetStiffnessFrame,
+    SetTCPFrame,
+)
 from lifecycle_msgs.msg import State
 from rclpy.action import get_action_names_and_types
 from rclpy.qos import QoSProfile, ReliabilityPolicy
@@ -290,3 +297,38 @@ def test_arm_setup_without_the_arm_says_so_and_exits_4(ros_env: dict[str, str],
         assert wait_until(lambda: setup.proc.poll() is not None, 30), setup.output
         assert setup.proc.returncode == 4, setup.output
     assert 'no service /service_server/set_full_collision_behavior within 1 s' in setup.output
+
+
+def test_every_franka_hardware_parameter_service_answers_on_the_simulator(
+        ros_probe: RosProbe, tmp_path: Path) -> None:
+    """franka_hardware's seven services (v3.4.0's service_server): a franka client calling
+    any of them gets an answer; the force/torque one moves the joint reflex like the full one,
+    and bad values are refused with the field named."""
+    identity = np.eye(4).T.ravel().tolist()   # column-major
+    flipped = np.diag([1.0, 1.0, -1.0, 1.0]).T.ravel().tolist()   # a reflection: not rigid
+    cases = [
+        (SetJointStiffness, 'set_joint_stiffness', {'joint_stiffness': [3000.0] * 7},
+         {'joint_stiffness': [-1.0] * 7}),
+        (SetCartesianStiffness, 'set_cartesian_stiffness',
+         {'cartesian_stiffness': [3000.0] * 3 + [300.0] * 3},
+         {'cartesian_stiffness': [float('nan')] * 6}),
+        (SetTCPFrame, 'set_tcp_frame', {'transformation': identity},
+         {'transformation': flipped}),
+        (SetStiffnessFrame, 'set_stiffness_frame', {'transformation': identity},
+         {'transformation': [0.0] * 16}),
+        (SetForceTorqueCollisionBehavior, 'set_force_torque_collision_behavior',
+         {'lower_torque_thresholds_nominal': [20.0] * 7,
+          'upper_torque_thresholds_nominal': [50.0] * 7,
+          'lower_force_thresholds_nominal': [20.0] * 6,
+          'upper_force_thresholds_nominal': [40.0] * 6},
+         {'upper_torque_thresholds_nominal': [-1.0] * 7}),
+    ]
+    with start_sim(tmp_path) as sim:
+        for kind, name, good, bad in cases:
+            answer = call(ros_probe, kind, f'/service_server/{name}', kind.Request(**good))
+            assert answer.success and answer.error == '', (name, answer.error)
+            answer = call(ros_probe, kind, f'/service_server/{name}', kind.Request(**bad))
+            assert not answer.success and next(iter(bad)) in answer.error, (name, answer.error)
+        assert wait_until(lambda: 'collision behaviour set: joint reflex at '
+                          f'{[50.0] * 7} N*m' in sim.output, 10), sim.output
+        assert sim.stop() == 0, sim.output

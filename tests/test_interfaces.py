@@ -18,6 +18,13 @@ from control_msgs.action import FollowJointTrajectory, GripperCommand
 from control_msgs.msg import JointComponentTolerance, JointTolerance
 from franka_msgs.action import ErrorRecovery, Grasp, Homing, Move
 from franka_msgs.msg import Errors, FrankaRobotState, GraspEpsilon
+from franka_msgs.srv import (
+    SetCartesianStiffness,
+    SetForceTorqueCollisionBehavior,
+    SetJointStiffness,
+    SetStiffnessFrame,
+    SetTCPFrame,
+)
 from ros_helpers import NodeProcess, RosProbe, wait_until
 from trajectory_msgs.msg import JointTrajectoryPoint
 
@@ -67,6 +74,16 @@ def test_fields_match_the_published_definitions() -> None:
         'o_ddp_ee_c', 'time', 'control_command_success_rate', 'robot_mode', 'current_errors',
         'last_motion_errors']
     assert fields(FrankaRobotState)['ddq_d'] == 'double[7]'
+    services = {SetJointStiffness: {'joint_stiffness': 'double[7]'},
+                SetCartesianStiffness: {'cartesian_stiffness': 'double[6]'},
+                SetTCPFrame: {'transformation': 'double[16]'},
+                SetStiffnessFrame: {'transformation': 'double[16]'},
+                SetForceTorqueCollisionBehavior: {
+                    f'{bound}_{kind}_thresholds_nominal': f'double[{7 if kind == "torque" else 6}]'
+                    for kind in ('torque', 'force') for bound in ('lower', 'upper')}}
+    for service, request in services.items():
+        assert fields(service.Request) == request, service
+        assert fields(service.Response) == {'success': 'boolean', 'error': 'string'}
     assert FrankaRobotState.ROBOT_MODE_REFLEX == 4
     assert FrankaRobotState.ROBOT_MODE_AUTOMATIC_ERROR_RECOVERY == 6
     errors = list(fields(Errors))
