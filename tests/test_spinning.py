@@ -16,7 +16,7 @@ import rclpy
 from rclpy.context import Context
 from std_msgs.msg import String
 
-from simops_ros.spinning import spin
+from simops_ros.spinning import STOP_REPORT_AFTER, spin
 
 
 def _run(errors: dict[str, str]) -> tuple[list[str], threading.Thread, list[BaseException],
@@ -74,3 +74,36 @@ def test_any_other_error_still_ends_the_spin() -> None:
     finally:
         if context.ok():
             rclpy.shutdown(context=context)
+
+
+def test_a_stop_that_stalls_says_where_and_the_launchers_sigterm_ends_it(
+        ros_env: dict[str, str]) -> None:
+    """spin_until_signal: 3 s after Ctrl-C a still-running node prints every thread's stack
+    (it names the stalled line); a second Ctrl-C changes nothing, and the SIGTERM a launcher
+    sends next ends it."""
+    import signal
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from ros_helpers import wait_until
+
+    script = Path(__file__).parent / 'procs' / 'stalled_stop.py'
+    proc = subprocess.Popen([sys.executable, str(script)], env=ros_env, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        assert proc.stdout.readline().strip() == 'spinning'
+        proc.send_signal(signal.SIGINT)
+        assert proc.stdout.readline().strip() == 'stopping'
+        proc.send_signal(signal.SIGINT)   # a second Ctrl-C: the stop goes on
+        time.sleep(STOP_REPORT_AFTER + 1.0)
+        assert proc.poll() is None
+        proc.send_signal(signal.SIGTERM)
+        assert wait_until(lambda: proc.poll() is not None, 10)
+        assert proc.returncode == -signal.SIGTERM
+        stacks = proc.stderr.read()
+        assert 'stalled_stop.py", line 20 in main' in stacks, stacks
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.communicate()

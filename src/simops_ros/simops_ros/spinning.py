@@ -68,13 +68,17 @@ def spin_until_signal(executor: Executor, *nodes: Node) -> None:
     """Spin ``nodes`` in ``executor`` until SIGINT/SIGTERM, or their context shuts down.
 
     The signal is noticed at a wait (within :data:`STOP_CHECK_PERIOD`), never inside a
-    callback; the executor is shut down on the way out, the context is left up.
+    callback; the executor is shut down on the way out, the context is left up. Once one
+    has come, SIGTERM takes its default action again, so the SIGTERM a launcher sends a
+    node that has not finished stopping ends it; a second SIGINT (a terminal's Ctrl-C
+    reaches every node of a launch, and ros2 launch sends its own) changes nothing.
     """
     stop = threading.Event()
 
     def on_signal(*_: object) -> None:
         if not stop.is_set():
             faulthandler.dump_traceback_later(STOP_REPORT_AFTER, exit=False)
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
         stop.set()
 
     for signum in (signal.SIGINT, signal.SIGTERM):
