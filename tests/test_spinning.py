@@ -102,7 +102,7 @@ def test_a_stop_that_stalls_says_where_and_the_launchers_sigterm_ends_it(
         assert wait_until(lambda: proc.poll() is not None, 10)
         assert proc.returncode == -signal.SIGTERM
         stacks = proc.stderr.read()
-        assert 'stalled_stop.py", line 20 in main' in stacks, stacks
+        assert 'stalled_stop.py", line 21 in main' in stacks, stacks
     finally:
         if proc.poll() is None:
             proc.kill()
