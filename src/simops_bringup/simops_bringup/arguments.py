@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from simops_core.franka_ros2 import FrankaReleaseError, release_names
-from simops_core.paths import resolve_resource
+from simops_core.paths import ROBOT_SCENE, resolve_resource
 from simops_core.tasks import DEFAULT_TASK, TASK_NAMES
 from simops_core.tasks import POLICY_PATH as DEFAULT_POLICY
 
@@ -19,7 +19,7 @@ PROFILES = ('sim', 'real_robot')
 BOOL = ('true', 'false')
 ROBOT_FIELD = '{robot}'   # in a path argument: replaced by the robot argument
 TASK_FIELD = '{task}'     # in the policy argument: replaced by the task argument
-DEFAULT_MODEL = 'models/{robot}/scene.xml'
+DEFAULT_MODEL = ROBOT_SCENE
 COMMAND_INTERFACES = ('float64_array', 'joint_trajectory')
 # Layouts of the sim profile: one arm, or franka_ros2's fr3_duo (its arms by namespace).
 LAYOUTS = {'single': (), 'fr3_duo': ('left', 'right')}

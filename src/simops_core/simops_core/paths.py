@@ -16,6 +16,7 @@ from pathlib import Path
 
 SHARE_PACKAGE = 'simops_bringup'
 WORKSPACE_MARKER = 'colcon.meta'
+ROBOT_SCENE = 'models/{robot}/scene.xml'   # a robot's shipped MJCF scene (robot: spec name)
 
 
 def resolve_resource(path: str | Path) -> Path:

@@ -53,8 +53,9 @@ from simops_learning.episode_schema import (
     write_joint_states,
     write_pose,
 )
+from simops_learning.reach_card import CONTROL_RATE
 
-DEFAULT_FPS = 20.0      # Hz, the policies' control rate
+DEFAULT_FPS = CONTROL_RATE   # Hz, the policies' control rate
 DEFAULT_MAX_AGE = 0.25  # s, the oldest a held input may be at a frame
 # s: an observation stamped this little after a frame counts as stamped at it. Frame times
 # (start + k / fps) and stamps on the same millisecond tick differ by float rounding only

@@ -31,11 +31,11 @@ from torch import nn
 
 from simops_core.policy_card import PolicyCard
 from simops_core.robot_spec import RobotSpec
+from simops_learning.expert import HAND_BODY
 from simops_learning.network import newest_slots
 from simops_learning.pick_env import GRASP_DEPTH
 from simops_sim.model_index import ModelIndex
 
-HAND_BODY = 'fr3_hand'
 FEATURES = 15                # the network's inputs
 MOVE_UNIT = 0.05             # m of grasp-point step per network output unit
 

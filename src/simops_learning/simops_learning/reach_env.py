@@ -36,7 +36,7 @@ import gymnasium as gym
 import mujoco
 import numpy as np
 
-from simops_core.paths import resolve_resource
+from simops_core.paths import ROBOT_SCENE, resolve_resource
 from simops_core.policy_card import CardError, PolicyCard, load_policy_card
 from simops_core.policy_step import PolicyStep, StepSettings
 from simops_core.robot_spec import gripper_width, load_robot_spec
@@ -57,7 +57,6 @@ SUCCESS_RADIUS = 0.02                                  # m
 WORKSPACE_LOW = np.array([0.3, -0.3, 0.13])            # m, base frame
 WORKSPACE_HIGH = np.array([0.7, 0.3, 0.45])
 SUCCESS_BONUS = 10.0
-DEFAULT_MODEL = 'models/{robot}/scene.xml'   # the robot's shipped scene
 DEFAULT_KEYFRAME = 'home'
 
 
@@ -104,7 +103,7 @@ class FR3ReachEnv(gym.Env):
         self.safety = safety or StepSettings()
         self.policy_step = PolicyStep(self.card, spec, self.safety)
         self.ramp_time = self.safety.ramp_time   # this episode's (randomised) ramp, s
-        model = model or DEFAULT_MODEL.format(robot=robot)
+        model = model or ROBOT_SCENE.format(robot=robot)
         mj_model = mujoco.MjModel.from_xml_path(str(resolve_resource(model)))
         self.physics = Physics(mj_model, spec, reflexes=True)
         fitted = load_sim_params(sim_params_file) if sim_params_file else SimParams()

@@ -29,11 +29,13 @@ from collections import deque
 
 import numpy as np
 
+from simops_core.policy_step import StepSettings
 from simops_sim.trajectory_plan import TrajectoryGoal, point_goal, stream_goal
 
 MAX_CATCH_UP = 1.0      # s: a longer gap between two arrivals ends the stream
-CATCH_UP_SPEED = 0.5    # of the velocity limits: a stalled stream's fastest catch-up (the
-                        # policy's default velocity_scale; the servo's overshoot stays clear)
+# of the velocity limits: a stalled stream's fastest catch-up, the policy's default
+# velocity_scale (the servo's overshoot stays clear)
+CATCH_UP_SPEED = StepSettings.velocity_scale
 PACE_WINDOW = 8         # gaps the stream's period is the mean of
 
 

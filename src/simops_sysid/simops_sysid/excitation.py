@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from simops_core.command_line import ConfigError
+from simops_core.policy_step import StepSettings
 from simops_core.robot_spec import RobotSpec
 
 HEADROOM = 0.9
@@ -46,7 +47,8 @@ class Excitation:
 
 def fourier_excitation(spec: RobotSpec, duration: float, seed: int, fraction: float,
                        rate: float, ramp: float = 3.0, period: float = 5.0,
-                       harmonics: int = 8, margin: float = 0.05) -> Excitation:
+                       harmonics: int = 8,
+                       margin: float = StepSettings.joint_limit_margin) -> Excitation:
     """Sample the excitation at ``rate`` Hz for ``duration`` s (see the module docstring)."""
     if not 0 < fraction <= 1:
         raise ExcitationError(f'amplitude_fraction must be in (0, 1], got {fraction}')

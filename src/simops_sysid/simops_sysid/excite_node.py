@@ -38,6 +38,7 @@ from sensor_msgs.msg import JointState
 
 from simops_core import safety
 from simops_core.motion_supervisor import MotionSupervisor, stand_still
+from simops_core.policy_step import StepSettings
 from simops_core.robot_spec import load_robot_spec
 from simops_core.topics import load_topics
 from simops_ros.arming import ModeReport, attach_motion_controls
@@ -50,7 +51,7 @@ from simops_ros.spinning import spin_once
 from simops_sysid.excitation import fourier_excitation
 
 NODE_NAME = 'excite'
-JOINT_LIMIT_MARGIN = 0.05   # rad kept clear of the position limits, as the policy's default
+JOINT_LIMIT_MARGIN = StepSettings.joint_limit_margin   # rad, the policy's default
 STALE_STATE = 0.1           # s; an older joint state means hold
 RAMP = 3.0                  # s blending in from the measured position
 FINAL_HOLD = 1.0            # s of holding home before exiting

@@ -41,7 +41,7 @@ from simops_core.command_line import (
     exit_codes,
     fail,
 )
-from simops_core.paths import resolve_resource
+from simops_core.paths import ROBOT_SCENE, resolve_resource
 from simops_core.robot_spec import RobotSpec, load_robot_spec
 from simops_core.sim_params import (
     END_EFFECTORS,
@@ -318,7 +318,7 @@ def plan_fit(options: argparse.Namespace) -> Plan:
     if unknown:
         raise UsageError(f'--joints names {unknown[0]!r}, not an arm joint of {robot.name} '
                          f'({", ".join(robot.arm_joints)})')
-    model = resolve_resource(options.model or f'models/{robot.name}/scene.xml')
+    model = resolve_resource(options.model or ROBOT_SCENE.format(robot=robot.name))
     hashes = {bag: bag_sha256(bag) for bag in [*options.bag, *options.holdout]}
     mode = options.mode
     if mode == 'auto':

@@ -45,9 +45,9 @@ from simops_core.stamps import to_seconds
 from simops_core.topics import TopicSpec
 from simops_sim.joint_commands import limit_violation
 from simops_sim.trajectory_plan import TrajectoryError, TrajectoryGoal, goal_from_message
-from simops_sysid.replay import CommandLog, physics_targets
+from simops_sysid.replay import STREAM_TIMEOUT, CommandLog, physics_targets
 
-STREAM_HOLD = 0.5           # s a streamed command stays in force (the node's command_timeout)
+STREAM_HOLD = STREAM_TIMEOUT   # s a streamed command stays in force (the node's timeout)
 MIN_SEQUENCE = 2.0          # s, shortest sequence worth fitting
 MAX_GAP = 0.05              # s, longest gap between joint states inside the data
 MAX_LAG = 0.02             # s a joint state may arrive later than the fastest one did
