@@ -23,7 +23,7 @@ false and the reason, as libfranka refuses them.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -83,23 +83,20 @@ class ServiceServerNode(Node):
             self.create_service(kind, f'~/{name}', self._keeper(name, field, check))
 
     def _on_collision_behavior(self, request: Any, response: Any) -> Any:
-        return self._set_collision_behavior(
-            {key: getattr(request, key) for key in COLLISION_FIELDS}, response)
+        values = _thresholds(request, COLLISION_FIELDS, response)
+        return response if values is None else self._set_collision_behavior(values, response)
 
     def _on_force_torque_collision_behavior(self, request: Any, response: Any) -> Any:
-        values = {}
-        for key in COLLISION_FIELDS:   # one set of thresholds for both motion phases
+        given = _thresholds(request, [f'{stem}_nominal' for stem in NOMINAL_ONLY], response)
+        if given is None:
+            return response
+        values = {}   # one set of thresholds for both motion phases
+        for key in COLLISION_FIELDS:
             stem = next(s for s in NOMINAL_ONLY if key.startswith(s))
-            values[key] = getattr(request, f'{stem}_nominal')
+            values[key] = given[f'{stem}_nominal']
         return self._set_collision_behavior(values, response)
 
-    def _set_collision_behavior(self, given: dict[str, Any], response: Any) -> Any:
-        values = {key: np.asarray(value, dtype=float) for key, value in given.items()}
-        bad = [key for key, value in values.items()
-               if not np.all(np.isfinite(value)) or np.any(value < 0)]
-        if bad:
-            response.success, response.error = False, f'{bad[0]} must be finite and >= 0'
-            return response
+    def _set_collision_behavior(self, values: dict[str, np.ndarray], response: Any) -> Any:
         self.collision_behavior = values
         self._arm.set_collision_torque(values['upper_torque_thresholds_nominal'])
         response.success, response.error = True, ''
@@ -134,6 +131,17 @@ class ServiceServerNode(Node):
                                    'arm runs fr3_arm_controller\'s effort law)')
             return response
         return serve
+
+
+def _thresholds(request: Any, fields: Sequence[str], response: Any
+                ) -> dict[str, np.ndarray] | None:
+    """The request's ``fields`` as arrays; None, with the response refused, for a bad one."""
+    values = {key: np.asarray(getattr(request, key), dtype=float) for key in fields}
+    bad = [key for key, value in values.items() if _non_negative(value)]
+    if bad:
+        response.success, response.error = False, f'{bad[0]} must be finite and >= 0'
+        return None
+    return values
 
 
 def _non_negative(value: np.ndarray) -> str:
