@@ -107,3 +107,25 @@ def test_a_stop_that_stalls_says_where_and_the_launchers_sigterm_ends_it(
         if proc.poll() is None:
             proc.kill()
         proc.communicate()
+
+
+def test_run_node_freezes_start_up_objects_before_it_spins() -> None:
+    """A full collection while running walks only what the node allocated since start-up
+    (imports, model, node): ``gc.freeze`` ran between building the node and spinning it."""
+    import gc
+
+    from rclpy.signals import SignalHandlerOptions
+
+    from simops_ros.scaffold import run_node
+
+    frozen: list[int] = []
+    gc.unfreeze()
+    try:
+        code = run_node('freeze_probe', 'a node that spins once',
+                        lambda: rclpy.create_node('freeze_probe'), args=['freeze_probe'],
+                        spin=lambda node: frozen.append(gc.get_freeze_count()),
+                        signals=SignalHandlerOptions.NO)
+    finally:
+        gc.unfreeze()
+    assert code == 0
+    assert frozen and frozen[0] > 10_000, frozen   # rclpy alone brings tens of thousands

@@ -6,10 +6,17 @@ every distro: :func:`simops_ros.rclpy_compat.initialised`), builds the node, spi
 ends it in one place: a :class:`ConfigError` while building becomes one line
 on stderr and exit code 2, Ctrl-C and an external shutdown end it cleanly, and the node's
 ``stop()`` (when it has one: control and physics threads) runs before ``destroy_node()``.
+
+Once the node is built, :func:`gc.freeze` moves every object start-up made (the imports of
+torch, MuJoCo and rclpy, the model, the node) out of the collector's view. A full collection
+then walks only what the running node allocated since: in the policy node on 2 cores, full
+collections over the ~190,000 start-up objects paused its control thread for 110-230 ms,
+more than two 20 Hz periods and more than ``stale_state_timeout``.
 """
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Callable
 from typing import TypeVar
 
@@ -43,6 +50,7 @@ def run_node(executable: str, description: str, make: Callable[[], NodeT],
         with initialised(argv, signals):
             try:
                 node = make()
+                gc.freeze()   # start-up objects: never walked again by a full collection
                 spin(node)
             except ConfigError as exc:
                 return fail(executable, EXIT_CONFIG, config_message(exc))
