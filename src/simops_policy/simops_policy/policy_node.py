@@ -135,6 +135,7 @@ class PolicyNode(Node):
 
     def _tick(self, now: float) -> None:
         """One control period: poll inputs, let the supervisor decide, act, publish state."""
+        looked_ns = time.time_ns()   # inputs' ages count to here, not to a later pause
         self._joint_states.take_newest()
         self._feeds.take(self._bad_message)
         with self._lock:
@@ -142,7 +143,7 @@ class PolicyNode(Node):
             self._arm_stop.check()   # a protective stop latches FAULT
             if self._goal is not None:
                 self.step.raw.goal_position[:] = self._goal
-            ready, not_ready = self._readiness()
+            ready, not_ready = self._readiness(looked_ns)
             decision = self.supervisor.tick(now, ready, not_ready, self.step.state is not None)
         if decision.run:
             self._run_policy(decision)
@@ -156,19 +157,19 @@ class PolicyNode(Node):
             self.step.state = held if held is not None or decision.publish else None
         self._report_mode()
 
-    def _readiness(self) -> tuple[bool, str]:
-        """Whether the inputs the card uses are present and the joint state is fresh."""
+    def _readiness(self, looked_ns: int) -> tuple[bool, str]:
+        """Whether the card's inputs are present and fresh at ``looked_ns`` (before the take)."""
         topic = self.topics['joint_states'].name
         if self._joint_states.raw is None:
             return False, f'waiting for {topic}'
-        age = 1e-9 * (time.time_ns() - self._joint_states.received_ns)
+        age = 1e-9 * (looked_ns - self._joint_states.received_ns)
         if age > self.stale_timeout:
             if not self.supervisor.reason.startswith('stale'):
                 self._stats.fault('stale_state')
             return False, f'stale {topic} ({age:.3f} s old)'
         missing = self.inputs.missing(self._feeds.have_object, self._goal is not None)
         reason, stale = ((f'waiting for {self.topics[missing].name}', False) if missing
-                         else self._feeds.not_ready())
+                         else self._feeds.not_ready(looked_ns))
         if stale and not self.supervisor.reason.startswith('stale'):
             self._stats.fault('stale_image')
         return not reason, reason

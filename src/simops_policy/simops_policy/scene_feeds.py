@@ -8,7 +8,6 @@ takes the newest message and reads it into the policy step's inputs
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Mapping
 
 from geometry_msgs.msg import PoseStamped
@@ -62,9 +61,11 @@ class SceneFeeds:
                 feed.received_ns = 0
                 bad(term.topic, problem)
 
-    def not_ready(self) -> tuple[str, bool]:
-        """Why the images are not ready ('' when they are), and whether one is stale."""
-        now = time.time_ns()
+    def not_ready(self, now: int) -> tuple[str, bool]:
+        """Why the images are not ready ('' when they are), and whether one is stale.
+
+        ``now``: ``time.time_ns()`` when the images were taken; ages count to it.
+        """
         for term, feed in zip(self.terms, self._images, strict=True):
             if not feed.received_ns:
                 return f'waiting for {term.topic}', False
