@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -20,6 +18,7 @@ from sensor_msgs.msg import JointState
 from sim_helpers import (
     SCENE_XML,
     command_publisher,
+    permitted_scheduling,
     qos,
     renamed_scene,
     stamp,
@@ -47,17 +46,6 @@ def call(probe: RosProbe, service_type: type, name: str, request: object) -> obj
     future = client.call_async(request)
     assert wait_until(future.done, timeout=10), f'{name} did not answer'
     return future.result()
-
-
-def permitted_scheduling() -> str:
-    """What a paced physics thread may get here, asked of a fresh interpreter:
-    SCHED_FIFO, else nice -10, else the default."""
-    for name, call in (('fifo', 'os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(10))'),
-                       ('nice', 'os.setpriority(os.PRIO_PROCESS, 0, -10)')):
-        if subprocess.run([sys.executable, '-c', f'import os; {call}'],
-                          capture_output=True).returncode == 0:
-            return name
-    return 'default'
 
 
 def diagnostics(probe: RosProbe) -> dict[str, str]:

@@ -44,7 +44,7 @@ from simops_core.franka_ros2 import franka_release
 from simops_core.robot_spec import load_robot_spec
 from simops_core.sim_params import SimParams, SimParamsError, load_sim_params
 from simops_core.topics import load_topics
-from simops_ros.control_thread import raise_thread_priority
+from simops_ros.control_thread import default_thread_priority, raise_thread_priority
 from simops_ros.declarations import declare_schema
 from simops_ros.diagnostics import diagnostic_array, status_name
 from simops_ros.qos import qos_profile
@@ -117,6 +117,8 @@ class SimNode(Node):
 
     def _set_live(self, name: str, value: Any) -> None:
         self.stepper.set(name, value)
+        if name == 'realtime_factor' and self._thread.native_id is not None:
+            self._schedule(self._thread.native_id)
         self.get_logger().info(f'{name} set to {value}')
 
     def _create_interfaces(self) -> None:
@@ -181,10 +183,15 @@ class SimNode(Node):
                 and self.settings.publish_clock):
             self._clock_pub.publish(self._clock_wire.encode(frame.stamp_ns))
 
-    def _run(self) -> None:
+    def _schedule(self, thread_id: int) -> None:
+        """Real-time priority for the physics thread while paced, never while running free."""
         timing = self.stepper.timing
-        if timing.sync_mode == 'realtime' and timing.realtime_factor > 0:
-            self._scheduling = raise_thread_priority()   # never while running free
+        paced = timing.sync_mode == 'realtime' and timing.realtime_factor > 0
+        self._scheduling = (raise_thread_priority if paced else default_thread_priority)(
+            thread_id)
+
+    def _run(self) -> None:
+        self._schedule(0)
         try:
             self.stepper.run(self._running, self._publish)
         except Exception as exc:  # stop the node rather than run on without physics
