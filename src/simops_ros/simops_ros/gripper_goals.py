@@ -10,11 +10,20 @@ while the previous goal is still running, so the gripper is not flooded with goa
 cannot act on; the newest width is sent once it is free. The caller (a control thread) only
 stores the width: goals are sent from the node's executor every :data:`SEND_PERIOD`, so an
 action client call never delays a control period.
+
+A service response can be lost: rmw_fastrtps drops a response when the client's response
+reader has not matched within 100 ms (ros2/rmw_fastrtps#390, #467), which happens right
+after discovery, when the first goal goes out. A goal request unanswered for
+:data:`ANSWER_TIMEOUT` is therefore sent again (the answer to the one given up is ignored),
+and a result request unanswered for as long is asked again, so a lost response never stops
+the gripper for good.
 """
 
 from __future__ import annotations
 
 import threading
+import time
+from dataclasses import dataclass
 from typing import Any
 
 from control_msgs.action import GripperCommand
@@ -24,6 +33,20 @@ from rclpy.node import Node
 HYSTERESIS = 0.01     # m between the last width sent and a width worth a new goal
 GRASP_EFFORT = 20.0   # N, max_effort of the goals (franka_gripper's grasp force)
 SEND_PERIOD = 0.05    # s between looks at the newest width (the policy's 20 Hz)
+ANSWER_TIMEOUT = 2.0  # s without an answer to a goal or result request before asking again
+
+
+@dataclass
+class _Pending:
+    """The goal in flight.
+
+    ``number``: which goal request; ``asked``: when its last request went out (monotonic s);
+    ``handle``: its goal handle once accepted.
+    """
+
+    number: int
+    asked: float
+    handle: Any = None
 
 
 class GripperGoals:
@@ -36,8 +59,9 @@ class GripperGoals:
         self._lock = threading.Lock()   # callers' thread and the executor's callbacks
         self._wanted: float | None = None
         self._sent: float | None = None
-        self._busy = False
-        self.goals = 0   # goals sent so far
+        self._pending: _Pending | None = None
+        self.goals = 0     # goal requests sent so far, repeats included
+        self.repeats = 0   # goal requests sent again and result requests asked again
         node.create_timer(SEND_PERIOD, self._send)
 
     def __call__(self, width: float) -> None:
@@ -46,28 +70,51 @@ class GripperGoals:
             self._wanted = width
 
     def _send(self) -> None:
+        now = time.monotonic()
+        with self._lock:
+            pending = self._pending
+            if pending is not None:
+                if now - pending.asked < ANSWER_TIMEOUT:
+                    return
+                self.repeats += 1
+                pending.asked = now
+                if pending.handle is None:   # the goal unanswered: send it again
+                    self._pending, self._sent = None, None
+        if pending is not None and pending.handle is not None:   # no result yet: ask again
+            self._ask_result(pending)
+            return
         with self._lock:
             width = self._wanted
-            if width is None or self._busy or (self._sent is not None
-                                               and abs(width - self._sent) <= self._hysteresis):
+            if width is None or (self._sent is not None
+                                 and abs(width - self._sent) <= self._hysteresis):
                 return
         if not self._client.server_is_ready():
             return
         with self._lock:
-            self._busy, self._sent = True, width
             self.goals += 1
+            pending = self._pending = _Pending(self.goals, now)
+            self._sent = width
         goal = GripperCommand.Goal()
         goal.command.position = width / 2.0   # franka_gripper: half the opening
         goal.command.max_effort = self._effort
-        self._client.send_goal_async(goal).add_done_callback(self._on_response)
+        self._client.send_goal_async(goal).add_done_callback(
+            lambda future: self._on_response(pending, future))
 
-    def _on_response(self, future: Any) -> None:
+    def _on_response(self, pending: _Pending, future: Any) -> None:
         handle = future.result()
-        if handle is None or not handle.accepted:
-            self._free()
-            return
-        handle.get_result_async().add_done_callback(lambda _: self._free())
-
-    def _free(self) -> None:
         with self._lock:
-            self._busy = False
+            if pending is not self._pending:   # a goal given up on: its answer came late
+                return
+            if handle is None or not handle.accepted:
+                self._pending = None
+                return
+            pending.handle, pending.asked = handle, time.monotonic()
+        self._ask_result(pending)
+
+    def _ask_result(self, pending: _Pending) -> None:
+        pending.handle.get_result_async().add_done_callback(lambda _: self._done(pending))
+
+    def _done(self, pending: _Pending) -> None:
+        with self._lock:
+            if pending is self._pending:
+                self._pending = None
