@@ -38,6 +38,7 @@ from franka_msgs.srv import (
     SetStiffnessFrame,
     SetTCPFrame,
 )
+from geometry_msgs.msg import PoseStamped
 from lifecycle_msgs.msg import State
 from rclpy.action import get_action_names_and_types
 from rclpy.qos import QoSProfile, ReliabilityPolicy
@@ -62,7 +63,12 @@ from simops_core.robot_spec import load_robot_spec
 from simops_core.topics import load_qos
 
 SPEC = load_robot_spec('fr3')
-ROBOT_STATE = '/franka_robot_state_broadcaster/robot_state'
+BROADCASTER = '/franka_robot_state_broadcaster'
+ROBOT_STATE = f'{BROADCASTER}/robot_state'
+# O_T_EE of an FR3 with the Franka Hand in its ready pose (q = 0, -pi/4, 0, -3pi/4, 0, pi/2,
+# pi/4), from Franka's published DH parameters and the hand's 0.1034 m flange-to-TCP offset:
+# the 0.307, 0, 0.487 m, x forward, z down, that libfranka's examples start from.
+READY_EE = np.array([0.30689, 0.0, 0.48688])
 MANAGER = '/controller_manager'
 GRIPPER_SERVES = {'homing': Homing, 'move': Move, 'grasp': Grasp,
                   'gripper_action': GripperCommand}
@@ -137,6 +143,9 @@ def test_each_release_serves_its_gripper_node(ros_probe: RosProbe, tmp_path: Pat
         [info] = ros_probe.node.get_publishers_info_by_topic(f'/{node}/joint_states')
         assert info.qos_profile.reliability == ReliabilityPolicy.RELIABLE
         assert load_qos('gripper_state').depth == 1   # history depth is not in discovery
+        [info] = ros_probe.node.get_publishers_info_by_topic(f'{BROADCASTER}/current_pose')
+        assert info.qos_profile.reliability == {  # QoS(1).best_effort() from v2.4.0 / v3.3.0
+            'v3': ReliabilityPolicy.BEST_EFFORT, 'v1': ReliabilityPolicy.RELIABLE}[release]
         assert sim.stop() == 0, sim.output
 
 
@@ -149,6 +158,45 @@ def test_a_best_effort_subscriber_receives_robot_state(ros_probe: RosProbe,
         state = ros_probe.wait_for_messages(ROBOT_STATE, count=5, timeout=30)[-1]
         assert state.robot_mode == FrankaRobotState.ROBOT_MODE_MOVE
         assert sim.stop() == 0, sim.output
+
+
+def test_the_broadcasters_convenience_topics_carry_the_state_the_simulator_knows(
+        ros_probe: RosProbe, tmp_path: Path) -> None:
+    """``~/current_pose`` is O_T_EE, the joint-state topics repeat robot_state's, stamped
+    and in the base frame, for a best-effort subscriber (franka_ros2's advice)."""
+    best_effort = QoSProfile(depth=10, reliability=ReliabilityPolicy.BEST_EFFORT)
+    ros_probe.subscribe(ROBOT_STATE, FrankaRobotState, best_effort)
+    kinds = {'current_pose': PoseStamped, 'measured_joint_states': JointState,
+             'desired_joint_states': JointState, 'external_joint_torques': JointState}
+    for key, kind in kinds.items():
+        ros_probe.subscribe(f'{BROADCASTER}/{key}', kind, best_effort)
+    with start_sim(tmp_path) as sim:
+        for key in kinds:
+            ros_probe.wait_for_messages(f'{BROADCASTER}/{key}', count=20, timeout=30)
+        assert sim.stop() == 0, sim.output
+    pose = ros_probe.messages(f'{BROADCASTER}/current_pose')[-1]
+    p, o = pose.pose.position, pose.pose.orientation
+    assert pose.header.frame_id == SPEC.base_frame and pose.header.stamp.sec + \
+        pose.header.stamp.nanosec > 0
+    assert np.allclose([p.x, p.y, p.z], READY_EE, atol=1e-3), p
+    assert abs(o.x) > 0.9999, o   # a half turn about x: the hand points down
+    states = {(m.header.stamp.sec, m.header.stamp.nanosec): m
+              for m in ros_probe.messages(ROBOT_STATE)}
+    pairs = [(m, states.get((m.header.stamp.sec, m.header.stamp.nanosec))) for m in
+             ros_probe.messages(f'{BROADCASTER}/measured_joint_states')]
+    pairs = [(m, s) for m, s in pairs if s is not None]
+    assert pairs
+    for message, state in pairs:
+        assert list(message.name) == list(SPEC.arm_joints)
+        assert message.header.frame_id == SPEC.base_frame
+        measured_state = state.measured_joint_state
+        for field in ('position', 'velocity', 'effort'):
+            assert list(getattr(message, field)) == list(getattr(measured_state, field))
+    desired = ros_probe.messages(f'{BROADCASTER}/desired_joint_states')[-1]
+    assert np.allclose(desired.position, SPEC.home, atol=1e-3) and not desired.effort
+    torques = ros_probe.messages(f'{BROADCASTER}/external_joint_torques')[-1]
+    assert len(torques.effort) == 7 and not torques.position
+    assert np.allclose(torques.effort, 0.0)   # no contact in the ready pose
 
 
 def test_a_deactivated_arm_controller_ignores_commands_and_the_arm_holds(

@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from simops_core.command_line import ConfigError
+from simops_core.topics import TopicConfigError, load_qos
 from simops_core.yaml_fields import read_yaml
 
 RELEASES_FILE = 'config/franka_ros2.yaml'
@@ -41,7 +42,8 @@ class FrankaRelease:
     """One release's behaviour (fields as in ``config/franka_ros2.yaml``).
 
     ``gripper_node`` may hold ``{robot}`` (``fr3``, ``panda``); ``gripper_state_rate`` in Hz;
-    ``recovery`` is a sequence of :data:`RECOVERY_STEPS`.
+    ``recovery`` is a sequence of :data:`RECOVERY_STEPS`; ``convenience_qos`` the QoS (of
+    ``config/topics.yaml``) of franka_robot_state_broadcaster's convenience topics.
     """
 
     name: str
@@ -51,6 +53,7 @@ class FrankaRelease:
     gripper_state_rate: float
     error_deactivates_controllers: bool
     recovery: tuple[str, ...]
+    convenience_qos: str
 
     def gripper_node_name(self, robot: str) -> str:
         """franka_gripper's node name for ``robot``: ``franka_gripper`` or ``fr3_gripper``."""
@@ -102,7 +105,7 @@ def _release(file: object, name: str, value: object) -> FrankaRelease:
     if not isinstance(value, dict):
         raise FrankaReleaseError(f'{where} must be a mapping')
     fields = ('describes', 'distro', 'gripper_node', 'gripper_state_rate',
-              'error_deactivates_controllers', 'recovery')
+              'error_deactivates_controllers', 'recovery', 'convenience_qos')
     missing = [f for f in fields if f not in value]
     if missing:
         raise FrankaReleaseError(f'{where} needs {", ".join(missing)}')
@@ -121,5 +124,11 @@ def _release(file: object, name: str, value: object) -> FrankaRelease:
     if not isinstance(node, str) or not node.format(robot='fr3').isidentifier():
         raise FrankaReleaseError(f'{where}: gripper_node must be a node name '
                                  '(may hold {robot})')
+    try:
+        load_qos(str(value['convenience_qos']))
+    except TopicConfigError as exc:
+        raise FrankaReleaseError(f'{where}: convenience_qos must name a QoS of the topics '
+                                 f'file ({exc})') from None
     return FrankaRelease(name, str(value['describes']), value['distro'], node, float(rate),
-                         value['error_deactivates_controllers'], tuple(steps))
+                         value['error_deactivates_controllers'], tuple(steps),
+                         str(value['convenience_qos']))

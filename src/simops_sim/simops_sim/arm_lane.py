@@ -111,7 +111,8 @@ class FollowState:
     contacts apply (what the collision reflex checks); ``refusal``, why the controller
     manager lets no command through ('' when it does); ``plan``, the sim start time (s) and
     the points' times (K,) s of the trajectory the arm follows, None while it holds (after
-    a cancel, a reset or a stop).
+    a cancel, a reset or a stop); ``ee``, Franka's ``O_T_EE`` (position (3,) m, quaternion
+    (4,) w-x-y-z in the base frame: :meth:`simops_sim.physics.Physics.ee_pose`).
     """
 
     time: float
@@ -128,6 +129,7 @@ class FollowState:
     contact: np.ndarray
     refusal: str = ''
     plan: tuple[float, np.ndarray] | None = None
+    ee: tuple[np.ndarray, np.ndarray] | None = None
 
 
 @dataclass
@@ -218,7 +220,7 @@ class ArmLane:
         return FollowState(physics.time, self._stepper.stamp_at(physics.time),
                            self._applied, self._rejected, physics.stop, self._last_stop,
                            desired_q, desired_qd, *joints[:, :arm].copy(), contact,
-                           self._refusal(), self._plan)
+                           self._refusal(), self._plan, physics.ee_pose())
 
     def _refusal(self) -> str:
         return '' if self.control is None else self.control.refusal()

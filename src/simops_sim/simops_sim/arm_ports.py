@@ -28,8 +28,8 @@ from trajectory_msgs.msg import JointTrajectory
 
 from simops_core.franka_ros2 import FrankaRelease
 from simops_core.robot_spec import RobotSpec
-from simops_core.topics import TopicSpec
-from simops_ros.qos import qos_profile, subscription_qos
+from simops_core.topics import TopicSpec, load_qos
+from simops_ros.qos import qos_from_spec, qos_profile, subscription_qos
 from simops_ros.rclpy_compat import MessageInfo
 from simops_sim.arm_lane import ArmLane, Frame
 from simops_sim.companions import companion_nodes
@@ -75,7 +75,8 @@ class ArmPorts:
             node.create_subscription(kind, topics[key].name, callback,
                                      subscription_qos(topics[key]))
         FollowJointTrajectoryServer(node, arm, spec, topics['joint_trajectory'])
-        self._robot_state = RobotStatePublisher(node, topics['robot_state'], spec)
+        self._robot_state = RobotStatePublisher(
+            node, topics['robot_state'], spec, qos_from_spec(load_qos(release.convenience_qos)))
         self.companions = companion_nodes(arm, spec, node.get_namespace(), release)
         self._wire_lock = threading.Lock()   # the encoders: physics thread and ~/reset
         self._state_wire = JointStateEncoder(spec.joint_names, spec.base_frame)

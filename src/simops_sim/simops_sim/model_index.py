@@ -23,6 +23,7 @@ GRIPPER_TENDON = 'gripper_width'
 OBJECT_BODY = 'object'
 TRANSITION_NUMERIC = 'friction_transition'   # <numeric name="friction_transition:JOINT">
 GOAL_BODY = 'goal'
+TCP_SITE = 'tcp'   # the hand's tool centre point, Franka's end-effector frame
 
 
 class ModelError(ConfigError):
@@ -82,6 +83,7 @@ class ModelIndex:
     velocity_ids: np.ndarray         # (7,) the arm's velocity actuators; -1: none (a servo)
     base_body: int
     flange_body: int
+    tcp_site: int                    # the hand's TCP (franka_description's <robot>_hand_tcp); -1
     object_body: int                 # -1 without an object
     object_geoms: np.ndarray         # geoms of the object body
     goal_mocap: int                  # -1 without a goal marker
@@ -183,6 +185,7 @@ def index_model(model: mujoco.MjModel, spec: RobotSpec,
         velocity_ids=np.array(dampers),
         base_body=base,
         flange_body=flange,
+        tcp_site=mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_SITE, prefix + TCP_SITE),
         object_body=obj,
         object_geoms=np.flatnonzero(model.geom_bodyid == obj) if obj >= 0 else np.zeros(0, int),
         goal_mocap=int(model.body_mocapid[goal]) if goal >= 0 else -1,

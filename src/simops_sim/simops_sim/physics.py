@@ -442,6 +442,25 @@ class Physics:
         return SimState(self.time, joints[0], joints[1], joints[2], flange_pos, flange_quat,
                         object_pos, object_quat)
 
+    def ee_pose(self) -> tuple[np.ndarray, np.ndarray]:
+        """Franka's ``O_T_EE`` in the base frame: position (3,) m, quat (4,) wxyz.
+
+        The hand's ``tcp`` site (franka_description's ``<robot>_hand_tcp``: 0.1034 m along
+        the hand's axis), or the flange when the model has no hand (``end_effector: none``
+        or no ``tcp`` site), as Desk's end-effector setting makes it.
+        """
+        site = self.index.tcp_site
+        if site < 0 or self.params.end_effector == 'none':
+            return self.body_pose(self.index.flange_body)
+        data, base = self.data, self.index.base_body
+        base_inv, site_quat = np.empty(4), np.empty(4)
+        mujoco.mju_negQuat(base_inv, data.xquat[base])
+        mujoco.mju_mat2Quat(site_quat, data.site_xmat[site])
+        pos, quat = np.empty(3), np.empty(4)
+        mujoco.mju_rotVecQuat(pos, data.site_xpos[site] - data.xpos[base], base_inv)
+        mujoco.mju_mulQuat(quat, base_inv, site_quat)
+        return pos, quat
+
     def body_pose(self, body: int) -> tuple[np.ndarray, np.ndarray]:
         """Pose of body id ``body`` in the base frame: position (3,) m, quat (4,) wxyz."""
         data, base = self.data, self.index.base_body
