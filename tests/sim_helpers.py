@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -177,14 +175,3 @@ class Recovery:
     def __call__(self, timeout: float = 30.0) -> None:
         """Run every step; a refused or unanswered step fails the test."""
         self.run(timeout)
-
-
-def permitted_scheduling() -> str:
-    """What a paced physics thread may get here, asked of a fresh interpreter:
-    SCHED_FIFO, else nice -10, else the default."""
-    for name, call in (('fifo', 'os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(10))'),
-                       ('nice', 'os.setpriority(os.PRIO_PROCESS, 0, -10)')):
-        if subprocess.run([sys.executable, '-c', f'import os; {call}'],
-                          capture_output=True).returncode == 0:
-            return name
-    return 'default'

@@ -18,7 +18,6 @@ from sensor_msgs.msg import JointState
 from sim_helpers import (
     SCENE_XML,
     command_publisher,
-    permitted_scheduling,
     qos,
     renamed_scene,
     stamp,
@@ -113,7 +112,6 @@ def test_joint_states_rate_effort_poses_and_clock(ros_probe: RosProbe, tmp_path:
         values = diagnostics(ros_probe)
         assert abs(float(values['realtime_factor']) - 1.0) < 0.05, values
         assert float(values['step_time_mean_us']) > 0
-        assert values['physics_thread_scheduling'] == permitted_scheduling(), values
         assert node.stop() == 0, node.output
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import math
 import os
 import threading
@@ -24,34 +23,22 @@ def sleep_until(deadline: float, running: threading.Event) -> bool:
     return True
 
 
-def raise_thread_priority(thread_id: int = 0) -> str:
-    """Give a thread SCHED_FIFO, else a lower nice value, where permitted.
+def raise_thread_priority() -> str:
+    """Give the calling thread SCHED_FIFO, else a lower nice value, where permitted.
 
-    ``thread_id``: its native id (``threading.get_native_id()``; 0, the calling thread).
     Returns the scheduling the thread got: ``fifo``, ``nice`` or ``default``.
     """
     try:
-        os.sched_setscheduler(thread_id, os.SCHED_FIFO, os.sched_param(FIFO_PRIORITY))
+        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(FIFO_PRIORITY))
     except (AttributeError, PermissionError, OSError):
         pass
     else:
         return 'fifo'
     try:
-        os.setpriority(os.PRIO_PROCESS, thread_id or threading.get_native_id(), NICE)
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), NICE)
     except (AttributeError, PermissionError, OSError):
         return 'default'
     return 'nice'
-
-
-def default_thread_priority(thread_id: int = 0) -> str:
-    """Put a thread back on the default scheduling (SCHED_OTHER, nice 0); returns ``default``.
-
-    Undoes :func:`raise_thread_priority`, which only succeeds where this is permitted too.
-    """
-    with contextlib.suppress(AttributeError, PermissionError, OSError):
-        os.sched_setscheduler(thread_id, os.SCHED_OTHER, os.sched_param(0))
-        os.setpriority(os.PRIO_PROCESS, thread_id or threading.get_native_id(), 0)
-    return 'default'
 
 
 def run_periodic(period: float, running: threading.Event, tick: Callable[[float], None],

@@ -3,10 +3,7 @@
 ROS wiring over :class:`simops_sim.stepper.Stepper` (the physics, a
 :class:`~simops_sim.world.World`; pacing, ``realtime`` or ``lockstep``; stamps; diagnostics).
 A physics thread steps and publishes each frame outside the lock; the executor serves the
-rest. Paced in real time, the physics thread takes SCHED_FIFO (else a lower nice value) where
-permitted, as the policy's control thread does: it stands in for the arm's 1 kHz loop, so
-rendering and the other nodes on a busy machine wait for it, not it for them. Parameters:
-``config/parameters/sim.yaml`` (table in docs/interfaces.md).
+rest. Parameters: ``config/parameters/sim.yaml`` (table in docs/interfaces.md).
 
 - Each arm's topics, actions and companions come from :mod:`simops_sim.arm_ports`: on this
   node for a lone arm; with ``arms`` (``fr3_duo``: ``[left, right]``) on a node per arm in
@@ -44,7 +41,6 @@ from simops_core.franka_ros2 import franka_release
 from simops_core.robot_spec import load_robot_spec
 from simops_core.sim_params import SimParams, SimParamsError, load_sim_params
 from simops_core.topics import load_topics
-from simops_ros.control_thread import default_thread_priority, raise_thread_priority
 from simops_ros.declarations import declare_schema
 from simops_ros.diagnostics import diagnostic_array, status_name
 from simops_ros.qos import qos_profile
@@ -75,7 +71,6 @@ class SimNode(Node):
         self._create_interfaces()
         self._running = threading.Event()
         self._running.set()
-        self._scheduling = 'default'
         self.cameras = (SimCameras(self, self.stepper, self.settings, self._running,
                                    self._fail) if self.settings.cameras else None)
         self._thread = threading.Thread(target=self._run, name='physics', daemon=True)
@@ -117,8 +112,6 @@ class SimNode(Node):
 
     def _set_live(self, name: str, value: Any) -> None:
         self.stepper.set(name, value)
-        if name == 'realtime_factor' and self._thread.native_id is not None:
-            self._schedule(self._thread.native_id)
         self.get_logger().info(f'{name} set to {value}')
 
     def _create_interfaces(self) -> None:
@@ -166,9 +159,8 @@ class SimNode(Node):
     def _publish_diagnostics(self) -> None:
         report = self.stepper.report()
         stamp = self.stepper.stamp_ns()
-        values = {**report.values, 'physics_thread_scheduling': self._scheduling}
         msg = diagnostic_array(status_name(self, 'physics'), self.spec.name, report.level,
-                               report.message, values, stamp)
+                               report.message, report.values, stamp)
         if self.cameras is not None:   # a second status in the same array
             msg.status.append(self.cameras.status(float(report.values['realtime_factor']),
                                                   self.spec.name, stamp))
@@ -183,15 +175,7 @@ class SimNode(Node):
                 and self.settings.publish_clock):
             self._clock_pub.publish(self._clock_wire.encode(frame.stamp_ns))
 
-    def _schedule(self, thread_id: int) -> None:
-        """Real-time priority for the physics thread while paced, never while running free."""
-        timing = self.stepper.timing
-        paced = timing.sync_mode == 'realtime' and timing.realtime_factor > 0
-        self._scheduling = (raise_thread_priority if paced else default_thread_priority)(
-            thread_id)
-
     def _run(self) -> None:
-        self._schedule(0)
         try:
             self.stepper.run(self._running, self._publish)
         except Exception as exc:  # stop the node rather than run on without physics
