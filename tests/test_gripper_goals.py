@@ -17,6 +17,7 @@ from simops_ros.background import BackgroundNode
 from simops_ros.gripper_goals import ANSWER_TIMEOUT, GripperGoals
 
 ACTION = '/test_gripper/gripper_action'
+pytestmark = pytest.mark.ros   # real nodes over DDS: the Jazzy leg runs it too
 
 
 class GripperServer(BackgroundNode):
