@@ -24,7 +24,7 @@ from simops_core.sim_params import SimParams, load_sim_params
 from simops_sim.physics import Physics
 from simops_sim.trajectory_plan import parse_trajectory
 from simops_sysid.excitation import fourier_excitation
-from simops_sysid.replay import CommandLog, controller_inputs
+from simops_sysid.replay import CommandLog, physics_targets
 
 STORE = get_typestore(Stores.ROS2_JAZZY)
 SPEC: RobotSpec = load_robot_spec('fr3')
@@ -86,13 +86,11 @@ def simulate(duration: float, seed: int = 0, params: SimParams | None = None,
     physics.reset_keyframe('home')
     dt = physics.timestep
     steps = round((duration + 1.5) / dt)
-    # the node's rule, closed loop: each goal starts from the arm's measured state then
-    inputs = controller_inputs(CommandLog('sim', arrival, goals=goals), 0.0, dt, SPEC.home,
-                               lambda _: physics.arm_measured())
+    targets = physics_targets(CommandLog('sim', arrival, goals=goals), 0.0, steps, dt,
+                              SPEC.home)
     rows = np.empty((steps, 3, len(SPEC.joint_names)))
     for k in range(steps):
-        target = next(inputs)
-        physics.set_arm_target(target[:7], target[7:])
+        physics.set_arm_target(targets[k, :7], targets[k, 7:])
         physics.step()
         physics.read_joints(rows[k])
     t = dt * np.arange(1, steps + 1)

@@ -131,20 +131,15 @@ def test_disabled_until_enable_estop_latches_and_disable_brakes(
         assert np.all(np.abs(np.diff(sequence, axis=0)) <= limits.max_step + 1e-9)
 
 
-def test_segment_chain_stamps_on_a_grid_with_the_two_targets_before() -> None:
-    """Each segment starts half a period after it was computed, on the grid; from the third
-    on, the message starts one period earlier with the two targets before its own."""
+def test_segment_chain_stamps_on_a_grid_from_the_previous_target() -> None:
     from simops_ros.point_commands import SegmentChain
 
     chain, period = SegmentChain(20_000_000), 20_000_000
-    stamp0, earlier = chain.next(1_000_000_000, np.zeros(7))
-    assert earlier == [] and stamp0 == 1_010_000_000   # half a period ahead
-    stamp1, earlier = chain.next(1_017_000_000, np.ones(7))   # a timer 3 ms early
-    assert stamp1 == stamp0 + period and np.array_equal(earlier, [np.zeros(7)])
-    stamp2, earlier = chain.next(1_043_000_000, np.full(7, 2.0))   # 3 ms late
-    # zeros at 1.030 - 0.020 s (due when it arrives), ones at 1.030 s, the target a period on
-    assert stamp2 == stamp1 and np.array_equal(earlier, [np.zeros(7), np.ones(7)])
-    stamp3, earlier = chain.next(1_060_000_000, np.full(7, 3.0))
-    assert stamp3 == stamp2 + period and np.array_equal(earlier, [np.ones(7), np.full(7, 2.0)])
-    stamp4, earlier = chain.next(1_150_000_000, np.zeros(7))   # a hiccup: restart
-    assert earlier == [] and stamp4 == 1_160_000_000
+    stamp0, first = chain.next(1_000_000_000, np.zeros(7))
+    assert first is None and stamp0 == 1_010_000_000   # half a period ahead
+    stamp1, previous = chain.next(1_017_000_000, np.ones(7))   # a timer 3 ms early
+    assert stamp1 == stamp0 + period and np.array_equal(previous, np.zeros(7))
+    stamp2, previous = chain.next(1_043_000_000, np.full(7, 2.0))   # 3 ms late
+    assert stamp2 == stamp1 + period and np.array_equal(previous, np.ones(7))
+    stamp3, previous = chain.next(1_100_000_000, np.zeros(7))   # a hiccup: restart
+    assert previous is None and stamp3 == 1_110_000_000

@@ -23,37 +23,32 @@ class SegmentChain:
     """Start times of a stream of one-period segments on a fixed grid, each from the last.
 
     A timer fires a few milliseconds early or late, so segments stamped when they were
-    computed overlap or leave gaps. Chained segments run from ``first + k * period`` ns
+    computed overlap or leave gaps. Chained segments start at ``first + k * period`` ns
     instead, :data:`LEAD` periods after they were computed (so the controller has them
-    before they start). Each message also carries the two targets before its own, the first
-    one period before the segment starts: it is already due when the message arrives, so
-    JointTrajectoryController samples the message's own points from the start, exactly
-    where the previous message had the target, and neither the arm's measured state (where
-    JTC starts a trajectory whose first point is still ahead) nor when it arrives changes
-    the target. A chain's first message is one point and its second two, which the
-    controller reaches from the arm's state at arrival. A timer late or early by more than
-    half a period restarts the chain.
+    before they start), each from the target the one before reached: the controller's
+    target moves continuously, and when a message arrives does not change it. A timer late
+    or early by more than half a period restarts the chain.
     """
 
     def __init__(self, period_ns: int) -> None:
         self.period_ns = period_ns
         self._due: int | None = None
-        self._last: list[np.ndarray] = []
+        self._last: np.ndarray | None = None
 
-    def next(self, now_ns: int, target: np.ndarray) -> tuple[int, list[np.ndarray]]:
-        """The stamp (ns) for ``target`` (7,) rad computed at ``now_ns``, and the targets before.
+    def next(self, now_ns: int, target: np.ndarray) -> tuple[int, np.ndarray | None]:
+        """The stamp (ns) for ``target`` (7,) rad computed at ``now_ns``, and where it starts.
 
-        The earlier targets (oldest first, one period apart, the first at the stamp): none
-        when the chain (re)starts, then the previous one, then the two previous ones.
+        The start is the previous target, or None when the chain (re)starts: a one-point
+        trajectory, which the controller reaches from wherever it is.
         """
         wanted = now_ns + round(LEAD * self.period_ns)
+        previous = self._last
         if self._due is None or abs(wanted - self._due) > self.period_ns // 2:
-            self._due, self._last = wanted, []
-        earlier = self._last
-        stamp = self._due - self.period_ns * max(len(earlier) - 1, 0)
+            self._due, previous = wanted, None
+        stamp = self._due
         self._due += self.period_ns
-        self._last = [*earlier[-1:], np.array(target, dtype=float)]
-        return stamp, earlier
+        self._last = np.array(target, dtype=float)
+        return stamp, previous
 
 
 def _duration(seconds: float) -> Duration:
@@ -62,25 +57,25 @@ def _duration(seconds: float) -> Duration:
 
 
 def point_command(joint_names: Sequence[str], positions: Sequence[float], horizon: float,
-                  stamp: Time, earlier: Sequence[Sequence[float]] = ()) -> JointTrajectory:
-    """Reach ``positions`` (rad, ``joint_names`` order) ``horizon`` s after the last point.
+                  stamp: Time, previous: Sequence[float] | None = None) -> JointTrajectory:
+    """Reach ``positions`` (rad, ``joint_names`` order) ``horizon`` s after ``stamp``.
 
-    ``earlier`` come first, the first of them at ``stamp`` (on the publisher's ROS clock:
-    sim time under use_sim_time; zero means "now"): the targets sent before
-    (:class:`SegmentChain`), one ``horizon`` apart. With a first point already due when the
-    message arrives,
-    JointTrajectoryController interpolates the message's points from there, so neither
-    transport latency nor where the arm is shifts the segment, and a recording of these
-    messages times every command exactly (``simops_sysid fit`` replays them). Without
-    ``earlier`` (a policy's command) it is one point, which the controller reaches from the
-    arm's measured state at arrival.
+    ``stamp`` is when the segment starts, on the publisher's ROS clock (sim time under
+    use_sim_time); a zero stamp means "now". With ``previous`` (the target last sent) the
+    trajectory has two points, ``previous`` at ``stamp`` and ``positions`` at ``stamp`` +
+    ``horizon``. JointTrajectoryController then interpolates between them whenever the
+    message arrives before ``stamp``: neither transport latency nor where the arm is shifts
+    the segment, and a recording of these messages times every command exactly
+    (``simops_sysid fit`` replays them). Arriving later, it is joined where it is by then.
+    Without ``previous`` (the first command) it is one point, which the controller reaches
+    from its current state at arrival.
     """
-    points = [JointTrajectoryPoint(positions=[float(p) for p in point],
-                                   time_from_start=_duration(k * horizon))
-              for k, point in enumerate(earlier)]
-    points.append(JointTrajectoryPoint(positions=[float(p) for p in positions],
-                                       time_from_start=_duration(max(len(earlier), 1)
-                                                                 * horizon)))
+    point = JointTrajectoryPoint(positions=[float(p) for p in positions],
+                                 time_from_start=_duration(horizon))
+    points = [point]
+    if previous is not None:
+        points.insert(0, JointTrajectoryPoint(positions=[float(p) for p in previous],
+                                              time_from_start=_duration(0.0)))
     msg = JointTrajectory(joint_names=list(joint_names), points=points)
     msg.header.stamp = stamp
     return msg
@@ -127,14 +122,13 @@ class ArmCommandPublisher:
         point at stamp + period, whenever the message arrives).
         """
         if self.trajectory:
-            earlier: list[np.ndarray] = []
-            stamp = Time()
+            previous, stamp = None, Time()
             if self._chain is not None:
-                ns, earlier = self._chain.next(self._clock.now().nanoseconds, target)
+                ns, previous = self._chain.next(self._clock.now().nanoseconds, target)
                 sec, nanosec = split_nanoseconds(ns)
                 stamp = Time(sec=sec, nanosec=nanosec)
             self._publisher.publish(point_command(self._names, target, self._period, stamp,
-                                                  earlier))
+                                                  previous))
             if gripper is not None and self.gripper is not None:
                 self.gripper(gripper)
             return

@@ -411,16 +411,15 @@ class ArmLane:
             self.counts.dropped_commands += 1
             self._rejected = (number, refusal)
             return
-        now, before = physics.time, physics.stop
+        now, current, before = physics.time, physics.arm_target, physics.stop
         streamed = isinstance(command, ArmCommand)
-        if streamed:   # from the target, by the stream rule
-            current, moving = physics.arm_target, None
+        if streamed:
             goal, speed = self._pacer.goal(arrival, command.arm, current, timing.control_period,
                                            timing.command_timeout)
-        else:   # from the measured state, as JointTrajectoryController
-            (current, moving), goal, speed = physics.arm_measured(), command, None
+        else:
+            goal, speed = command, None
         start = now if goal.start is None else goal.start
-        plan = TrajectoryPlan(goal, start, current, now, moving)
+        plan = TrajectoryPlan(goal, start, current, now)
         stop = physics.follow(plan, speed)
         if stop is not None:
             counts = self.counts
