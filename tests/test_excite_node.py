@@ -17,6 +17,7 @@ from std_msgs.msg import Bool, Float64MultiArray, String
 from simops_core.robot_spec import load_robot_spec
 from simops_core.safety import SafetyLimits
 from simops_core.topics import load_topics
+from simops_sysid.excite_node import SETTLE
 
 TOPICS = load_topics()
 
@@ -97,6 +98,7 @@ def test_disabled_until_enable_estop_latches_and_disable_brakes(
         wait_state('RUNNING')     # after the 3 s blend-in
         time.sleep(0.5)
         moving = targets()
+        still = next(k for k, row in enumerate(moving) if np.any(row != moving[0]))
         estop.publish(Bool(data=True))
         wait_state('ESTOP')
         refused = call_enable(ros_probe, True, '/excite')
@@ -120,6 +122,9 @@ def test_disabled_until_enable_estop_latches_and_disable_brakes(
     spec = load_robot_spec('fr3')
     limits = SafetyLimits.from_spec(spec, 1 / 50.0, 0.25, 0.05)
     assert np.ptp(moving, axis=0).max() > 1e-3, 'excite did not move once enabled'
+    # it held until every subscriber had its commands, then for SETTLE s (50 periods) more
+    assert still >= 1 + round(SETTLE * 50), still
+    assert 'every subscriber has the commands' in node.output
     assert not refused.success and 'e-stop' in refused.message
     assert len(held) >= 20 and np.all(held == held[0]), 'the arm moved during the e-stop'
     assert states()[-6:] == ['ESTOP', 'HOLD', 'RAMPING', 'RUNNING', 'STOPPING', 'DISABLED']

@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 from builtin_interfaces.msg import Duration, Time
+from rclpy.duration import Duration as Timeout
 from rclpy.node import Node
 from std_msgs.msg import Float64MultiArray
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
@@ -102,6 +103,7 @@ class ArmCommandPublisher:
         self._publisher = node.create_publisher(
             JointTrajectory if self.trajectory else Float64MultiArray, self.topic,
             qos_profile(topics[key]))
+        self._node = node
         self._clock = node.get_clock()
         self._names = list(joint_names)
         self._period = period
@@ -111,6 +113,26 @@ class ArmCommandPublisher:
             self.gripper = GripperGoals(node, gripper_action)
             node.get_logger().info('gripper widths go as goals to '
                                    f'{node.resolve_topic_name(gripper_action)}')
+
+    def delivered(self) -> str | None:
+        """None once every subscriber of the topic has everything published; else what lacks.
+
+        The command QoS is reliable, and a reader acknowledges a sample only once it has
+        matched this writer: until then what is published is lost to it, however soon a
+        recorder on the same topic stores it. Judged in this node's view of the graph: every
+        subscription it has discovered on the topic is matched, and none has anything left
+        to acknowledge.
+        """
+        publisher = self._publisher
+        known = len(self._node.get_subscriptions_info_by_topic(publisher.topic_name))
+        matched = publisher.get_subscription_count()
+        if not known:
+            return f'no subscriber on {publisher.topic_name}'
+        if matched < known:
+            return f'{matched} of the {known} subscribers of {publisher.topic_name} matched'
+        if not publisher.wait_for_all_acked(Timeout(seconds=0)):
+            return f'a subscriber of {publisher.topic_name} has not acknowledged'
+        return None
 
     def __call__(self, target: np.ndarray, gripper: float | None = None) -> None:
         """Publish the arm ``target`` (7,) rad and ``gripper`` (m), if any.

@@ -10,7 +10,10 @@ a chain of one-period segments on a fixed time grid, each from the previous targ
 (:class:`simops_ros.point_commands.SegmentChain`), so a recording times the arm's target
 exactly, whenever each message reached the controller. The 1 kHz joint states
 are polled at each tick, not handled per message. Without a joint state received within
-:data:`STALE_STATE` s it holds. When the trajectory is done it holds ``home``
+:data:`STALE_STATE` s it holds. Once enabled it first holds where the arm is until every
+subscriber of the command topic (the arm's controller, a recorder) has acknowledged its
+commands, then for :data:`SETTLE` s more, so the controller never misses commands a
+recording holds. When the trajectory is done it holds ``home``
 for a moment and exits with code 0. Parameters: ``config/parameters/excite.yaml``.
 
 It moves an arm, so it behaves like the policy node, through the same
@@ -55,6 +58,7 @@ JOINT_LIMIT_MARGIN = StepSettings.joint_limit_margin   # rad, the policy's defau
 STALE_STATE = 0.1           # s; an older joint state means hold
 RAMP = 3.0                  # s blending in from the measured position
 FINAL_HOLD = 1.0            # s of holding home before exiting
+SETTLE = 1.0                # s of holding once the controller has the commands
 
 
 
@@ -90,6 +94,7 @@ class ExciteNode(Node):
         self._arm_stop = attach_motion_controls(self, self.supervisor, self._lock, topics)
         self._tick = 0          # samples of the excitation already commanded
         self._holds = 0
+        self._delivered: float | None = None   # monotonic s the controller first had them
         self.finished = False
         self.create_timer(self.period, self._on_tick)
         self.get_logger().info(
@@ -149,6 +154,9 @@ class ExciteNode(Node):
             if self._tick == 0:
                 self.get_logger().info('enabled and joint states received; exciting')
         assert self._safety is not None
+        if not self._connected():   # hold where it started until the controller listens
+            self._publish(self._safety.target)
+            return
         samples = self.excitation.q
         if self._tick >= samples.shape[0]:
             self._holds += 1
@@ -161,6 +169,28 @@ class ExciteNode(Node):
         self._safety = out.state
         self._tick += 1
         self._publish(out.state.target)
+
+
+    def _connected(self) -> bool:
+        """Whether every subscriber of the command topic has had the commands for SETTLE s.
+
+        Only then does the excitation start (the arm's controller is one such subscriber). A
+        controller that discovers excite after the recorder does would otherwise miss the
+        first commands the bag holds, then jump to the newest: an unrecorded motion that no
+        replay reproduces. Its first target is where the arm is, so the hold moves it little,
+        and the settling lets any transient end before the ramp.
+        """
+        now = time.monotonic()
+        if self._delivered is None:
+            lacking = self._publish.delivered()
+            if lacking is not None:
+                self.get_logger().info(f'holding until the controller has the commands: '
+                                       f'{lacking}', throttle_duration_sec=2.0)
+                return False
+            self._delivered = now
+            self.get_logger().info(f'every subscriber has the commands; exciting after '
+                                   f'{SETTLE:g} s of holding')
+        return now - self._delivered >= SETTLE
 
 
 def main(args: list[str] | None = None) -> int:
