@@ -145,3 +145,19 @@ def test_the_fit_starts_from_each_valley_of_the_delay_profile() -> None:
     assert delay_starts(delays, far) == [pytest.approx(0.03)]   # 2.0 > 1.5 x 0.9
     flat = np.ones_like(delays)
     assert len(delay_starts(delays, flat)) == 3
+
+
+def test_the_first_move_is_the_first_command_that_leaves_the_held_target() -> None:
+    """excite holds where the arm is until its controller has the commands, so the commands
+    before its first move (streamed or trajectories) say nothing the replay can use."""
+    from simops_sim.trajectory_plan import point_goal
+    from simops_sysid.replay import CommandLog
+
+    held, moved = np.zeros(7), np.full(7, 1e-3)
+    rows = np.array([held, held, held, moved, held])
+    rows[:, 6] = np.nan   # a joint the stream leaves alone
+    times = np.arange(5) * 0.02
+    assert CommandLog('/joint_commands', times, targets=rows).first_move() == 3
+    goals = tuple(point_goal(row, 0.02) for row in (held, held, moved))
+    assert CommandLog('/joint_trajectory', times[:3], goals=goals).first_move() == 2
+    assert CommandLog('/joint_commands', times[:2], targets=rows[:2]).first_move() == 2

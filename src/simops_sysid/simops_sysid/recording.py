@@ -339,10 +339,14 @@ def split_sequences(rec: Recording, dt: float, length: float, rate: float,
     The first sequence starts once every target the replay feeds the arm, ``history`` steps
     back included, comes from a recorded command: one command after the first recorded one
     (whose segment starts from a target the bag may not hold: a recorder can discover a new
-    publisher later than the arm does, and miss its first commands), plus the history.
+    publisher later than the arm does, and miss its first commands), plus the history; and
+    no earlier than the last command that holds before the first that moves
+    (:meth:`CommandLog.first_move`), where the arm's controller had every command and the
+    arm had settled on them: when it took the first of them, the bag does not say.
     """
     start, end = rec.command_span
-    start = max(start, float(rec.commands.t[min(1, len(rec.commands) - 1)]) + history * dt)
+    first = min(max(1, rec.commands.first_move() - 1), len(rec.commands) - 1)
+    start = max(start, float(rec.commands.t[first]) + history * dt)
     if end - start < MIN_SEQUENCE:
         raise DataError(f'{rec.bag}: too little data: {max(end - start, 0.0):.2f} s of commanded '
                         f'motion, need at least {MIN_SEQUENCE:g} s')

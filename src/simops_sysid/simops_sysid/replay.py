@@ -54,6 +54,19 @@ class CommandLog:
     def __len__(self) -> int:
         return int(self.t.size)
 
+    def first_move(self) -> int:
+        """Index of the first command whose arm target differs from the first one's.
+
+        The commands before it hold where the arm was (``excite`` holds until the controller
+        has its commands); ``len(self)`` when nothing moves.
+        """
+        if self.goals is not None:
+            finals = [goal.positions[-1] for goal in self.goals]
+        else:
+            finals = list(self.targets) if self.targets is not None else []
+        return next((k for k, final in enumerate(finals)
+                     if not np.array_equal(final, finals[0], equal_nan=True)), len(self))
+
 
 def application_steps(arrival: np.ndarray, t0: float, dt: float) -> np.ndarray:
     """Index of the physics step (0 = the step starting at ``t0``) that first sees each command.
