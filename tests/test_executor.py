@@ -58,8 +58,10 @@ def descendants(pid: int) -> set[int]:
 
 def test_ctrl_c_stops_every_worker(tmp_path: Path) -> None:
     exe = installed_executable('simops_learning', 'simops-validate')
+    # 900 episodes: about a minute at the 15 episodes/s of an idle machine, so the Ctrl-C
+    # lands mid-run (with 90 the run once ended, exit 0, before it)
     proc = subprocess.Popen([str(exe), '--policy', str(POLICY), '--grid', 'friction=0.5,1,1.5',
-                             '--episodes', '30', '--workers', '2', '--out', str(tmp_path)],
+                             '--episodes', '300', '--workers', '2', '--out', str(tmp_path)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 60
     workers: set[int] = set()
