@@ -142,7 +142,7 @@ def test_a_node_that_ends_on_ctrl_c_removes_its_shared_memory_segment(
     two test runs)."""
     from ros_helpers import NodeProcess, wait_until
 
-    segment = re.compile(r'/dev/shm/fastdds_[0-9a-f]{16}$')   # not the shared port queues
+    segment = re.compile(r'/dev/shm/fast(dds|rtps)_[0-9a-f]{16}$')   # Fast DDS 3 | 2; not ports
     with NodeProcess.ros2_run('simops_sim', 'sim', log_path=tmp_path / 'sim.log',
                               env=ros_env) as node:
         def mapped() -> set[str]:
