@@ -51,16 +51,20 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 
 @pytest.fixture(autouse=True)
-def frozen_heap() -> Iterator[None]:
-    """Each test's garbage collections walk only the objects the test made.
+def frozen_heap(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A test that times nodes (marked ``ros``) runs on a collected, then frozen, heap.
 
     By the middle of a run the pytest process holds ~500,000 long-lived objects (torch,
     MuJoCo, every earlier test's modules), and a full collection over them pauses every
     thread for 0.2-0.3 s, among them the spinner of a probe that times a node's messages (a
-    simulator's real-time factor once read 0.80 after such a pause). ``gc.freeze`` parks them
-    for the test's length; ``gc.unfreeze`` hands them back to the collector afterwards, so
-    the garbage of one test is still collected. Nodes do the same (``run_node``).
+    simulator's real-time factor once read 0.80 after such a pause). The heap is collected
+    first, so no earlier test's garbage waits out the test frozen, then ``gc.freeze`` parks
+    it and ``gc.unfreeze`` hands it back afterwards. Nodes do the same (``run_node``).
     """
+    if request.node.get_closest_marker('ros') is None:
+        yield
+        return
+    gc.collect()
     gc.freeze()
     try:
         yield

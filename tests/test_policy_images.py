@@ -99,7 +99,7 @@ def test_the_cnn_policy_runs_at_20_hz_on_the_rendered_wrist_camera(
     assert 54 <= sent <= 66, sent   # 20 Hz for 3 s
     assert states(ros_probe)[-1] == 'RUNNING'
     assert int(values['faults_stale_image']) == 0
-    assert float(values['period_p99_ms']) < 60.0, values   # which: overruns, repeated states
+    assert float(values['period_p99_ms']) < 60.0, str(values)   # overruns? repeated states?
 
 
 def test_without_images_the_policy_waits_and_a_stale_image_holds_the_arm(
