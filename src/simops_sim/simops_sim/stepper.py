@@ -138,10 +138,16 @@ class Stepper:
         self.warn = warn
         self.viewer = viewer
         dt = world.timestep
+        self._period_steps = max(1, round(timing.control_period / dt))
         self.state_every = max(1, round(1.0 / (timing.joint_state_rate * dt)))
+        if timing.sync_mode == 'lockstep':
+            # Joint states at the ends of periods only: a period's states go out together
+            # after it, and a controller ticking on its own clock could act on one from
+            # inside the burst, which no env step shows it.
+            self.state_every = self._period_steps * max(
+                1, round(self.state_every / self._period_steps))
         self.pose_every = max(1, round(1.0 / (POSE_RATE * dt)))
         self.robot_every = max(1, round(1.0 / (timing.robot_state_rate * dt)))
-        self._period_steps = max(1, round(timing.control_period / dt))
         self.lanes = {prefix: ArmLane(self, prefix, arm) for prefix, arm in world.arms.items()}
         self._lanes = tuple(self.lanes.values())
         self._step_index = 0
