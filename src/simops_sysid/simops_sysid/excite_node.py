@@ -61,7 +61,6 @@ FINAL_HOLD = 1.0            # s of holding home before exiting
 SETTLE = 1.0                # s of holding once the controller has the commands
 
 
-
 class ExciteNode(Node):
     """Publishes the excitation through the safety pipeline, one target per control period."""
 
@@ -169,7 +168,6 @@ class ExciteNode(Node):
         self._safety = out.state
         self._tick += 1
         self._publish(out.state.target)
-
 
     def _connected(self) -> bool:
         """Whether every subscriber of the command topic has had the commands for SETTLE s.
