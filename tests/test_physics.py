@@ -689,3 +689,17 @@ def test_targets_taken_late_keep_the_pace_they_were_received_at(spec: RobotSpec)
         stop, reached = stepper.arm.stopped(), stepper.arm.follow_state().actual_q
     assert stop is None, stop.message()
     assert abs(reached[0] - target[0]) < 0.01, (reached[0], target[0])
+
+
+@pytest.mark.parametrize(('rate', 'every'), [(1000.0, 50), (20.0, 50), (10.0, 100), (7.0, 150)])
+def test_lockstep_publishes_joint_states_at_period_ends_only(rate: float, every: int,
+                                                             spec: RobotSpec) -> None:
+    """A period's states go out together after it; a controller on its own clock must only
+    ever find the period's last one (docs/interfaces.md, ``joint_state_rate``)."""
+    from simops_sim.stepper import Stepper, Timing
+    from simops_sim.world import World
+
+    world = World(mujoco.MjModel.from_xml_path(str(SCENE_XML)), {'': spec})
+    timing = Timing('lockstep', 1.0, 0.05, 0.5, 5.0, rate, 0.0, 0.0, 100.0)
+    stepper = Stepper(world, timing, 'home', None, 0, None, lambda key, text: None)
+    assert stepper.state_every == every   # 1 ms steps: 50 per 0.05 s period
