@@ -14,7 +14,8 @@ Topic names, types and QoS come from config/topics.yaml (``--best-effort`` overr
 joint state reliability, as franka_ros2's convenience topics do; ``--depth`` its history).
 The publisher waits until every topic has ``--subscribers`` subscriptions (plus
 ``--settle`` s for the subscribers to match it in turn), publishes for
-``--duration`` s, lingers so reliable samples are delivered, then prints
+``--duration`` s (exactly duration * rate messages per stream, message k due k / rate s
+after the start), lingers so reliable samples are delivered, then prints
 ``published <topic> <count>`` lines.
 """
 
@@ -87,17 +88,21 @@ def main() -> int:
     print('publishing', flush=True)
 
     counts = [0] * len(streams)
+    totals = [round(args.duration * rate) for _, rate, _ in streams]
     start = time.monotonic()
     end = start + args.duration
     while True:
         now = time.monotonic()
-        if now >= end:
-            break
         for index, (pub, rate, key) in enumerate(streams):
-            due = min(int((now - start) * rate) + 1, int(args.duration * rate))
+            # Message k is due at k / rate s; at the end every stream has sent all
+            # duration * rate of them, however late the last sleep woke.
+            due = totals[index] if now >= end else min(int((now - start) * rate) + 1,
+                                                        totals[index])
             while counts[index] < due:
                 pub.publish(make(key, counts[index], joints, node))
                 counts[index] += 1
+        if now >= end:
+            break
         time.sleep(max(0.0, min(0.0005, end - time.monotonic())))
     time.sleep(1.0)  # let reliable samples reach the subscribers
     for (_, _, key), count in zip(streams, counts, strict=True):
