@@ -24,7 +24,7 @@ from simops_core.sim_params import SimParams, load_sim_params
 from simops_sim.physics import Physics
 from simops_sim.trajectory_plan import parse_trajectory
 from simops_sysid.excitation import fourier_excitation
-from simops_sysid.replay import CommandLog, physics_targets
+from simops_sysid.replay import CommandLog, controller_inputs
 
 STORE = get_typestore(Stores.ROS2_JAZZY)
 SPEC: RobotSpec = load_robot_spec('fr3')
@@ -86,11 +86,13 @@ def simulate(duration: float, seed: int = 0, params: SimParams | None = None,
     physics.reset_keyframe('home')
     dt = physics.timestep
     steps = round((duration + 1.5) / dt)
-    targets = physics_targets(CommandLog('sim', arrival, goals=goals), 0.0, steps, dt,
-                              SPEC.home)
+    # the node's rule, closed loop: each goal starts from the arm's measured state then
+    inputs = controller_inputs(CommandLog('sim', arrival, goals=goals), 0.0, dt, SPEC.home,
+                               lambda _: physics.arm_measured())
     rows = np.empty((steps, 3, len(SPEC.joint_names)))
     for k in range(steps):
-        physics.set_arm_target(targets[k, :7], targets[k, 7:])
+        target = next(inputs)
+        physics.set_arm_target(target[:7], target[7:])
         physics.step()
         physics.read_joints(rows[k])
     t = dt * np.arange(1, steps + 1)

@@ -136,15 +136,31 @@ def test_disabled_until_enable_estop_latches_and_disable_brakes(
         assert np.all(np.abs(np.diff(sequence, axis=0)) <= limits.max_step + 1e-9)
 
 
-def test_segment_chain_stamps_on_a_grid_from_the_previous_target() -> None:
+def test_segment_chain_stamps_on_a_grid_with_its_points_from_the_last_one_due() -> None:
+    """Each segment starts half a period after it was computed, on the grid; each message
+    begins with the chain's last point already due when it was computed (the target before
+    held for a period when the chain starts or restarts), so it never starts from the arm."""
     from simops_ros.point_commands import SegmentChain
 
-    chain, period = SegmentChain(20_000_000), 20_000_000
-    stamp0, first = chain.next(1_000_000_000, np.zeros(7))
-    assert first is None and stamp0 == 1_010_000_000   # half a period ahead
-    stamp1, previous = chain.next(1_017_000_000, np.ones(7))   # a timer 3 ms early
-    assert stamp1 == stamp0 + period and np.array_equal(previous, np.zeros(7))
-    stamp2, previous = chain.next(1_043_000_000, np.full(7, 2.0))   # 3 ms late
-    assert stamp2 == stamp1 + period and np.array_equal(previous, np.ones(7))
-    stamp3, previous = chain.next(1_100_000_000, np.zeros(7))   # a hiccup: restart
-    assert previous is None and stamp3 == 1_110_000_000
+    chain = SegmentChain(20_000_000)   # 50 Hz
+    zeros, ones, twos, threes = (np.full(7, v) for v in (0.0, 1.0, 2.0, 3.0))
+
+    def sent(now: int, target: np.ndarray) -> tuple[int, list[np.ndarray]]:
+        stamp, earlier = chain.next(now, target)
+        assert stamp <= now   # the first point is due when the message is computed
+        return stamp, earlier
+
+    stamp, earlier = sent(1_000_000_000, zeros)   # starts: zeros held, then zeros
+    assert stamp == 990_000_000 and np.array_equal(earlier, [zeros, zeros])
+    stamp, earlier = sent(1_017_000_000, ones)   # a timer 3 ms early
+    assert stamp == 1_010_000_000 and np.array_equal(earlier, [zeros, zeros])
+    stamp, earlier = sent(1_043_000_000, twos)   # 3 ms late
+    assert stamp == 1_030_000_000 and np.array_equal(earlier, [zeros, ones])
+    stamp, earlier = sent(1_075_000_000, threes)   # 15 ms late: a restart from twos, held
+    assert stamp == 1_065_000_000 and np.array_equal(earlier, [twos, twos])
+    stamp, earlier = sent(1_080_000_000, zeros)   # back on the timer's schedule: one point more
+    assert stamp == 1_065_000_000 and np.array_equal(earlier, [twos, twos, threes])
+    stamp, earlier = sent(1_100_000_000, ones)
+    assert stamp == 1_085_000_000 and np.array_equal(earlier, [twos, threes, zeros])
+    stamp, earlier = sent(500_000_000, twos)   # the clock went back: a restart
+    assert stamp == 490_000_000 and np.array_equal(earlier, [ones, ones])

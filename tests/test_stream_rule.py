@@ -4,10 +4,14 @@ The same streamed targets, arriving at the same instants, go once through the si
 realtime stepper (its lane's inbox, :meth:`Stepper.advance` at each due step) and once
 through :func:`simops_sysid.replay.physics_targets`; the controller inputs of every physics
 step must be equal bit for bit, for streams at 1 kHz (a real Panda's), 100 Hz and 20 Hz
-(SimOps' policy), with jittered arrivals and a stall.
+(SimOps' policy), with jittered arrivals and a stall. So must one-point JointTrajectory
+goals (the policy's real-profile commands), which both start from the arm's measured state,
+the replay's read from the recording (here: the node's own).
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 import mujoco
 import numpy as np
@@ -18,8 +22,9 @@ from simops_core.robot_spec import load_robot_spec
 from simops_sim.joint_commands import ArmCommand
 from simops_sim.stepper import Stepper, Timing
 from simops_sim.stream_rule import PACE_WINDOW, StreamPacer
+from simops_sim.trajectory_plan import TrajectoryGoal
 from simops_sim.world import World
-from simops_sysid.replay import CommandLog, physics_targets
+from simops_sysid.replay import CommandLog, application_steps, physics_targets
 
 PERIOD, TIMEOUT = 0.05, 0.5   # s: the simulator's defaults
 
@@ -43,20 +48,23 @@ def stream(rate: float, seconds: float, seed: int, home: np.ndarray
     return t, targets
 
 
-def node_inputs(arrivals: np.ndarray, targets: np.ndarray, steps: int) -> np.ndarray:
-    """The controller inputs (steps, 14) of the node's stepper fed the same arrivals."""
+def node_inputs(arrivals: np.ndarray, commands: Sequence[ArmCommand | TrajectoryGoal],
+                steps: int) -> tuple[np.ndarray, np.ndarray]:
+    """The controller inputs (steps, 14) of the node's stepper fed the same arrivals, and the
+    arm's measured position and velocity (steps, 14) before each step."""
     spec = load_robot_spec('fr3')
     world = World(mujoco.MjModel.from_xml_path(str(SCENE_XML)), {'': spec}, reflexes=False)
     stepper = Stepper(world, Timing('realtime', 1.0, PERIOD, 0.5, TIMEOUT, 1000.0, 0.0, 0.0,
                                     100.0), 'home', None, 0, None, lambda kind, text: None)
     lane, dt = stepper.arm, world.timestep
-    for arrival, target in zip(arrivals, targets, strict=True):
-        lane.queue(ArmCommand(target.copy(), None), float(arrival))
-    out = np.empty((steps, 14))
+    for arrival, command in zip(arrivals, commands, strict=True):
+        lane.queue(command, float(arrival))
+    out, measured = np.empty((steps, 14)), np.empty((steps, 14))
     for k in range(steps):
+        measured[k] = np.concatenate(lane.physics.arm_measured())
         stepper.advance(0.0, (k + 1) * dt)   # the step starting at k dt runs at (k + 1) dt
         out[k] = np.concatenate(lane.physics.arm_desired())
-    return out
+    return out, measured
 
 
 @pytest.mark.parametrize('rate', [1000.0, 100.0, 20.0])
@@ -64,7 +72,7 @@ def test_the_replay_drives_the_model_as_the_node_does(rate: float) -> None:
     spec = load_robot_spec('fr3')
     arrivals, targets = stream(rate, 1.0, int(rate), spec.home)
     steps = 1200
-    node = node_inputs(arrivals, targets, steps)
+    node, _ = node_inputs(arrivals, [ArmCommand(t.copy(), None) for t in targets], steps)
     log = CommandLog('/joint_commands', arrivals, targets=targets, period=PERIOD,
                      speed=spec.velocity, timeout=TIMEOUT)
     replay = physics_targets(log, 0.0, steps, 0.001, spec.home)
@@ -75,6 +83,40 @@ def test_the_replay_drives_the_model_as_the_node_does(rate: float) -> None:
     if rate == 1000.0:
         np.testing.assert_array_equal(node[int(np.ceil(arrivals[-1] / 0.001)) + 1, :7],
                                       targets[-1])
+
+@pytest.mark.parametrize('with_velocities', [False, True])
+def test_trajectory_goals_start_from_the_measured_state_in_the_node_and_the_replay(
+        with_velocities: bool) -> None:
+    """One-point trajectories at 20 Hz, one period ahead (``point_commands``), or with the
+    point's velocity too (a cubic first segment from the measured position and velocity)."""
+    spec = load_robot_spec('fr3')
+    arrivals, targets = stream(20.0, 1.0, 7, spec.home)
+    velocities = 0.2 * np.pi * np.cos(2 * np.pi * 0.5 * arrivals[:, None] + np.arange(7))
+    goals = [TrajectoryGoal(np.array([PERIOD]), target[None, :].copy(),
+                            velocity[None, :].copy() if with_velocities else None,
+                            np.arange(7), None)
+             for target, velocity in zip(targets, velocities, strict=True)]
+    steps = 1200
+    node, measured = node_inputs(arrivals, goals, steps)
+    log = CommandLog('/fr3_arm_controller/joint_trajectory', arrivals, goals=tuple(goals))
+
+    def recorded(t: float) -> tuple[np.ndarray, np.ndarray]:
+        row = measured[round(t / 0.001)]
+        return row[:7], row[7:]
+
+    replay = physics_targets(log, 0.0, steps, 0.001, spec.home, recorded)
+    np.testing.assert_array_equal(replay, node)
+    # each goal's first target is a step from the measured position, not from the target
+    first = int(application_steps(arrivals[3:4], 0.0, 0.001)[0])   # applies the fourth goal
+    lagging = measured[first, :7]
+    np.testing.assert_array_equal(node[first, :7], lagging)   # the segment leaves from there
+    if not with_velocities:   # linearly: 1/50 of the way per 1 ms step of the 50 ms segment
+        np.testing.assert_allclose(node[first + 1, :7], lagging + (targets[3] - lagging) / 50,
+                                   atol=1e-12)
+    else:   # and moving as the arm moved
+        np.testing.assert_array_equal(node[first, 7:], measured[first, 7:])
+    assert np.abs(lagging - node[first - 1, :7]).max() > 1e-4   # the arm lags its target
+
 
 def test_a_stream_is_followed_over_its_own_period() -> None:
     """The span: ``period`` until the stream has shown PACE_WINDOW gaps, then their mean,

@@ -6,8 +6,9 @@ of the simulator node (``sync_mode:=lockstep``, ``control_period`` = 1 / card ra
 1. the action goes through the node's policy step (:mod:`simops_core.policy_step`: the
    safety pipeline at the joint state the observation was built from);
 2. the command goes to the shared :class:`~simops_sim.physics.Physics` as the simulator
-   node applies a streamed target (and the arm's JointTrajectoryController a one-point
-   trajectory one period ahead): reached linearly from the current target over the period;
+   node applies a streamed target: reached linearly from the current target over the
+   period (the arm's JointTrajectoryController starts a one-point trajectory from the
+   measured state instead: docs/limits.md);
    the gripper width is set directly. Then ``period / timestep`` physics steps run (the
    command reaches the actuators after the model's command delay);
 3. the joint state at the end of the period, plus noise when randomised, and the object pose

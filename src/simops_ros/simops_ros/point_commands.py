@@ -17,39 +17,56 @@ from simops_core.topics import TopicSpec
 from simops_ros.gripper_goals import GripperGoals
 from simops_ros.qos import qos_profile
 
-LEAD = 0.5   # command periods a chained segment starts after it was computed
+LEAD = 0.5      # command periods a chained segment starts after it was computed
+HISTORY = 4     # chained targets kept before the newest, for timers that fire early
 
 
 class SegmentChain:
     """Start times of a stream of one-period segments on a fixed grid, each from the last.
 
     A timer fires a few milliseconds early or late, so segments stamped when they were
-    computed overlap or leave gaps. Chained segments start at ``first + k * period`` ns
+    computed overlap or leave gaps. Chained segments run from ``first + k * period`` ns
     instead, :data:`LEAD` periods after they were computed (so the controller has them
-    before they start), each from the target the one before reached: the controller's
-    target moves continuously, and when a message arrives does not change it. A timer late
-    or early by more than half a period restarts the chain.
+    before they start). Each message repeats the chain's points from the last one already
+    due when it was computed (in steady state the two targets before its own, the first one
+    period before the segment starts): JointTrajectoryController samples a message whose
+    first point is due from where the message is at arrival, which is exactly where the
+    previous message had the target, so neither the arm's measured state (where JTC starts
+    a trajectory whose first point is still ahead) nor when the message arrives changes the
+    target.
+
+    The chain (re)starts with the target before it held for a period (the first target
+    itself when there is none): on its first message, after a timer that fired more than
+    half a period late (the previous segment has ended: the controller holds its target),
+    and when none of the :data:`HISTORY` points kept is due yet (a clock that jumped back).
+    A timer that fires early only makes its message begin one point earlier.
     """
 
     def __init__(self, period_ns: int) -> None:
         self.period_ns = period_ns
-        self._due: int | None = None
-        self._last: np.ndarray | None = None
+        self._due: int | None = None   # ns: where the next target's segment starts
+        self._points: list[tuple[int, np.ndarray]] = []   # (ns, target), oldest first
 
-    def next(self, now_ns: int, target: np.ndarray) -> tuple[int, np.ndarray | None]:
-        """The stamp (ns) for ``target`` (7,) rad computed at ``now_ns``, and where it starts.
+    def next(self, now_ns: int, target: np.ndarray) -> tuple[int, list[np.ndarray]]:
+        """The stamp (ns) and earlier targets of the message for ``target`` (7,) rad.
 
-        The start is the previous target, or None when the chain (re)starts: a one-point
-        trajectory, which the controller reaches from wherever it is.
+        ``now_ns``: when it was computed. The earlier targets come oldest first, one period
+        apart, the first at the stamp, already due at ``now_ns``; ``target`` follows them,
+        one period on.
         """
-        wanted = now_ns + round(LEAD * self.period_ns)
-        previous = self._last
-        if self._due is None or abs(wanted - self._due) > self.period_ns // 2:
-            self._due, previous = wanted, None
-        stamp = self._due
-        self._due += self.period_ns
-        self._last = np.array(target, dtype=float)
-        return stamp, previous
+        period = self.period_ns
+        wanted = now_ns + round(LEAD * period)
+        target = np.array(target, dtype=float)
+        if (self._due is None or wanted - self._due > period // 2
+                or self._points[0][0] > now_ns):
+            held = self._points[-1][1] if self._points else target
+            self._due, self._points = wanted, [(wanted - period, held), (wanted, held)]
+        self._points.append((self._due + period, target))
+        self._due += period
+        first = max(k for k, (ns, _) in enumerate(self._points) if ns <= now_ns)
+        sent = self._points[first:]
+        self._points = self._points[-HISTORY - 1:]
+        return sent[0][0], [point for _, point in sent[:-1]]
 
 
 def _duration(seconds: float) -> Duration:
@@ -58,25 +75,25 @@ def _duration(seconds: float) -> Duration:
 
 
 def point_command(joint_names: Sequence[str], positions: Sequence[float], horizon: float,
-                  stamp: Time, previous: Sequence[float] | None = None) -> JointTrajectory:
-    """Reach ``positions`` (rad, ``joint_names`` order) ``horizon`` s after ``stamp``.
+                  stamp: Time, earlier: Sequence[Sequence[float]] = ()) -> JointTrajectory:
+    """Reach ``positions`` (rad, ``joint_names`` order) ``horizon`` s after the last point.
 
-    ``stamp`` is when the segment starts, on the publisher's ROS clock (sim time under
-    use_sim_time); a zero stamp means "now". With ``previous`` (the target last sent) the
-    trajectory has two points, ``previous`` at ``stamp`` and ``positions`` at ``stamp`` +
-    ``horizon``. JointTrajectoryController then interpolates between them whenever the
-    message arrives before ``stamp``: neither transport latency nor where the arm is shifts
-    the segment, and a recording of these messages times every command exactly
-    (``simops_sysid fit`` replays them). Arriving later, it is joined where it is by then.
-    Without ``previous`` (the first command) it is one point, which the controller reaches
-    from its current state at arrival.
+    ``earlier`` come first, the first of them at ``stamp`` (on the publisher's ROS clock:
+    sim time under use_sim_time; zero means "now"): the targets sent before
+    (:class:`SegmentChain`), one ``horizon`` apart. With a first point already due when the
+    message arrives,
+    JointTrajectoryController interpolates the message's points from there, so neither
+    transport latency nor where the arm is shifts the segment, and a recording of these
+    messages times every command exactly (``simops_sysid fit`` replays them). Without
+    ``earlier`` (a policy's command) it is one point, which the controller reaches from the
+    arm's measured state at arrival.
     """
-    point = JointTrajectoryPoint(positions=[float(p) for p in positions],
-                                 time_from_start=_duration(horizon))
-    points = [point]
-    if previous is not None:
-        points.insert(0, JointTrajectoryPoint(positions=[float(p) for p in previous],
-                                              time_from_start=_duration(0.0)))
+    points = [JointTrajectoryPoint(positions=[float(p) for p in point],
+                                   time_from_start=_duration(k * horizon))
+              for k, point in enumerate(earlier)]
+    points.append(JointTrajectoryPoint(positions=[float(p) for p in positions],
+                                       time_from_start=_duration(max(len(earlier), 1)
+                                                                 * horizon)))
     msg = JointTrajectory(joint_names=list(joint_names), points=points)
     msg.header.stamp = stamp
     return msg
@@ -144,13 +161,14 @@ class ArmCommandPublisher:
         point at stamp + period, whenever the message arrives).
         """
         if self.trajectory:
-            previous, stamp = None, Time()
+            earlier: list[np.ndarray] = []
+            stamp = Time()
             if self._chain is not None:
-                ns, previous = self._chain.next(self._clock.now().nanoseconds, target)
+                ns, earlier = self._chain.next(self._clock.now().nanoseconds, target)
                 sec, nanosec = split_nanoseconds(ns)
                 stamp = Time(sec=sec, nanosec=nanosec)
             self._publisher.publish(point_command(self._names, target, self._period, stamp,
-                                                  previous))
+                                                  earlier))
             if gripper is not None and self.gripper is not None:
                 self.gripper(gripper)
             return

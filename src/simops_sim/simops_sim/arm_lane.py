@@ -411,15 +411,16 @@ class ArmLane:
             self.counts.dropped_commands += 1
             self._rejected = (number, refusal)
             return
-        now, current, before = physics.time, physics.arm_target, physics.stop
+        now, before = physics.time, physics.stop
         streamed = isinstance(command, ArmCommand)
-        if streamed:
+        if streamed:   # from the target, by the stream rule
+            current, moving = physics.arm_target, None
             goal, speed = self._pacer.goal(arrival, command.arm, current, timing.control_period,
                                            timing.command_timeout)
-        else:
-            goal, speed = command, None
+        else:   # from the measured state, as JointTrajectoryController
+            (current, moving), goal, speed = physics.arm_measured(), command, None
         start = now if goal.start is None else goal.start
-        plan = TrajectoryPlan(goal, start, current, now)
+        plan = TrajectoryPlan(goal, start, current, now, moving)
         stop = physics.follow(plan, speed)
         if stop is not None:
             counts = self.counts

@@ -141,9 +141,8 @@ class Physics:
     def arm_target(self) -> np.ndarray:
         """The arm target (7,) rad at the current sim time (a copy).
 
-        While a plan is followed it is the plan's position now, where a new trajectory
-        taken over now starts, as JointTrajectoryController starts one from its last
-        commanded state.
+        While a plan is followed it is the plan's position now, where a streamed target
+        taken over now starts (:mod:`simops_sim.stream_rule`).
         """
         target = self._target[:self.index.arm_dof].copy()
         if self._plan is not None:
@@ -417,6 +416,17 @@ class Physics:
         mujoco.mj_forward(self.model, self.data)
         self._command[:] = self.data.ctrl[self._ids]
         self._delay.fill(self._command)
+
+    def arm_measured(self) -> tuple[np.ndarray, np.ndarray]:
+        """The arm's measured position (7,) rad (encoder bias included) and velocity (7,) rad/s.
+
+        What ``fr3_arm_controller``'s position and velocity state interfaces read: where
+        JointTrajectoryController starts a new trajectory (:mod:`simops_sim.trajectory_plan`).
+        """
+        joints = np.empty((3, len(self.index.joint_names)))
+        self.read_joints(joints)
+        arm = self.index.arm_dof
+        return joints[0, :arm], joints[1, :arm]
 
     def read_joints(self, out: np.ndarray | Sequence[np.ndarray]) -> None:
         """Fill ``out`` (a (3, 9) array or three (9,) arrays) with position, velocity, effort.

@@ -1,6 +1,9 @@
 """Joint trajectories sampled at physics rate, as ros2_control's JointTrajectoryController does.
 
-A trajectory starts from the current arm target at its start time. Between points it is
+A trajectory starts from the state it is handed at its start time: the arm's measured
+position and velocity for a JointTrajectory (the topic or the action), as franka_ros2's
+``fr3_arm_controller`` starts one (below); the current target, at rest, for a streamed
+target (:mod:`simops_sim.stream_rule`). Between points it is
 interpolated as JointTrajectoryController's ``interpolate_between_points`` does
 (joint_trajectory_controller/src/trajectory.cpp, ros2_controllers jazzy ed360c9): linearly
 when the points carry only positions, with cubic Hermite splines when every point carries
@@ -8,6 +11,16 @@ velocities, and with quintic Hermite splines when every point also carries accel
 (MoveIt sends them). Joints are matched by
 name; joints the trajectory does not name keep their current target. After the last point
 the arm holds its position.
+
+The start state: with ``interpolate_from_desired_state`` and ``open_loop_control`` false
+(franka's ``fr3_ros_controllers.yaml`` sets neither), JointTrajectoryController samples a new
+trajectory from the state its state interfaces read at its first update
+(joint_trajectory_controller.cpp:298-313, ros2_controllers jazzy ed360c9): position and
+velocity (``fr3_arm_controller``'s state interfaces), no acceleration, which
+``set_point_before_trajectory_msg`` fills with zeros when the first point has accelerations
+(trajectory.cpp:50-72). The first segment then is linear from the measured position when
+the points carry only positions, cubic from the measured position and velocity with
+velocities, quintic (zero start acceleration) with accelerations too.
 """
 
 from __future__ import annotations
@@ -98,8 +111,8 @@ def point_goal(target: np.ndarray, horizon: float,
                joints: np.ndarray | None = None) -> TrajectoryGoal:
     """One point reaching the arm ``target`` (7,) rad ``horizon`` s from now.
 
-    This is what :func:`simops_ros.point_commands.point_command` sends: the linear segment
-    JointTrajectoryController runs from the current target, at velocity step / horizon.
+    This is what :func:`simops_ros.point_commands.point_command` sends, and what the stream
+    rule reaches a streamed target by: a linear segment from the plan's start state.
     ``joints`` (arm-joint indices) limits it to those joints; None means all.
     """
     named = np.arange(len(target)) if joints is None else joints
@@ -171,16 +184,18 @@ class TrajectoryPlan:
     """A goal anchored at sim time ``start``, taken over at sim time ``now`` (s).
 
     Points are due at ``start`` plus their ``time_from_start``. As JointTrajectoryController
-    samples a new trajectory, the arm target ``current`` (7,) rad at ``now`` (``start`` when
-    None) is where it leaves from: a first point still ahead is reached by a segment from
-    ``current`` at ``now``, so a stamp in the past shortens that segment and never makes
-    the target jump. A first point already due (``time_from_start`` 0, as a trajectory that
-    starts with the previous target has) makes the plan independent of ``now`` and
-    ``current``: when the trajectory reaches the arm does not matter.
+    samples a new trajectory, the state ``current`` (7,) rad, moving at ``velocity`` (7,)
+    rad/s (None: at rest), at ``now`` (``start`` when None) is where it leaves from: the
+    measured state for a JointTrajectory, the target for a streamed one (module docstring).
+    A first point still ahead is reached by a segment from ``current`` at ``now``, so a
+    stamp in the past shortens that segment. A first point already due (``time_from_start``
+    0, as a trajectory that starts with the previous target has) makes the plan independent
+    of ``now``, ``current`` and ``velocity``: when the trajectory reaches the arm does not
+    matter.
     """
 
     def __init__(self, goal: TrajectoryGoal, start: float, current: np.ndarray,
-                 now: float | None = None) -> None:
+                 now: float | None = None, velocity: np.ndarray | None = None) -> None:
         times, pos = goal.times, goal.positions.copy()
         vel, acc = goal.velocities, goal.accelerations
         if len(goal.joints) < len(current):   # joints it does not name keep their target
@@ -188,10 +203,11 @@ class TrajectoryPlan:
             pos[:, keep] = current[keep]
         self._sent = _sent_speed(times, pos, vel, current)
         taken = 0.0 if now is None else now - start
-        if times[0] > taken + KNOT_TOLERANCE:  # a first segment from the current target, at rest
+        if times[0] > taken + KNOT_TOLERANCE:  # a first segment from the start state
             times = np.concatenate(([taken], times))
             pos = np.vstack((current, pos))
-            vel = None if vel is None else np.vstack((np.zeros_like(current), vel))
+            moving = np.zeros_like(current) if velocity is None else velocity
+            vel = None if vel is None else np.vstack((moving, vel))
             acc = None if acc is None else np.vstack((np.zeros_like(current), acc))
         self.start = start
         self.times, self.positions, self.velocities = times, pos, vel
@@ -206,8 +222,8 @@ class TrajectoryPlan:
     def peak_speed(self) -> np.ndarray:
         """Per joint, the fastest the trajectory moves as sent (7,) rad/s.
 
-        Between points, and at them; the first point is reached from the current target
-        over its whole ``time_from_start``, whenever the trajectory arrived (a late arrival
+        Between points, and at them; the first point is reached from the start state over
+        its whole ``time_from_start``, whenever the trajectory arrived (a late arrival
         shortens that segment in the plan, as JTC runs it, but the sender did not ask for the
         speed). Between points it is the mean speed of the segment (the linear
         interpolation's speed; a cubic segment's own peak can be higher).

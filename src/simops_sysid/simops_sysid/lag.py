@@ -38,7 +38,7 @@ def estimate_delay(rec: Recording, dt: float, max_delay: float, gain_p: np.ndarr
     if steps <= 2 * lags.size:
         return None
     initial = rec.q[first, :7]
-    inputs = physics_targets(rec.commands, start, steps, dt, initial)
+    inputs = physics_targets(rec.commands, start, steps, dt, initial, rec.measured_at)
     grid = start + dt * np.arange(1, steps + 1)   # a step's state is stamped after it
 
     def measured(values: np.ndarray) -> np.ndarray:

@@ -90,6 +90,14 @@ class Recording(States):
     commands: CommandLog
     lag: np.ndarray
 
+    def measured_at(self, t: float) -> tuple[np.ndarray, np.ndarray]:
+        """The arm's recorded position (7,) rad and velocity (7,) rad/s at ``t`` s, interpolated.
+
+        Where the replay starts a trajectory goal, as the arm's controller did.
+        """
+        return (np.array([np.interp(t, self.t, self.q[:, j]) for j in range(ARM_DOF)]),
+                np.array([np.interp(t, self.t, self.qd[:, j]) for j in range(ARM_DOF)]))
+
     @property
     def command_span(self) -> tuple[float, float]:
         """(start, end) s of the data a replay can reproduce: commanded, plus the final hold."""
@@ -371,7 +379,7 @@ def split_sequences(rec: Recording, dt: float, length: float, rate: float,
     origin = t0 - (history + lead) * dt
     initial = rec.q[min(int(np.searchsorted(rec.t, origin)), len(rec.t) - 1), :7]
     targets = physics_targets(rec.commands, origin, total + history + lead, dt,
-                              initial)[lead:]
+                              initial, rec.measured_at)[lead:]
     width = float(gripper_width(rec.q[index, ARM_DOF:]))
     effort = average_effort(rec.effort, round(EFFORT_WINDOW / period))
     sequences = []

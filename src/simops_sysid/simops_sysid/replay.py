@@ -3,7 +3,9 @@
 Open-loop replay drives the model exactly as the simulator node drives the arm
 (:mod:`simops_sim.stepper`): a command is applied before the first physics step that runs
 after it arrived; a ``JointTrajectory`` starts a
-:class:`simops_sim.trajectory_plan.TrajectoryPlan` from the current target, and a streamed
+:class:`simops_sim.trajectory_plan.TrajectoryPlan` from the arm's measured position and
+velocity then (JointTrajectoryController's start state; the recording's, so the replay
+stays open loop), and a streamed
 ``Float64MultiArray`` target becomes a plan by the node's own stream rule
 (:class:`simops_sim.stream_rule.StreamPacer`, on the recorded arrivals: a stream at 1 kHz is
 followed at 1 kHz); the plan is sampled (position and velocity) at every physics step. The
@@ -15,6 +17,7 @@ every whole step.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -27,6 +30,9 @@ from simops_sim.trajectory_plan import TrajectoryGoal, TrajectoryPlan
 _SIM_DEFAULTS = defaults(load_parameter_schema('sim'))
 STREAM_PERIOD = float(_SIM_DEFAULTS['control_period'])    # s
 STREAM_TIMEOUT = float(_SIM_DEFAULTS['command_timeout'])  # s
+
+Measured = Callable[[float], tuple[np.ndarray, np.ndarray]]
+"""The arm's measured position (7,) rad and velocity (7,) rad/s at a time (s)."""
 
 
 @dataclass(frozen=True)
@@ -79,23 +85,40 @@ def application_steps(arrival: np.ndarray, t0: float, dt: float) -> np.ndarray:
 
 
 def physics_targets(log: CommandLog, t0: float, steps: int, dt: float,
-                    initial: np.ndarray) -> np.ndarray:
+                    initial: np.ndarray, measured: Measured | None = None) -> np.ndarray:
     """Controller inputs (steps, 14) at the physics steps starting at ``t0 + k dt`` s.
 
     Columns: the arm's position targets (7) rad, then its desired velocities (7) rad/s, which
     the controller feeds forward as the node's :class:`TrajectoryPlan` samples them.
     ``initial`` (7,) is the target in force before ``t0``; every
     command that arrived before ``t0`` is applied first, as the node would have.
+    ``measured(t)``: the arm's measured position (7,) rad and velocity (7,) rad/s at ``t`` s,
+    where each trajectory goal starts; None (a log without a recorded arm): from the
+    target, at rest. See :func:`controller_inputs` for the same rows one step at a time.
+    """
+    rows = controller_inputs(log, t0, dt, initial, measured)
+    out = np.empty((steps, 2 * len(initial)))
+    for k in range(steps):
+        out[k] = next(rows)
+    return out
+
+
+def controller_inputs(log: CommandLog, t0: float, dt: float, initial: np.ndarray,
+                      measured: Measured | None = None) -> Iterator[np.ndarray]:
+    """:func:`physics_targets`' rows (14,), one per physics step, without end.
+
+    ``measured`` is asked when a trajectory goal is applied, before that step: a simulation
+    stepping the arm between rows closes the loop as the node does.
     """
     target = np.array(initial, dtype=float)
     velocity = np.zeros_like(target)
-    out = np.empty((steps, 2 * target.size))
     first = application_steps(log.t, t0, dt)
     pacer = StreamPacer(log.speed)
     plan: TrajectoryPlan | None = None
     pending = 0
     now = t0   # summed step by step, as MuJoCo sums its time
-    for k in range(steps):
+    k = 0
+    while True:
         while pending < len(log) and first[pending] <= k:
             if plan is not None:   # the current target: the plan's position now
                 plan.sample(now, target, velocity)
@@ -107,16 +130,19 @@ def physics_targets(log: CommandLog, t0: float, steps: int, dt: float,
                 goal, _ = pacer.goal(float(log.t[pending]), row, target, log.period,
                                      log.timeout, np.flatnonzero(~np.isnan(row)))
             start = now if goal.start is None else goal.start
-            plan = TrajectoryPlan(goal, start, target, now)
+            if log.goals is not None and measured is not None:
+                position, moving = measured(now)
+                plan = TrajectoryPlan(goal, start, position, now, moving)
+            else:
+                plan = TrajectoryPlan(goal, start, target, now)
             if log.goals is None:
                 pacer.followed(float(log.t[pending]), plan.positions[-1])
             pending += 1
         if plan is not None and plan.sample(now, target, velocity):
             plan = None
-        out[k, :target.size] = target
-        out[k, target.size:] = velocity
+        yield np.concatenate((target, velocity))
         now += dt
-    return out
+        k += 1
 
 
 def delayed(targets: np.ndarray, history: int, delay_steps: float) -> np.ndarray:
