@@ -14,7 +14,7 @@ from sim_helpers import SCENE_XML, renamed_scene
 
 from simops_core.robot_spec import RobotSpec, load_robot_spec
 from simops_core.sim_params import JointParams, ObjectParams, SimParams, SimParamsError
-from simops_sim.delay import CommandDelay, shift_commands
+from simops_sim.delay import shift_commands
 from simops_sim.joint_commands import CommandError, parse_joint_command
 from simops_sim.model_index import ModelError, index_model, load_model, parse_joint_map
 from simops_sim.model_params import apply_sim_params, nominal_sim_params
@@ -142,14 +142,26 @@ def test_triple_damping_changes_the_step_response(spec: RobotSpec) -> None:
     assert abs(damped[49, 0] - spec.home[0] - 0.2) > abs(nominal[49, 0] - spec.home[0] - 0.2)
 
 
-def test_delay_fifo_matches_shift_commands() -> None:
+@pytest.mark.parametrize('steps', [0, 1, 5, 60])
+def test_the_laws_delay_ring_matches_shift_commands(spec: RobotSpec, steps: int) -> None:
+    """The actuators see the targets the actuator law's ring delays, exactly as
+    shift_commands delays a whole sequence (sysid's replay uses that one)."""
+    model = scene()
+    physics = Physics(model, spec, params=SimParams(command_delay=steps * model.opt.timestep))
+    physics.reset_keyframe('home')
+    assert physics.delay_steps == steps
     rng = np.random.default_rng(3)
-    commands, initial = rng.normal(size=(40, 8)), rng.normal(size=8)
-    for steps in (0, 1, 5, 60):
-        fifo = CommandDelay(steps, 8)
-        fifo.fill(initial)
-        online = np.array([fifo.push(c).copy() for c in commands])
-        assert np.array_equal(online, shift_commands(commands, steps, initial))
+    ids = physics.site.ids
+    initial = physics.data.ctrl[ids].copy()
+    commands = np.zeros((40, ids.size))
+    commands[:, :7] = physics.arm_target + 0.01 * rng.normal(size=(40, 7))
+    commands[:, 7] = initial[7]
+    seen = np.empty_like(commands)
+    for k, command in enumerate(commands):
+        physics.set_arm_target(command[:7])
+        physics.step(1)
+        seen[k] = physics.data.ctrl[ids]
+    assert np.array_equal(seen, shift_commands(commands, steps, initial))
 
 
 def test_command_delay_shifts_the_response_by_whole_steps(spec: RobotSpec) -> None:
@@ -411,7 +423,7 @@ def test_nominal_friction_is_gaz_s_smooth_sigmoid(robot: str) -> None:
     data = physics.data
     data.qvel[:] = 0.0
     data.qvel[arm] = 0.05
-    physics._smooth.apply(data)
+    physics.step(1)   # the law applies the friction at the velocities before the step
     expected = -phi1 / 2 * np.tanh(0.05 * phi2 / 2)
     assert np.allclose(data.qfrc_applied[arm], expected, rtol=5e-3)   # levels to 1e-3 N*m
     nominal = physics.nominal.joints[robot_spec.arm_joints[5]]
@@ -419,7 +431,9 @@ def test_nominal_friction_is_gaz_s_smooth_sigmoid(robot: str) -> None:
     assert nominal.frictionloss == pytest.approx(phi1[5] / 2, rel=1e-2)
     physics.apply_params(SimParams(joints={robot_spec.arm_joints[0]: JointParams(
         friction_transition=1.0)}))
-    physics._smooth.apply(data)
+    data.qvel[:] = 0.0
+    data.qvel[arm] = 0.05
+    physics.step(1)
     assert data.qfrc_applied[arm[0]] == pytest.approx(-phi1[0] / 2 * np.tanh(0.05), rel=1e-2)
     finger = physics.index.dof_adr[7]
     assert physics.model.dof_frictionloss[finger] == physics.index.nominal_dof[2, finger]

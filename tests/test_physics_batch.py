@@ -1,5 +1,6 @@
-"""step_together: many arms stepped with the law vectorised end bit for bit where
-Physics.step leaves each of them: plans, delays, smooth friction, stops included."""
+"""step_together: many arms stepped as rows of one actuator law end bit for bit where
+Physics.step (the same law on one row) leaves each of them: plans, delays, smooth friction,
+gripper ramps and stops included."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from simops_core.robot_spec import load_robot_spec
 from simops_core.sim_params import JointParams, SimParams
 from simops_sim.physics import Physics
 from simops_sim.physics_batch import step_together
-from simops_sim.trajectory_plan import TrajectoryPlan, point_goal
+from simops_sim.trajectory_plan import TrajectoryGoal, TrajectoryPlan, point_goal
 
 SPEC = load_robot_spec('fr3')
 SCENE = REPO / 'models/fr3/scene.xml'
@@ -33,8 +34,8 @@ CASES = [(0.0, 0.5, 0.05), (0.002, 0.8, 0.1), (0.003, 0.3, None), (0.0, 1.0, 0.0
 def state(physics: Physics) -> list[np.ndarray]:
     data = physics.data
     return [data.qpos.copy(), data.qvel.copy(), data.ctrl.copy(), data.qfrc_applied.copy(),
-            np.array([data.time]), physics._command.copy(),
-            np.array([physics._plan is None, physics.stop is None])]
+            np.array([data.time]), physics.law.command.copy(),
+            np.array([physics.following, physics.stop is None])]
 
 
 @pytest.mark.parametrize('steps', [50, 73])
@@ -65,11 +66,33 @@ def test_step_together_matches_physics_step_bit_for_bit(steps: int) -> None:
     assert stops == 1 and together[3].stop is not None   # the stop path ran
 
 
-def test_arms_it_cannot_vectorise_step_alone_and_still_match() -> None:
-    a, b = arm(0.0, 0.5, 0.05), arm(0.0, 0.5, 0.05)
-    for physics in (a, b):
-        physics.move_gripper(0.07, 0.05, 20.0)   # a gripper ramp
-    step_together([a], 120)
-    b.step(120)
-    for x, y in zip(state(a), state(b), strict=True):
-        assert np.array_equal(x, y)
+def test_rows_of_every_kind_stacked_together_match_each_arm_alone() -> None:
+    """Multi-point cubic plans, a gripper ramp, different delays and friction layouts, and
+    an arm without reflexes, in one stack: each row as its arm alone."""
+    def arms() -> list[Physics]:
+        out = [arm(*case) for case in CASES]
+        out.append(Physics(mujoco.MjModel.from_xml_path(str(SCENE)), SPEC))   # no reflexes
+        out[-1].reset_keyframe('home')
+        return out
+
+    together, alone = arms(), arms()
+    home = together[0].arm_target
+    for group in (together, alone):
+        group[0].move_gripper(0.07, 0.05, 20.0)   # a gripper ramp
+        for k, physics in enumerate(group[1:3], start=1):   # cubic through three points
+            times = np.array([0.05, 0.1, 0.15])
+            positions = home + 0.05 * k * np.outer([1.0, 2.0, 1.5], np.linspace(0.2, 1.0, 7))
+            velocities = np.vstack((np.full(7, 0.3 * k), np.full(7, 0.1), np.zeros(7)))
+            goal = TrajectoryGoal(times, positions, velocities, np.arange(7), None)
+            q, qd = physics.arm_measured()
+            physics.follow(TrajectoryPlan(goal, physics.time, q, physics.time, qd))
+        group[4].follow(TrajectoryPlan(point_goal(home + 0.1, 0.08), group[4].time,
+                                       group[4].arm_target))
+    for _ in range(4):
+        step_together(together, 53)
+        for physics in alone:
+            physics.step(53)
+        for a, b in zip(together, alone, strict=True):
+            for x, y in zip(state(a), state(b), strict=True):
+                assert np.array_equal(x, y)
+    assert not any(a.following for a in together)   # every plan ran to its end

@@ -1,8 +1,10 @@
 """Command delay in whole physics steps, shared by the simulator and system identification.
 
 A target set before physics step ``k`` reaches the actuators at step ``k + d`` with
-``d = round(delay / timestep)``. :class:`CommandDelay` does this online (a ring buffer);
-:func:`shift_commands` does it to a whole command sequence, by the same rule.
+``d = round(delay / timestep)``. The actuator law does this online, a ring of ``d``
+commands per arm (:func:`simops_sim.actuator_law.advance`); :func:`shift_commands` does it
+to a whole command sequence, by the same rule (``tests/test_physics.py`` holds the two
+equal).
 """
 
 from __future__ import annotations
@@ -29,30 +31,3 @@ def shift_commands(commands: np.ndarray, steps: int, initial: np.ndarray) -> np.
     out[:head] = initial
     out[head:] = commands[:len(commands) - head]
     return out
-
-
-class CommandDelay:
-    """A FIFO of ``steps`` control targets of width ``width``; allocation-free per step."""
-
-    def __init__(self, steps: int, width: int) -> None:
-        if steps < 0:
-            raise ValueError(f'delay steps must be >= 0, got {steps}')
-        self.steps = steps
-        self._buffer = np.zeros((steps, width))
-        self._out = np.zeros(width)
-        self._head = 0
-
-    def fill(self, target: np.ndarray) -> None:
-        """Forget queued targets: the next ``steps`` outputs are ``target``."""
-        self._buffer[:] = target
-        self._head = 0
-
-    def push(self, target: np.ndarray) -> np.ndarray:
-        """Queue ``target`` (n,) and return the one due now (a reused buffer; copy to keep)."""
-        if self.steps == 0:
-            self._out[:] = target
-            return self._out
-        self._out[:] = self._buffer[self._head]
-        self._buffer[self._head] = target
-        self._head = (self._head + 1) % self.steps
-        return self._out

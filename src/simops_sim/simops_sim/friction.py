@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-import mujoco
 import numpy as np
 
 from simops_core.sim_params import SimParams
@@ -18,16 +17,13 @@ class SmoothFriction:
     For joints whose SimParams set ``friction_transition``. MuJoCo's dry friction constraint
     switches within a fraction of a mrad/s; a real arm's friction (Gaz et al. identify a
     sigmoid on the Panda) changes sign over tenths of a rad/s, which this smooth law
-    follows. Applied as a joint force before every step.
+    follows. The actuator law applies it as a joint force before every step
+    (:func:`simops_sim.actuator_law.advance`).
     """
 
     dofs: np.ndarray
     level: np.ndarray
     transition: np.ndarray
-    _scratch: np.ndarray = field(init=False, repr=False, compare=False)
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, '_scratch', np.empty(self.dofs.size))
 
     @classmethod
     def none(cls) -> SmoothFriction:
@@ -45,19 +41,6 @@ class SmoothFriction:
             if joint is not None and joint.frictionloss is not None:
                 level[i] = joint.frictionloss
         return cls(index.dof_adr[smooth].copy(), level[smooth], transition[smooth])
-
-    def apply(self, data: mujoco.MjData) -> None:
-        """Write the friction at the current velocities into ``data.qfrc_applied``.
-
-        Allocation-free: it runs before every physics step.
-        """
-        force = self._scratch
-        data.qvel.take(self.dofs, out=force)
-        np.divide(force, self.transition, out=force)
-        np.tanh(force, out=force)
-        np.multiply(force, self.level, out=force)
-        np.negative(force, out=force)
-        data.qfrc_applied.put(self.dofs, force)
 
 
 def friction_transitions(params: SimParams, index: ModelIndex) -> np.ndarray:

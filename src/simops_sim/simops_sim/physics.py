@@ -38,7 +38,8 @@ from simops_core.robot_spec import RobotSpec, gripper_width
 from simops_core.sim_params import (
     SimParams,
 )
-from simops_sim.delay import CommandDelay, delay_steps
+from simops_sim.actuator_law import ArmLaws, ArmSite, advance, contact_generalised
+from simops_sim.delay import delay_steps
 from simops_sim.friction import SmoothFriction
 from simops_sim.model_index import index_model, keyframe_id
 from simops_sim.model_params import apply_sim_params, nominal_sim_params, sensor_bias
@@ -46,22 +47,6 @@ from simops_sim.reflexes import ProtectiveStop, Reflexes
 from simops_sim.trajectory_plan import TrajectoryPlan
 
 MAX_SPEED = 100.0   # rad/s or m/s; any faster dof means the integration diverged
-
-
-def contact_generalised(model: mujoco.MjModel, data: mujoco.MjData, out: np.ndarray) -> None:
-    """Write the generalised force (nv,) of the contact rows of the constraint solution.
-
-    ``J^T f``: what the arm's external-torque estimate sees of a collision (joint limits and
-    the other constraints excluded). MuJoCo orders the rows equality, friction, limit,
-    contact, so the contact rows are the last ``nefc - (ne + nf + nl)``.
-    """
-    first = data.ne + data.nf + data.nl
-    if data.nefc == first:
-        out[:] = 0.0
-        return
-    force = np.zeros(data.nefc)
-    force[first:] = data.efc_force[first:]
-    mujoco.mj_mulJacTVec(model, data, out, force)
 
 
 @dataclass(frozen=True)
@@ -81,9 +66,10 @@ class SimState:
 class Physics:
     """One MuJoCo model and data, driven by arm position targets and a gripper width.
 
-    ``step`` is allocation-free and name-free; a command delay (from ``SimParams``) sits
-    between the targets and the actuators. Same model, params, reset and target sequence
-    give bit-identical states. ``reflexes``: stop on the arm's limits (module docstring).
+    ``step`` runs the actuator law (:mod:`simops_sim.actuator_law`) on this arm's one row,
+    :attr:`law`; a command delay (from ``SimParams``) sits between the targets and the
+    actuators. Same model, params, reset and target sequence give bit-identical states.
+    ``reflexes``: stop on the arm's limits (module docstring).
     """
 
     def __init__(self, model: mujoco.MjModel, spec: RobotSpec,
@@ -93,30 +79,29 @@ class Physics:
         self.model = model
         self.spec = spec
         self.index = index_model(model, spec, joint_map, prefix)
-        self.stop: ProtectiveStop | None = None
-        self._reflexes = Reflexes(spec) if reflexes else None
         arm = self.index.arm_dof
-        self._measured = np.zeros((3, arm))   # position, velocity, contact torque of the arm
         self._generalised = np.zeros(model.nv)
-        self._arm_qpos, self._arm_dofs = self.index.qpos_adr[:arm], self.index.dof_adr[:arm]
+        self._arm_dofs = self.index.dof_adr[:arm]
         self.nominal = nominal_sim_params(model, self.index)
         self.shared = data is not None   # one arm of a World, which writes the model and resets
         self.data = mujoco.MjData(model) if data is None else data
         self.params = SimParams()
         dampers = self.index.velocity_ids
-        self._slots = np.flatnonzero(dampers >= 0)   # arm joints with a velocity actuator
-        self._ids = np.concatenate((self.index.ctrl_ids, dampers[self._slots]))
-        self._command = np.zeros(self._ids.size)   # actuator inputs, delayed as one vector
-        self._target = self._command[:self.index.ctrl_ids.size]   # (8,) arm rad, gripper m
-        self._velocity = self._command[self.index.ctrl_ids.size:]  # desired rad/s
-        self._delay = CommandDelay(0, self._command.size)
+        slots = np.flatnonzero(dampers >= 0)   # arm joints with a velocity actuator
+        ids = np.concatenate((self.index.ctrl_ids, dampers[slots]))
+        self.site = ArmSite(model, self.data, ids, self.index.qpos_adr[:arm].copy(),
+                            self._arm_dofs.copy())
+        # The controller's state: this arm's row of the actuator law. Its command holds the
+        # actuator inputs, delayed as one vector: (8,) arm rad and gripper m, then rad/s.
+        self.law = ArmLaws(np.zeros((1, ids.size)), arm, slots)
+        self.law.reflexes[0] = Reflexes(spec) if reflexes else None
+        self._sites = (self.site,)
+        self._command = self.law.command[0]
+        self._target = self._command[:self.index.ctrl_ids.size]
+        self._velocity = self._command[self.index.ctrl_ids.size:]
         self._bias = np.zeros((2, len(self.index.joint_names)))   # encoder rad, torque N*m
-        self._smooth = SmoothFriction.none()
-        self._plan: TrajectoryPlan | None = None
-        self._plan_out = np.zeros((2, self.index.arm_dof))   # sampled rad, rad/s
         gripper = self.index.ctrl_ids[-1]
         self._gripper_force = float(model.actuator_forcerange[gripper, 1])   # N, the model's
-        self._gripper_goal: tuple[float, float] | None = None   # width m, speed m/s
         warning = mujoco.mjtWarning
         self._reset_warnings = tuple(self.data.warning[w] for w in (
             warning.mjWARN_BADQPOS, warning.mjWARN_BADQVEL, warning.mjWARN_BADQACC))
@@ -126,6 +111,11 @@ class Physics:
         else:
             self.apply_params(params or SimParams())
             self.reset_keyframe(None)
+
+    @property
+    def stop(self) -> ProtectiveStop | None:
+        """The protective stop in force (latched until :meth:`clear_stop` or a reset)."""
+        return self.law.stops[0]
 
     @property
     def time(self) -> float:
@@ -145,14 +135,15 @@ class Physics:
         taken over now starts (:mod:`simops_sim.stream_rule`).
         """
         target = self._target[:self.index.arm_dof].copy()
-        if self._plan is not None:
-            self._plan.sample(self.data.time, target)
+        plan = self.law.plans[0]
+        if plan is not None:
+            plan.sample(self.data.time, target)
         return target
 
     @property
     def delay_steps(self) -> int:
         """Physics steps between setting a target and the actuators seeing it."""
-        return self._delay.steps
+        return int(self.law.delay[0])
 
     def apply_params(self, params: SimParams) -> None:
         """Apply ``params`` (see :func:`apply_sim_params`), the sensor biases and the delay."""
@@ -166,17 +157,17 @@ class Physics:
         The model fields are the caller's to write (:func:`apply_arm_params`).
         """
         self._bias[:] = sensor_bias(params, self.index.joint_names)
-        self._smooth = SmoothFriction.of(params, self.index)
+        smooth = SmoothFriction.of(params, self.index)
+        self.law.set_friction(0, smooth.dofs, smooth.level, smooth.transition)
         steps = delay_steps(params.command_delay or 0.0, self.timestep)
-        if steps != self._delay.steps:
-            self._delay = CommandDelay(steps, self._command.size)
-            self._delay.fill(self._command)
+        if steps != self.delay_steps:
+            self.law.set_delay(0, steps)
         self.params = params
 
     @property
     def following(self) -> bool:
         """Whether a trajectory plan drives the arm targets."""
-        return self._plan is not None
+        return self.law.plans[0] is not None
 
     def arm_desired(self) -> tuple[np.ndarray, np.ndarray]:
         """The controller's current targets: position (7,) rad and velocity (7,) rad/s."""
@@ -195,31 +186,34 @@ class Physics:
         ``speed`` (7,) rad/s: the commanded speed to judge instead of the plan's
         :meth:`~TrajectoryPlan.peak_speed` (a stream's step as sent).
         """
-        if self._reflexes is not None:
+        reflexes = self.law.reflexes[0]
+        if reflexes is not None:
             if self.stop is None:
                 commanded = plan.peak_speed() if speed is None else speed
-                self._latch(self._reflexes.command(commanded, self.time, plan.segments()))
+                self._latch(reflexes.command(commanded, self.time, plan.segments()))
             if self.stop is not None:
                 return self.stop
-        self._plan = plan
+        self.law.follow(0, plan)
         return None
 
     def set_collision_torque(self, threshold: np.ndarray) -> None:
         """The collision reflex's threshold (7,) N*m from now on (no effect without reflexes)."""
-        if self._reflexes is not None:
-            self._reflexes.set_collision_torque(threshold)
+        reflexes = self.law.reflexes[0]
+        if reflexes is not None:
+            reflexes.set_collision_torque(threshold)
+            self.law.changed()
 
     def clear_stop(self) -> ProtectiveStop | None:
         """End a protective stop (franka_msgs' ErrorRecovery); return the one that ended.
 
         The arm keeps holding where it stopped.
         """
-        cleared, self.stop = self.stop, None
+        cleared, self.law.stops[0] = self.stop, None
         return cleared
 
     def _latch(self, stop: ProtectiveStop | None) -> None:
         if stop is not None:
-            self.stop = stop
+            self.law.stops[0] = stop
             self.hold()
 
     def contact_torque(self, out: np.ndarray) -> None:
@@ -237,22 +231,15 @@ class Physics:
         ``p (q - q_meas) + d (qd - qd_meas)``, like franka_ros2's JointTrajectoryController.
         A plan being followed ends.
         """
-        self._plan = None
-        self._put_target(q, qd)
-
-    def _put_target(self, q: np.ndarray, qd: np.ndarray | None) -> None:
-        self._target[:self.index.arm_dof] = q
-        if qd is None:
-            self._velocity[:] = 0.0
-        else:
-            np.take(qd, self._slots, out=self._velocity)   # no allocation at 1 kHz
+        self.law.follow(0, None)
+        self.law.put_target(0, q, qd)
 
     def set_gripper_width(self, width: float) -> None:
         """Gripper opening target (m); the servo clamps it to its ctrlrange.
 
         Ends a :meth:`move_gripper` motion and restores the model's gripper force.
         """
-        self._gripper_goal = None
+        self.law.ramp[0] = np.nan
         self._set_gripper_force(self._gripper_force)
         self._target[self.index.arm_dof] = width
 
@@ -263,7 +250,7 @@ class Physics:
         they stop where something blocks them.
         """
         self._target[self.index.arm_dof] = self.gripper_width()[0]
-        self._gripper_goal = (width, speed)
+        self.law.ramp[0] = width, speed
         self._set_gripper_force(min(force, self._gripper_force))
 
     def gripper_width(self) -> tuple[float, float]:
@@ -277,57 +264,18 @@ class Physics:
 
     def hold(self) -> None:
         """Target the arm's current position at rest (a stop), keeping the gripper target."""
-        arm = self.index.arm_dof
-        self._plan = None
-        self._target[:arm] = self.data.qpos[self.index.qpos_adr[:arm]]
-        self._velocity[:] = 0.0
+        self.law.follow(0, None)
+        self.law.put_target(0, self.data.qpos[self.site.qpos], None)
 
     def step(self, n: int = 1) -> None:
         """Advance ``n`` physics steps with the current targets or the plan's."""
         self._own_world('step')
-        model, data = self.model, self.data
-        for _ in range(n):
-            self.drive()
-            mujoco.mj_step(model, data)
-            self.check()
-
-    def drive(self) -> None:
-        """Before a physics step: sample the plan, ramp the gripper, set the actuators."""
-        data = self.data
-        if self._plan is not None:
-            out = self._plan_out
-            finished = self._plan.sample(data.time, out[0], out[1])
-            self._put_target(out[0], out[1])
-            if finished:
-                self._plan = None
-        if self._gripper_goal is not None:
-            width, speed = self._gripper_goal
-            gripper = self.index.arm_dof
-            now = self._target[gripper]
-            reach = speed * self.model.opt.timestep
-            self._target[gripper] = now + max(-reach, min(reach, width - now))
-        data.ctrl.put(self._ids, self._delay.push(self._command))
-        if self._smooth.dofs.size:
-            self._smooth.apply(data)
-
-    def check(self) -> None:
-        """After a physics step: latch the protective stop the measured state trips, if any."""
-        if self._reflexes is not None and self.stop is None:
-            self._check_reflexes(self._reflexes)
+        advance(self.law, self._sites, n)
 
     def _own_world(self, action: str) -> None:
         if self.shared:
             raise RuntimeError(f'{action} acts on the whole world: call it on the World, not '
                                f'on arm {self.index.prefix!r}')
-
-    def _check_reflexes(self, reflexes: Reflexes) -> None:
-        """Latch the stop the measured arm state trips, if any (the true state, no bias)."""
-        measured, data = self._measured, self.data
-        data.qpos.take(self._arm_qpos, out=measured[0])
-        data.qvel.take(self._arm_dofs, out=measured[1])
-        self.contact_torque(measured[2])
-        if not reflexes.within(measured):
-            self._latch(reflexes.measure(measured[0], measured[1], measured[2], self.time))
 
     def diverged(self) -> str | None:
         """Why the state is unusable, or None when it is fine.
@@ -400,7 +348,7 @@ class Physics:
     def hold_here(self) -> None:
         """After a reset of the data: hold the arm's current position (see :meth:`settle`)."""
         self.data.ctrl[self.index.ctrl_ids] = self.data.actuator_length[self.index.ctrl_ids]
-        self.data.ctrl[self._ids[self.index.ctrl_ids.size:]] = 0.0
+        self.data.ctrl[self.site.ids[self.index.ctrl_ids.size:]] = 0.0
         self.settle()
 
     def settle(self) -> None:
@@ -408,14 +356,14 @@ class Physics:
 
         Queued delayed commands, a plan, a stop and a gripper motion end.
         """
-        self._plan = None
-        self.stop = None
-        self._gripper_goal = None
+        self.law.follow(0, None)
+        self.law.stops[0] = None
+        self.law.ramp[0] = np.nan
         self._set_gripper_force(self._gripper_force)
         self._reported_resets = self._resets()
         mujoco.mj_forward(self.model, self.data)
-        self._command[:] = self.data.ctrl[self._ids]
-        self._delay.fill(self._command)
+        self._command[:] = self.data.ctrl[self.site.ids]
+        self.law.fill_delay(0)
 
     def arm_measured(self) -> tuple[np.ndarray, np.ndarray]:
         """The arm's measured position (7,) rad (encoder bias included) and velocity (7,) rad/s.

@@ -22,6 +22,7 @@ rad, rad/s, N*m. A NaN counts as beyond every limit.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -104,22 +105,12 @@ class Reflexes:
                           f'{ends[row, joint]:.4g} rad, where the position-based limit is '
                           f'{bound:.3g} rad/s')
 
-    def inside(self, measured: np.ndarray) -> np.ndarray:
-        """Whether each ``measured`` (..., 3, 7) (position, velocity, contact) trips no stop.
-
-        Returns (...,) bool; False for a NaN (then :meth:`measure` names the stop). One
-        check for a single arm and for a batch of arms alike.
-        """
-        ok = (np.abs(measured - self._centre) <= self._half).all(axis=(-2, -1))
-        if self._position_based:
-            low, high = self.spec.velocity_bounds(measured[..., 0, :])
-            excess = _position_based_excess(measured[..., 1, :], low, high)
-            ok &= ~(excess > 0.0).any(axis=-1)
-        return ok
-
     def within(self, measured: np.ndarray) -> bool:
-        """:meth:`inside` for one arm's ``measured`` (3, 7)."""
-        return bool(self.inside(measured))
+        """Whether ``measured`` (3, 7) (position, velocity, contact) trips no stop.
+
+        False for a NaN (then :meth:`measure` names the stop); :class:`ReflexBank`'s check.
+        """
+        return bool(ReflexBank([self]).inside(measured[:, None])[0])
 
     def measure(self, position: np.ndarray, velocity: np.ndarray, contact: np.ndarray,
                 now: float) -> ProtectiveStop | None:
@@ -153,6 +144,41 @@ class Reflexes:
 
     def _stop(self, error: str, joint: int, now: float, text: str) -> ProtectiveStop:
         return ProtectiveStop(error, self.spec.arm_joints[joint], now, text)
+
+
+class ReflexBank:
+    """The checks of several arms' :class:`Reflexes` at once (the actuator law's rows).
+
+    Each arm's own box (its limits and collision thresholds), and the position-based limits
+    of each spec, on arrays: the one-pass check the actuator law runs after every physics
+    step (:mod:`simops_sim.actuator_law`).
+    """
+
+    def __init__(self, reflexes: Sequence[Reflexes]) -> None:
+        # (3, n, 7); n >= 1: the measured quantity first, so each is contiguous per arm
+        self._centre = np.array([r._centre for r in reflexes]).swapaxes(0, 1).copy()
+        self._half = np.array([r._half for r in reflexes]).swapaxes(0, 1).copy()
+        by_spec: dict[int, list[int]] = {}
+        for i, r in enumerate(reflexes):
+            if r._position_based:
+                by_spec.setdefault(id(r.spec), []).append(i)
+        everyone = len(reflexes)
+        self._position_based = [(reflexes[rows[0]].spec,
+                                 slice(None) if len(rows) == everyone else np.array(rows))
+                                for rows in by_spec.values()]
+
+    def inside(self, measured: np.ndarray) -> np.ndarray:
+        """Whether each arm's state trips no stop: (n,) bool.
+
+        ``measured`` (3, n, 7): positions (rad), velocities (rad/s) and contact torques
+        (N*m) of the n arms.
+        """
+        ok = (np.abs(measured - self._centre) <= self._half).all(axis=(0, 2))
+        for spec, rows in self._position_based:
+            low, high = spec.velocity_bounds(measured[0, rows])
+            ok[rows] &= ~(_position_based_excess(measured[1, rows], low, high) > 0.0).any(
+                axis=-1)
+        return ok
 
 
 def _position_based_excess(velocity: np.ndarray, low: np.ndarray, high: np.ndarray

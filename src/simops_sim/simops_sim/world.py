@@ -5,8 +5,8 @@ attaches one arm model twice with name prefixes (MJCF ``<attach prefix="left_">`
 is a :class:`~simops_sim.physics.Physics` over the shared ``MjData``, indexed by its prefix:
 targets, trajectory plans, the gripper, the command delay, friction, sensor biases and
 protective stops are the arm's own. The world does what touches everything: it writes the
-model's parameters, steps (every arm sets its actuators, one ``mj_step``, every arm checks
-its limits) and resets.
+model's parameters, steps (the actuator law's rows, one per arm, over the one data: every arm
+sets its actuators, one ``mj_step``, every arm checks its limits) and resets.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import mujoco
 
 from simops_core.robot_spec import RobotSpec
 from simops_core.sim_params import SimParams, SimParamsError
+from simops_sim.actuator_law import ArmLaws, advance
 from simops_sim.model_index import ModelError, keyframe_id
 from simops_sim.model_params import apply_arm_params
 from simops_sim.physics import Physics
@@ -67,13 +68,10 @@ class World:
 
     def step(self, n: int = 1) -> None:
         """Advance ``n`` physics steps, every arm on its own targets or plan."""
-        arms, model, data = self._order, self.model, self.data
-        for _ in range(n):
-            for arm in arms:
-                arm.drive()
-            mujoco.mj_step(model, data)
-            for arm in arms:
-                arm.check()
+        laws = [arm.law for arm in self._order]
+        together = ArmLaws.stack(laws)
+        advance(together, [arm.site for arm in self._order], n)
+        together.unstack(laws)
 
     def reset_keyframe(self, name: str | None) -> None:
         """Reset to keyframe ``name`` (its ctrl are the targets), or hold qpos0 for None.
