@@ -1,4 +1,4 @@
-"""Task functions for tests/test_executor.py, importable by spawned and Ray workers."""
+"""Task functions for tests/core/test_executor.py, importable by spawned and Ray workers."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Run inside a private network namespace (``unshare --net``) by tests/test_executor.py.
+"""Run inside a private network namespace (``unshare --net``) by tests/core/test_executor.py.
 
 Starts a Ray head with two worker CPUs (``ray start``), runs tasks on it through
 RayExecutor at its address, kills a worker mid-run, stops the cluster, and prints one JSON

@@ -29,7 +29,7 @@ def check_bag_metadata(info: dict, bag: Path | None) -> None:
     """Assert ``info`` decodes as rosbag2 BagMetadata version 8.
 
     The rules and the rosbag2 sources they come from are listed in
-    tests/test_recorder_metadata.py.
+    tests/recorder/test_recorder_metadata.py.
     """
     assert info['version'] == 8
     assert info['storage_identifier'] in ('mcap', 'sqlite3')

@@ -1,4 +1,6 @@
-"""A second rclpy process serving the workspace's interface copies, for tests/test_interfaces.py.
+"""A second rclpy process serving the workspace's interface copies.
+
+For tests/ros/test_interfaces.py.
 
 - ``/test/follow_joint_trajectory`` (control_msgs FollowJointTrajectory): INVALID_JOINTS
   for a joint not named ``j1``, else one feedback with the last point as ``desired`` and

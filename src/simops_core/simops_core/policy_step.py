@@ -6,7 +6,7 @@ velocity limit: the node faults, the env terminates); the shared
 :class:`~simops_core.observation.ObservationBuilder` builds the observation; after
 inference, the shared safety pipeline (:mod:`simops_core.safety`) maps the raw action to the
 command. The policy node and the envs call the same methods in the same order, so the env
-and the ROS graph agree bit for bit (``tests/test_parity.py``):
+and the ROS graph agree bit for bit (``tests/learning/test_parity.py``):
 
 - :meth:`PolicyStep.restart` on the first tick after ``~/enable``, a hold or a reset: the
   safety state starts from the measured position (or re-anchors at the held target), the

@@ -20,7 +20,7 @@ and the arm holds where it is, at rest.
 (n = 1), a :class:`~simops_sim.world.World` one row per arm over its shared data, and
 :func:`simops_sim.physics_batch.step_together` many envs' rows stacked (:meth:`ArmLaws.stack`,
 :meth:`ArmLaws.unstack`). Every row runs the same arithmetic in each of them, so an arm ends
-bit for bit where it would have ended stepped on its own (``tests/test_physics_batch.py``).
+bit for bit where it would have ended stepped on its own (``tests/sim/test_physics_batch.py``).
 One-segment linear plans (streamed targets, the envs' actions) are sampled for all rows at
 once; other plans by their own :meth:`~simops_sim.trajectory_plan.TrajectoryPlan.sample`.
 

@@ -3,7 +3,7 @@
 A target set before physics step ``k`` reaches the actuators at step ``k + d`` with
 ``d = round(delay / timestep)``. The actuator law does this online, a ring of ``d``
 commands per arm (:func:`simops_sim.actuator_law.advance`); :func:`shift_commands` does it
-to a whole command sequence, by the same rule (``tests/test_physics.py`` holds the two
+to a whole command sequence, by the same rule (``tests/sim/test_physics.py`` holds the two
 equal).
 """
 

@@ -5,7 +5,7 @@ row before and after every ``mj_step``. :func:`step_together` stacks the rows of
 and runs the same :func:`~simops_sim.actuator_law.advance` over them: the law on arrays of
 shape (n_arms, ...), then each arm's own ``mj_step`` on its own model and data. Every arm
 ends bit for bit where ``physics.step(steps)`` would have left it
-(``tests/test_physics_batch.py``): it is the same code, element by element, and MuJoCo's is
+(``tests/sim/test_physics_batch.py``): it is the same code, element by element, and MuJoCo's is
 untouched.
 """
 

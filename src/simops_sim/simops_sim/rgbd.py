@@ -174,7 +174,7 @@ class RgbdRenderer:
         m.cam_resolution[cam] = (k.width, k.height)
         m.cam_sensorsize[cam] = (k.width * s, k.height * s)
         # MuJoCo's principal point is an offset (length units) from the sensor centre
-        # towards the image's top-left corner (checked in tests/test_cameras.py).
+        # towards the image's top-left corner (checked in tests/sim/test_cameras.py).
         m.cam_intrinsic[cam] = (k.fx * s, k.fy * s, (k.width / 2 - 0.5 - k.cx) * s,
                                 (k.height / 2 - 0.5 - k.cy) * s)
         extrinsics = spec.calibration.extrinsics

@@ -30,7 +30,7 @@ from trajectory_msgs.msg import JointTrajectoryPoint
 
 from simops_ros.rclpy_compat import DISTRO
 
-PROCS = Path(__file__).parent / 'procs'
+PROCS = Path(__file__).parents[1] / 'procs'
 RETRY = 5.0   # s before an unanswered goal or result request is sent again
 
 

@@ -90,7 +90,7 @@ def test_a_stop_that_stalls_says_where_and_the_launchers_sigterm_ends_it(
 
     from ros_helpers import wait_until
 
-    script = Path(__file__).parent / 'procs' / 'stalled_stop.py'
+    script = Path(__file__).parents[1] / 'procs' / 'stalled_stop.py'
     proc = subprocess.Popen([sys.executable, str(script)], env=ros_env, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:

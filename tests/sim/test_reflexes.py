@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from limit_helpers import allowed_velocity
 from sim_helpers import SCENE_XML
-from test_safety import allowed_velocity
 
 from simops_core.robot_spec import load_robot_spec
 from simops_sim.physics import Physics
@@ -48,7 +48,7 @@ def test_a_command_stops_the_arm_exactly_when_a_joint_would_exceed_its_limit(
 @st.composite
 def inside(draw: st.DrawFn) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """A measured state within every limit, the position-based velocity limits included
-    (computed from the YAML's raw numbers with Franka's formula: tests/test_safety.py)."""
+    (computed from the YAML's raw numbers with Franka's formula: tests/core/test_safety.py)."""
     position = vector(draw, SPEC.position_lower, SPEC.position_upper)
     low, high = allowed_velocity(position)
     return (position, vector(draw, np.array(low), np.array(high)),

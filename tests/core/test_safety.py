@@ -19,17 +19,14 @@ import math
 
 import numpy as np
 import pytest
-import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from limit_helpers import ARM, GRIPPER, allowed_velocity
 
 from simops_core import safety
-from simops_core.paths import resolve_resource
 from simops_core.robot_spec import load_robot_spec
 
 SPEC = load_robot_spec('fr3')
-RAW = yaml.safe_load(resolve_resource('config/robot/fr3.yaml').read_text())
-ARM, GRIPPER = RAW['arm'], RAW['gripper']
 RATE = 20.0
 TOL = 1e-9  # rad: float rounding of target ± max_step
 
@@ -114,20 +111,6 @@ class Bounds:
             assert abs(b - a) <= self.step[i] + TOL, (i, b - a, self.step[i])
         assert_position_based(before.target, after.target)
         assert abs(after.gripper - before.gripper) <= self.width_step + TOL
-
-
-def allowed_velocity(position: np.ndarray) -> tuple[list[float], list[float]]:
-    """Franka's position-based limits (rad/s) at ``position``, joint by joint in plain floats:
-
-    upper = min(v_max, max(0, -v_offset + sqrt(max(0, 2 a_dec (q_max - q))))), lower likewise
-    ("Robot and interface specifications", "Position-Based Velocity Limits")."""
-    lower, upper = [], []
-    for i, q in enumerate(position):
-        v_max, offset, dec = ARM['velocity'][i], ARM['velocity_offset'][i], ARM['deceleration'][i]
-        q_min, q_max = ARM['position_lower'][i], ARM['position_upper'][i]
-        upper.append(min(v_max, max(0.0, -offset + math.sqrt(max(0.0, 2 * dec * (q_max - q))))))
-        lower.append(max(-v_max, min(0.0, offset - math.sqrt(max(0.0, 2 * dec * (q - q_min))))))
-    return lower, upper
 
 
 def assert_position_based(before: np.ndarray, after: np.ndarray) -> None:

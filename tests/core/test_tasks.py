@@ -19,7 +19,7 @@ from simops_core.topics import load_topics
 from simops_learning import rollout_cli, validate
 from simops_sim.randomization import default_randomization
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 PICK = REPO / 'models/policy/fr3_pick_place.pt'
 REACH = REPO / 'models/policy/fr3_reach.pt'
 

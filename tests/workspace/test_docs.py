@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 README = (REPO / 'README.md').read_text()
 ISSUE = re.compile(r'(?<![\w/.-])#\d+\b')   # "#19", not "ros2_control#2318" or "#L12"
 

@@ -13,7 +13,7 @@ from simops_bringup.exit_code_table import (
 )
 from simops_core.command_line import EXIT_CONFIG, EXIT_USAGE
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 SOURCES = sorted(REPO.glob('src/*/simops_*/**/*.py'))
 
 

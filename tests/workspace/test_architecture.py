@@ -117,3 +117,13 @@ def test_the_nodes_are_found() -> None:
 def test_node_files_stay_thin(path: Path) -> None:
     lines = len(path.read_text().splitlines())
     assert lines <= MAX_NODE_LINES, f'{path.relative_to(REPO)}: {lines} lines'
+
+
+def test_tests_are_laid_out_by_package() -> None:
+    """tests/<package>/test_<module>.py: each package's tests in its own directory (simops_
+    dropped), workspace-wide ones in tests/workspace; helpers stay in tests/."""
+    tests = Path(__file__).resolve().parents[1]
+    packages = {name.removeprefix('simops_') for name in LAYERS} | {'workspace'}
+    assert not sorted(tests.glob('test_*.py'))
+    placed = {p.parent.name for p in tests.glob('*/test_*.py')}
+    assert placed <= packages, placed - packages
