@@ -252,8 +252,10 @@ class _Run:
         general = [i for i, plan in enumerate(laws.plans)
                    if plan is not None and not laws.linear[i]]
         sampled = self.sampled
-        ramping = [i for i in range(n) if not np.isnan(laws.ramp[i, 0])]
-        reach = self.timesteps[ramping] * laws.ramp[ramping, 1]   # m per step
+        goals = laws.ramp[:, 0]
+        ramping = np.flatnonzero(goals == goals)   # rows with a gripper goal (NaN: none)
+        if ramping.size:
+            reach = self.timesteps[ramping] * laws.ramp[ramping, 1]   # m per step
         # one delay and one ring position for all rows (one arm, or envs stepped in step)
         depth = self.depth
         uniform = depth is not None and (n == 1 or bool((laws.head == laws.head[0]).all()))
@@ -272,7 +274,7 @@ class _Run:
                 laws.put_target(i, sampled[0], sampled[1])
                 if finished:
                     laws.follow(i, None)
-            if ramping:   # the gripper target towards its goal, at most speed * dt a step
+            if ramping.size:   # the gripper target towards its goal, at most speed * dt a step
                 now = command[ramping, arm]
                 command[ramping, arm] = now + np.clip(laws.ramp[ramping, 0] - now, -reach,
                                                       reach)
@@ -321,7 +323,7 @@ def _sample_linear(laws: ArmLaws, now: np.ndarray) -> None:
     reached = t + KNOT_TOLERANCE
     done, before = reached >= laws.knot1, reached <= laws.knot0
     fraction = np.divide(t - laws.knot0, laws.span)[:, None]
-    if rows.all() and not (done.any() or before.any()):   # every row inside its segment
+    if not np.count_nonzero(done | before | ~rows):   # every row inside its segment
         targets = command[:, :arm]
         np.multiply(fraction, laws.step, out=targets)
         targets += laws.first

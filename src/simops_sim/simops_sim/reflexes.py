@@ -163,22 +163,36 @@ class ReflexBank:
             if r._position_based:
                 by_spec.setdefault(id(r.spec), []).append(i)
         everyone = len(reflexes)
+        self._everyone = np.ones(everyone, bool)
+        self._everyone.flags.writeable = False
         self._position_based = [(reflexes[rows[0]].spec,
                                  slice(None) if len(rows) == everyone else np.array(rows))
                                 for rows in by_spec.values()]
 
     def inside(self, measured: np.ndarray) -> np.ndarray:
-        """Whether each arm's state trips no stop: (n,) bool.
+        """Whether each arm's state trips no stop: (n,) bool (read only).
 
         ``measured`` (3, n, 7): positions (rad), velocities (rad/s) and contact torques
         (N*m) of the n arms.
         """
-        ok = (np.abs(measured - self._centre) <= self._half).all(axis=(0, 2))
+        box = np.abs(measured - self._centre) <= self._half
+        if box.all() and not any(self._beyond_position_based(measured, spec, rows).any()
+                                 for spec, rows in self._position_based):
+            return self._everyone   # the usual case: no NaN, every arm inside
+        ok = box.all(axis=(0, 2))
         for spec, rows in self._position_based:
-            low, high = spec.velocity_bounds(measured[0, rows])
-            ok[rows] &= ~(_position_based_excess(measured[1, rows], low, high) > 0.0).any(
-                axis=-1)
+            ok[rows] &= ~self._beyond_position_based(measured, spec, rows).any(axis=-1)
         return ok
+
+    @staticmethod
+    def _beyond_position_based(measured: np.ndarray, spec: RobotSpec,
+                               rows: slice | np.ndarray) -> np.ndarray:
+        """(n, 7) bool: each velocity beyond its position-based limit (a NaN counts)."""
+        if measured.shape[1] == 1:   # one arm: (7,) operands broadcast at half the cost
+            low, high = spec.velocity_bounds(measured[0, 0])
+            return (_position_based_excess(measured[1, 0], low, high) > 0.0)[None]
+        low, high = spec.velocity_bounds(measured[0, rows])
+        return _position_based_excess(measured[1, rows], low, high) > 0.0
 
 
 def _position_based_excess(velocity: np.ndarray, low: np.ndarray, high: np.ndarray
