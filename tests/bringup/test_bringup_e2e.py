@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from bag_helpers import load_trajectory
@@ -32,6 +33,7 @@ from launch_helpers import (
     stop_cleanly,
 )
 from policy_helpers import SPEC, STATE, TOPICS, call_enable, qos, states
+from rclpy.duration import Duration
 from recorder_helpers import trigger
 from ros_helpers import RosProbe, wait_until
 from sensor_msgs.msg import JointState
@@ -53,16 +55,29 @@ STILL = 1e-3               # rad of motion allowed while held
 HOLD_TOLERANCE = 5e-3      # rad between the held arm and the hold target (friction)
 
 
+def recorder_has(probe: RosProbe, publisher: Any) -> bool:
+    """Whether the recorder's reader of ``publisher``'s topic is matched and has acknowledged
+    everything published (a latched message included), in the probe's view of the graph."""
+    readers = probe.node.get_subscriptions_info_by_topic(publisher.topic_name)
+    return (any(r.node_name.startswith('recorder') for r in readers)   # its I/O node
+            and publisher.get_subscription_count() >= len(readers)
+            and publisher.wait_for_all_acked(Duration(seconds=0)))
+
+
 def test_sim_profile_reaches_the_goal_records_a_bag_and_stops_on_ctrl_c(
         launch: object, ros_probe: RosProbe, tmp_path: Path) -> None:
     episodes = tmp_path / 'episodes'
     ros_probe.subscribe(EE_POSE, PoseStamped, 100)
     ros_probe.subscribe(STATE, String, qos('policy_state'))
-    ros_probe.publisher(TOPICS['goal_pose'].name, PoseStamped,
-                        qos('goal_pose')).publish(goal_message(GOAL))
+    goal_pub = ros_probe.publisher(TOPICS['goal_pose'].name, PoseStamped, qos('goal_pose'))
+    goal_pub.publish(goal_message(GOAL))
     proc = launch('sim', 'record:=true', f'record_dir:={episodes}')
     assert wait_until(lambda: set(node_pids(proc.output)) == {'sim', 'policy', 'recorder'},
                       STARTUP), proc.output
+    # The goal is latched: the recorder stores it when its reader has it. The policy can
+    # reach the goal in a second, so the episode starts once the recorder holds the goal (in
+    # a CI run it subscribed 2.2 s after its other topics, and the bag held no goal).
+    assert wait_until(lambda: recorder_has(ros_probe, goal_pub), STARTUP), proc.output
     assert trigger(ros_probe, '/recorder/start', timeout=STARTUP).success
     assert wait_until(lambda: 'RUNNING' in states(ros_probe), STARTUP), proc.output[-3000:]
     reached = wait_until(lambda: any(distance(p, GOAL) < SUCCESS_RADIUS
