@@ -1,9 +1,9 @@
 """The architecture holds: layers point down, no import cycle, thin nodes.
 
 Layers, lowest first: simops_core (no rclpy), simops_ros, then simops_sim / simops_policy /
-simops_recorder, then simops_sysid / simops_learning, then simops_bringup. A module may
-import its own package and the layers below it, never a package beside or above it; no two
-modules import each other, directly or round a loop (``TYPE_CHECKING`` imports count: a
+simops_recorder, then simops_sysid / simops_learning / simops_teleop, then simops_bringup. A
+module may import its own package and the layers below it, never a package beside or above
+it; no two modules import each other, directly or round a loop (``TYPE_CHECKING`` imports count: a
 cycle for the type checker is a cycle of ideas). A node file (one that defines a class
 deriving from rclpy's ``Node``) is at most :data:`MAX_NODE_LINES` lines.
 """
@@ -17,7 +17,8 @@ import pytest
 from ros_helpers import REPO
 
 LAYERS = {'simops_core': 0, 'simops_ros': 1, 'simops_sim': 2, 'simops_policy': 2,
-          'simops_recorder': 2, 'simops_sysid': 3, 'simops_learning': 3, 'simops_bringup': 4}
+          'simops_recorder': 2, 'simops_sysid': 3, 'simops_learning': 3, 'simops_teleop': 3,
+          'simops_bringup': 4}
 MAX_NODE_LINES = 250
 
 

@@ -11,7 +11,7 @@ from ros_helpers import REPO
 
 PACKAGES = sorted(p.name for p in (REPO / 'src').iterdir() if (p / 'package.xml').is_file())
 EXPECTED = ['simops_bringup', 'simops_core', 'simops_learning', 'simops_policy',
-            'simops_recorder', 'simops_ros', 'simops_sim', 'simops_sysid']
+            'simops_recorder', 'simops_ros', 'simops_sim', 'simops_sysid', 'simops_teleop']
 
 # Python module -> rosdep key that provides it.
 ROSDEP_KEYS = {

@@ -1,0 +1,1 @@
+"""Teleoperation: drive the arm from velocity commands, as moveit_servo does."""
