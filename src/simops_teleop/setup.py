@@ -21,4 +21,9 @@ setup(
         'as moveit_servo servoes an arm.'
     ),
     license='Apache-2.0',
+    entry_points={
+        'console_scripts': [
+            'teleop = simops_teleop.teleop_node:main',
+        ],
+    },
 )

@@ -44,7 +44,7 @@ def test_every_executable_documents_0_and_2() -> None:
     names = {alias for row in found for alias in row.split('`, `')}
     assert {'sim', 'policy', 'record', 'excite', 'arm_setup', 'fit', 'fit-fleet', 'repair',
             'simops-launch', 'simops-demo', 'simops-recover', 'simops-validate',
-            'simops-train', 'simops-rollout', 'simops-dataset', 'dataset'} <= names
+            'simops-train', 'simops-rollout', 'simops-dataset', 'dataset', 'teleop'} <= names
     for name, main in found.items():
         codes = parse_exit_codes(name, help_text(name, main))
         assert {'0', '2'} <= set(codes), (name, codes)

@@ -14,6 +14,7 @@ from ros_helpers import REPO, installed_executable
 EXECUTABLES = [('simops_sim', 'sim', 'sim'), ('simops_policy', 'policy', 'policy'),
                ('simops_recorder', 'record', 'record'), ('simops_recorder', 'repair', 'repair'),
                ('simops_sysid', 'excite', 'excite'), ('simops_sysid', 'fit', 'fit'),
+               ('simops_teleop', 'teleop', 'teleop'),
                ('simops_bringup', 'simops-launch', 'simops-launch'),
                ('simops_bringup', 'simops-demo', 'simops-demo'),
                ('simops_learning', 'simops-train', 'simops-train'),

@@ -262,10 +262,14 @@ PARAMETERS = {
                                     'auto_stop_grace', 'auto_min_duration'),
     ('simops_sysid', 'excite'): ('robot', 'duration', 'seed', 'amplitude_fraction',
                                  'command_interface', 'control_rate', 'start_enabled'),
+    ('simops_teleop', 'teleop'): ('robot', 'model', 'teleop_rate', 'command_interface',
+                                  'linear_speed', 'lower_singularity_threshold',
+                                  'input_timeout', 'joy_layout', 'deadman_button'),
 }
 READY = {'sim': 'joint_states at', 'policy': 'DISABLED', 'record': 'recording',
-         'excite': 'exciting'}
-PROG = {'sim': 'sim', 'policy': 'policy', 'record': 'record', 'excite': 'excite'}
+         'excite': 'exciting', 'teleop': 'servoing'}
+PROG = {'sim': 'sim', 'policy': 'policy', 'record': 'record', 'excite': 'excite',
+        'teleop': 'teleop'}
 VALUES = st.sampled_from(['5', '-1', '0', '1e400', '-1e400', 'nan', 'inf', 'soon', 'true',
                           'false', '[]', '[1, 2]', "['a', 'b']", "''", '2.5', '-0.0',
                           '1e-300', '99999999999999999999', '/', '/nonexistent/x.yaml',
@@ -294,7 +298,8 @@ def test_nodes_start_or_refuse_on_fuzzed_parameters(tmp_path_factory: pytest.Tem
 @pytest.mark.parametrize(('node', 'name'), [(('simops_sim', 'sim'), 'model'),
                                             (('simops_policy', 'policy'), 'model_path'),
                                             (('simops_recorder', 'record'), 'storage'),
-                                            (('simops_sysid', 'excite'), 'robot')])
+                                            (('simops_sysid', 'excite'), 'robot'),
+                                            (('simops_teleop', 'teleop'), 'model')])
 def test_an_untyped_empty_list_is_refused_with_one_line(node: tuple[str, str],
                                                         name: str) -> None:
     """Found by the fuzz: ``-p model_path:=[]`` crashed every node (uninitialised value)."""

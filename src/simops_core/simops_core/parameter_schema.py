@@ -67,7 +67,7 @@ Schema = tuple[ParameterSpec, ...]
 
 
 def load_parameter_schema(node: str) -> Schema:
-    """The schema of ``node`` (``sim``, ``policy``, ``recorder``, ``excite``).
+    """The schema of ``node`` (``sim``, ``policy``, ``recorder``, ``excite``, ``teleop``...).
 
     Raises :class:`SchemaError` naming the file and the field.
     """
@@ -155,7 +155,7 @@ def _literal(value: Any) -> str:
     return f'`{value!r}`'
 
 
-NODES = ('sim', 'policy', 'recorder', 'excite', 'arm_setup')
+NODES = ('sim', 'policy', 'recorder', 'excite', 'arm_setup', 'teleop')
 TABLE_END = '<!-- end of generated table -->'
 
 

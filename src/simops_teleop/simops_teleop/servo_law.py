@@ -135,6 +135,19 @@ class TcpKinematics:
         return to_base @ (point - data.xpos[index.base_body]), jacobian
 
 
+    def rotation(self, q: np.ndarray) -> np.ndarray:
+        """The TCP frame's orientation (3, 3) in the base frame at ``q`` (7,) rad.
+
+        Maps a vector given in the TCP frame (a twist in ``<robot>_hand_tcp``) to the base
+        frame.
+        """
+        self.at(q)
+        data, index = self.data, self.index
+        tcp = (data.site_xmat[index.tcp_site] if index.tcp_site >= 0
+               else data.xmat[index.flange_body]).reshape(3, 3)
+        return data.xmat[index.base_body].reshape(3, 3).T @ tcp
+
+
 def cap_speed(twist: np.ndarray, settings: ServoSettings) -> np.ndarray:
     """``twist`` (6,) with its linear and angular parts scaled down to the speed caps."""
     out = np.array(twist, dtype=float)

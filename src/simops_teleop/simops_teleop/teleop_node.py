@@ -1,0 +1,213 @@
+"""``ros2 run simops_teleop teleop``: drive the arm from a twist, a SpaceMouse or a gamepad.
+
+A thin node over :mod:`simops_teleop.servo_law` (moveit_servo's rules) and the policy's
+safety pipeline (:mod:`simops_core.safety`). Inputs, as moveit_servo and the joy stack name
+them:
+
+- ``~/delta_twist_cmds`` (geometry_msgs/TwistStamped): the TCP's velocity (m/s, rad/s) in
+  the robot's base frame (``header.frame_id`` the base link or empty) or the TCP's own
+  frame (``<robot>_hand_tcp``);
+- ``/joy`` (sensor_msgs/Joy): axes scaled to the speed caps by ``joy_layout``; with
+  ``deadman_button`` >= 0 the arm moves only while that button is held.
+
+At ``teleop_rate`` Hz it turns the newest input into joint velocities (at the current
+target), integrates them over the period into the next target, runs it through
+``safety.step`` (position limits minus a margin, velocity and acceleration limits) and
+publishes it on the command topic the policy uses. An input older than ``input_timeout``,
+a released dead-man or a halting status command zero velocity: the pipeline brakes the arm
+within its acceleration limit. ``~/status`` (std_msgs/Int8) carries moveit_servo's status
+code. It moves an arm, so it starts DISABLED, like the policy and ``excite``
+(:class:`simops_core.motion_supervisor.MotionSupervisor`: ``~/enable``, ``/simops/estop``).
+Parameters: ``config/parameters/teleop.yaml``.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+from geometry_msgs.msg import TwistStamped
+from rclpy.node import Node
+from rclpy.qos import QoSProfile
+from rclpy.serialization import deserialize_message
+from sensor_msgs.msg import JointState, Joy
+from std_msgs.msg import Int8
+
+from simops_core import safety
+from simops_core.command_line import ConfigError
+from simops_core.motion_supervisor import MotionSupervisor, stand_still
+from simops_core.policy_step import StepSettings
+from simops_core.robot_spec import load_robot_spec
+from simops_core.topics import load_topics
+from simops_ros.arming import ModeReport, attach_motion_controls
+from simops_ros.declarations import declare_schema
+from simops_ros.point_commands import ArmCommandPublisher
+from simops_ros.polled import Polled, PolledGroup, never_called
+from simops_ros.qos import subscription_qos
+from simops_ros.scaffold import run_node
+from simops_sim.model_index import load_model
+from simops_teleop.joy_twist import joy_twist
+from simops_teleop.servo_law import (
+    ServoSettings,
+    ServoStatus,
+    TcpKinematics,
+    twist_velocities,
+)
+
+NODE_NAME = 'teleop'
+STALE_STATE = 0.1   # s; an older joint state means hold
+RAMP = 0.5          # s blending in from the measured position once enabled
+
+
+class TeleopNode(Node):
+    """Publishes servoed targets through the safety pipeline, one per period."""
+
+    def __init__(self) -> None:
+        super().__init__(NODE_NAME)
+        s = self.settings = declare_schema(self, NODE_NAME)
+        self.period = 1.0 / s.teleop_rate
+        if s.lower_singularity_threshold >= s.hard_stop_singularity_threshold:
+            raise ConfigError(f'parameter lower_singularity_threshold '
+                              f'({s.lower_singularity_threshold:g}) must be below '
+                              f'hard_stop_singularity_threshold '
+                              f'({s.hard_stop_singularity_threshold:g})')
+        self.spec = load_robot_spec(s.robot)
+        self.kinematics = TcpKinematics(load_model(s.model), self.spec)
+        self.servo = ServoSettings(
+            linear=s.linear_speed, rotational=s.rotational_speed,
+            lower_singularity_threshold=s.lower_singularity_threshold,
+            hard_stop_singularity_threshold=s.hard_stop_singularity_threshold,
+            margin=s.joint_limit_margin)
+        topics = load_topics()
+        self.limits = safety.SafetyLimits.from_spec(self.spec, self.period, 1.0,
+                                                    StepSettings.joint_limit_margin)
+        joints = len(self.spec.arm_joints)
+        self.mapping = safety.ActionMapping(
+            arm_index=np.arange(joints), gripper_index=None, clip=float(2 * np.pi), scale=1.0,
+            reference='last_command', lpf_alpha=1.0)
+        self._publish = ArmCommandPublisher(self, topics, s.command_interface,
+                                            self.spec.arm_joints, self.period, chained=True)
+        state = topics['joint_states']
+        self._joint_states = Polled(self.create_subscription(
+            JointState, state.name, never_called, subscription_qos(state),
+            raw=True, callback_group=PolledGroup()))
+        self._columns: np.ndarray | None = None
+        self._lock = threading.Lock()   # inputs and the supervisor: callbacks vs. the timer
+        self._twist = np.zeros(6)       # newest input, base frame
+        self._twist_time = -np.inf      # monotonic s it arrived; -inf: none yet
+        self.create_subscription(TwistStamped, '~/delta_twist_cmds', self._on_twist, 10)
+        self.create_subscription(Joy, '/joy', self._on_joy, 10)
+        self._status = self.create_publisher(Int8, '~/status', 10)
+        self._safety: safety.SafetyState | None = None
+        self.supervisor = MotionSupervisor(s.start_enabled, RAMP)
+        self._report_mode = ModeReport(self, self.supervisor, '~/state', QoSProfile(
+            **topics['policy_state'].qos.as_profile_kwargs()))
+        self._arm_stop = attach_motion_controls(self, self.supervisor, self._lock, topics)
+        self._frames = ('', self.spec.base_frame)
+        self.create_timer(self.period, self._on_tick)
+        self.get_logger().info(
+            f'servoing at {s.teleop_rate:g} Hz on {self._publish.topic} from '
+            f'{self.resolve_topic_name("~/delta_twist_cmds")} and /joy ({s.joy_layout}); '
+            f'{self.supervisor.reason}')
+
+    def _on_twist(self, msg: TwistStamped) -> None:
+        v, w = msg.twist.linear, msg.twist.angular
+        twist = np.array([v.x, v.y, v.z, w.x, w.y, w.z], dtype=float)
+        frame = msg.header.frame_id
+        if frame not in self._frames:
+            tcp = self._tcp_rotation(frame)
+            if tcp is None:
+                self.get_logger().warning(f'twist in frame {frame!r}; expected '
+                                          f'{self.spec.base_frame} or the TCP frame; ignored',
+                                          throttle_duration_sec=2.0)
+                return
+            twist = np.concatenate((tcp @ twist[:3], tcp @ twist[3:]))
+        self._take(twist)
+
+    def _on_joy(self, msg: Joy) -> None:
+        s = self.settings
+        twist = joy_twist(list(msg.axes), list(msg.buttons), s.joy_layout, s.deadman_button,
+                          self.servo)
+        if twist is None:
+            self.get_logger().warning(
+                f'a /joy message with {len(msg.axes)} axes and {len(msg.buttons)} buttons does '
+                f'not fit joy_layout {s.joy_layout} (or has a NaN); ignored',
+                throttle_duration_sec=2.0)
+            return
+        self._take(twist)
+
+    def _take(self, twist: np.ndarray) -> None:
+        with self._lock:
+            self._twist, self._twist_time = twist, time.monotonic()
+
+    def _tcp_rotation(self, frame: str) -> np.ndarray | None:
+        """The rotation (3, 3) from the TCP frame to the base frame, for the TCP's name."""
+        if frame != f'{self.spec.name}_hand_tcp' or self._safety is None:
+            return None
+        return self.kinematics.rotation(self._safety.target)
+
+    def _measured(self) -> np.ndarray | None:
+        """The newest arm position (7,) rad, or None when missing or stale (wall time)."""
+        polled = self._joint_states
+        polled.take_newest()
+        if polled.raw is None or time.time_ns() - polled.received_ns > STALE_STATE * 1e9:
+            return None
+        msg = deserialize_message(polled.raw, JointState)
+        if self._columns is None:
+            names = list(msg.name)
+            if any(j not in names for j in self.spec.arm_joints):
+                return None
+            self._columns = np.array([names.index(j) for j in self.spec.arm_joints])
+        position = np.asarray(msg.position, dtype=float)
+        return position[self._columns] if position.size > self._columns.max() else None
+
+    def _on_tick(self) -> None:
+        measured = self._measured()
+        with self._lock:
+            self._arm_stop.check()   # a protective stop latches FAULT
+            decision = self.supervisor.tick(
+                time.monotonic(), measured is not None,
+                f'no joint state newer than {STALE_STATE:g} s', self._safety is not None)
+            fresh = time.monotonic() - self._twist_time <= self.settings.input_timeout
+            twist = self._twist if fresh else np.zeros(6)
+        status = ServoStatus.NO_WARNING
+        if decision.run and measured is not None:
+            status = self._servo(measured, twist, decision.restart, decision.blend)
+        else:
+            held = stand_still(self.supervisor, decision, self._safety, self.limits, self._lock)
+            if held is not None:
+                self._publish(held.target)
+            self._safety = held if held is not None or decision.publish else None
+        self._status.publish(Int8(data=int(status)))
+        self._report_mode()
+
+    def _servo(self, measured: np.ndarray, twist: np.ndarray, restart: bool,
+               blend: float) -> ServoStatus:
+        """Publish the next target: the servo's velocity over a period, through safety."""
+        if restart:
+            try:
+                self._safety = (safety.start(measured, 0.0, self.limits)
+                                if self._safety is None else safety.hold(self._safety))
+            except (safety.OutsideLimitsError, ValueError) as exc:
+                with self._lock:
+                    self.supervisor.fault(f'cannot start: {exc}')
+                self.get_logger().error(f'cannot start: {exc}; move the arm inside its limits '
+                                        'and call ~/enable')
+                return ServoStatus.INVALID
+        assert self._safety is not None
+        result = twist_velocities(self.kinematics, self._safety.target, twist, self.period,
+                                  self.servo)
+        out = safety.step(self._safety, result.velocity * self.period, measured, blend,
+                          self.limits, self.mapping)
+        self._safety = out.state
+        self._publish(out.state.target)
+        return result.status
+
+
+def main(args: list[str] | None = None) -> int:
+    """Run the node; 0 on SIGINT, 2 on a config error."""
+    return run_node(NODE_NAME, 'Teleoperate the arm: twists from ~/delta_twist_cmds or /joy '
+                    'to joint targets by moveit_servo\'s rules, through the safety pipeline. '
+                    'Starts DISABLED; call ~/enable to start, publish true on /simops/estop '
+                    'to stop.', TeleopNode, args, {0: 'a clean shutdown'})

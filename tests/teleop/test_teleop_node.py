@@ -1,0 +1,83 @@
+"""The teleop node over real DDS, driving the real simulator: DISABLED until ~/enable, a
+twist moves the hand that way, a stale input brakes it to rest, the dead-man gates /joy."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import numpy as np
+from geometry_msgs.msg import PoseStamped, TwistStamped
+from policy_helpers import call_enable
+from ros_helpers import NodeProcess, RosProbe, wait_until
+from sensor_msgs.msg import Joy
+from sim_helpers import qos, start_sim, topic
+from std_msgs.msg import Int8
+
+from simops_core.robot_spec import load_robot_spec
+
+SPEC = load_robot_spec('fr3')
+RATE = 100.0     # Hz: teleop's default, and how often the test sends
+SPEED = 0.05     # m/s
+
+
+def hand(probe: RosProbe) -> np.ndarray:
+    """The newest TCP position (3,) m, base frame."""
+    p = probe.messages(topic('ee_pose').name)[-1].pose.position
+    return np.array([p.x, p.y, p.z])
+
+
+def send(publish: object, make: object, seconds: float) -> None:
+    """Publish ``make()`` at RATE for ``seconds``."""
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        publish(make())
+        time.sleep(1.0 / RATE)
+
+
+def twist(x: float) -> TwistStamped:
+    msg = TwistStamped()
+    msg.header.frame_id = SPEC.base_frame
+    msg.twist.linear.x = x
+    return msg
+
+
+def joy(x: float, deadman: int) -> Joy:
+    return Joy(axes=[x, 0.0, 0.0, 0.0, 0.0, 0.0], buttons=[deadman, 0])
+
+
+def test_twists_and_the_joystick_drive_the_hand_and_a_stale_input_brakes(
+        ros_probe: RosProbe, tmp_path: Path) -> None:
+    ros_probe.subscribe(topic('ee_pose').name, PoseStamped, qos('ee_pose'))
+    ros_probe.subscribe('/teleop/status', Int8, 10)
+    twists = ros_probe.publisher('/teleop/delta_twist_cmds', TwistStamped, 10)
+    joys = ros_probe.publisher('/joy', Joy, 10)
+    with start_sim(tmp_path) as sim, NodeProcess.ros2_run(
+            'simops_teleop', 'teleop', log_path=tmp_path / 'teleop.log') as teleop:
+        assert wait_until(lambda: ros_probe.messages(topic('ee_pose').name)
+                          and twists.get_subscription_count() and joys.get_subscription_count(),
+                          60), teleop.output + sim.output
+        start = hand(ros_probe)
+        send(twists.publish, lambda: twist(SPEED), 0.5)   # DISABLED: nothing moves
+        assert np.linalg.norm(hand(ros_probe) - start) < 1e-3, teleop.output
+
+        assert call_enable(ros_probe, True, node='/teleop').success
+        time.sleep(1.0)   # ramped in
+        start = hand(ros_probe)
+        send(twists.publish, lambda: twist(SPEED), 2.0)
+        moved = hand(ros_probe) - start
+        assert 0.6 * SPEED * 2.0 < moved[0] < 1.1 * SPEED * 2.0, (moved, teleop.output)
+        assert np.abs(moved[1:]).max() < 0.1 * moved[0], moved
+        time.sleep(0.5)   # older than input_timeout (0.1 s): braked to rest
+        rest = hand(ros_probe)
+        time.sleep(0.5)
+        assert np.linalg.norm(hand(ros_probe) - rest) < 1e-3
+        assert {m.data for m in ros_probe.messages('/teleop/status')} == {0}   # no warning
+
+        send(joys.publish, lambda: joy(-1.0, 0), 1.0)   # dead-man released: nothing moves
+        assert np.linalg.norm(hand(ros_probe) - rest) < 1e-3
+        send(joys.publish, lambda: joy(-0.25, 1), 1.0)   # held: back along x at 0.05 m/s
+        back = hand(ros_probe) - rest
+        assert back[0] < -0.5 * 0.25 * 0.2 * 1.0, (back, teleop.output)
+        assert teleop.stop() == 0, teleop.output
+        assert sim.stop() == 0, sim.output
