@@ -9,6 +9,7 @@ the node's dry inference.
 from __future__ import annotations
 
 import copy
+import time
 import warnings
 from pathlib import Path
 from typing import Any
@@ -139,11 +140,33 @@ def diagnostics(probe: RosProbe) -> dict[str, str]:
     return {}
 
 
+RESEND = 5.0   # s without a response before call_enable looks at the node's state
+
+
 def call_enable(probe: RosProbe, on: bool, node: str = '/policy',
                 timeout: float = 10.0) -> SetBool.Response:
-    """Call ``node``'s ~/enable service and return the response."""
+    """Call ``node``'s ~/enable service and return the response.
+
+    A response can be lost: the server sends it before its writer has matched this
+    client's response reader (DDS discovery is not symmetric; a CI run lost excite's). After
+    :data:`RESEND` s without one, the node's latched ``~/state`` decides: the mode asked for
+    already reached (the request took effect) answers success; else the request goes again.
+    """
     client = probe.node.create_client(SetBool, f'{node}/enable')
     assert client.wait_for_service(timeout_sec=timeout), f'{node}/enable not available'
+    state = f'{node}/state'
+    if state not in probe.topics():
+        probe.subscribe(state, String, QoSProfile(**TOPICS['policy_state'].qos.as_profile_kwargs()))
+    deadline = time.monotonic() + timeout
     future = client.call_async(SetBool.Request(data=on))
-    assert wait_until(future.done, timeout)
+    while not wait_until(future.done, max(0.1, min(RESEND, deadline - time.monotonic()))):
+        modes = [m.data for m in probe.messages(state)]
+        if modes and (modes[-1] != 'DISABLED') == on:
+            return SetBool.Response(success=True, message=f'{node} is {modes[-1]} (the '
+                                    'response was lost)')
+        assert time.monotonic() < deadline, f'{node}/enable did not answer in {timeout} s'
+        client.remove_pending_request(future)
+        future = client.call_async(SetBool.Request(data=on))
     return future.result()
+
+

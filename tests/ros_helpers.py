@@ -124,6 +124,11 @@ class RosProbe(BackgroundNode):
 
         self.node.create_subscription(msg_type, topic, store, qos)
 
+    def topics(self) -> list[str]:
+        """The topics :meth:`subscribe` collects."""
+        with self._lock:
+            return list(self._messages)
+
     def messages(self, topic: str) -> list[Any]:
         """A snapshot of the messages received on ``topic``."""
         with self._lock:

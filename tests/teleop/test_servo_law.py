@@ -127,3 +127,10 @@ def test_non_finite_commands_are_invalid_and_move_nothing(bad: float) -> None:
     assert out.status == ServoStatus.INVALID and not out.velocity.any()
     jog = jog_velocities(SPEC.home, np.full(7, bad), SPEC, SETTINGS)
     assert jog.status == ServoStatus.INVALID and not jog.velocity.any()
+
+
+def test_the_tcp_frame_points_down_at_home() -> None:
+    """franka_description's hand TCP: z along the fingers, down at home."""
+    rotation = KIN.rotation(SPEC.home)
+    np.testing.assert_allclose(rotation @ [0.0, 0.0, 1.0], [0.0, 0.0, -1.0], atol=1e-6)
+    np.testing.assert_allclose(rotation.T @ rotation, np.eye(3), atol=1e-12)

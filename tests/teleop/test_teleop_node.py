@@ -35,10 +35,10 @@ def send(publish: object, make: object, seconds: float) -> None:
         time.sleep(1.0 / RATE)
 
 
-def twist(x: float) -> TwistStamped:
+def twist(x: float, z: float = 0.0, frame: str = SPEC.base_frame) -> TwistStamped:
     msg = TwistStamped()
-    msg.header.frame_id = SPEC.base_frame
-    msg.twist.linear.x = x
+    msg.header.frame_id = frame
+    msg.twist.linear.x, msg.twist.linear.z = x, z
     return msg
 
 
@@ -79,5 +79,10 @@ def test_twists_and_the_joystick_drive_the_hand_and_a_stale_input_brakes(
         send(joys.publish, lambda: joy(-0.25, 1), 1.0)   # held: back along x at 0.05 m/s
         back = hand(ros_probe) - rest
         assert back[0] < -0.5 * 0.25 * 0.2 * 1.0, (back, teleop.output)
+        time.sleep(0.5)
+        rest = hand(ros_probe)   # along the TCP's z, which points down at home
+        send(twists.publish, lambda: twist(0.0, SPEED, f'{SPEC.name}_hand_tcp'), 1.0)
+        down = hand(ros_probe) - rest
+        assert down[2] < -0.6 * SPEED and np.abs(down[:2]).max() < 0.2 * -down[2], down
         assert teleop.stop() == 0, teleop.output
         assert sim.stop() == 0, sim.output

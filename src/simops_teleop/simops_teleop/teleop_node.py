@@ -13,7 +13,8 @@ them:
 At ``teleop_rate`` Hz it turns the newest input into joint velocities (at the current
 target), integrates them over the period into the next target, runs it through
 ``safety.step`` (position limits minus a margin, velocity and acceleration limits) and
-publishes it on the command topic the policy uses. An input older than ``input_timeout``,
+publishes it on the command topic the policy uses (the policy's default fraction of the
+velocity and acceleration limits). An input older than ``input_timeout``,
 a released dead-man or a halting status command zero velocity: the pipeline brakes the arm
 within its acceleration limit. ``~/status`` (std_msgs/Int8) carries moveit_servo's status
 code. It moves an arm, so it starts DISABLED, like the policy and ``excite``
@@ -80,7 +81,9 @@ class TeleopNode(Node):
             hard_stop_singularity_threshold=s.hard_stop_singularity_threshold,
             margin=s.joint_limit_margin)
         topics = load_topics()
-        self.limits = safety.SafetyLimits.from_spec(self.spec, self.period, 1.0,
+        # the policy's defaults: a fraction of the velocity and acceleration limits, a margin
+        self.limits = safety.SafetyLimits.from_spec(self.spec, self.period,
+                                                    StepSettings.velocity_scale,
                                                     StepSettings.joint_limit_margin)
         joints = len(self.spec.arm_joints)
         self.mapping = safety.ActionMapping(
@@ -94,7 +97,8 @@ class TeleopNode(Node):
             raw=True, callback_group=PolledGroup()))
         self._columns: np.ndarray | None = None
         self._lock = threading.Lock()   # inputs and the supervisor: callbacks vs. the timer
-        self._twist = np.zeros(6)       # newest input, base frame
+        self._twist = np.zeros(6)       # newest input (m/s, rad/s)
+        self._in_tcp = False            # given in the TCP frame, not the base frame
         self._twist_time = -np.inf      # monotonic s it arrived; -inf: none yet
         self.create_subscription(TwistStamped, '~/delta_twist_cmds', self._on_twist, 10)
         self.create_subscription(Joy, '/joy', self._on_joy, 10)
@@ -105,6 +109,7 @@ class TeleopNode(Node):
             **topics['policy_state'].qos.as_profile_kwargs()))
         self._arm_stop = attach_motion_controls(self, self.supervisor, self._lock, topics)
         self._frames = ('', self.spec.base_frame)
+        self._tcp_frame = f'{self.spec.name}_hand_tcp'
         self.create_timer(self.period, self._on_tick)
         self.get_logger().info(
             f'servoing at {s.teleop_rate:g} Hz on {self._publish.topic} from '
@@ -113,17 +118,14 @@ class TeleopNode(Node):
 
     def _on_twist(self, msg: TwistStamped) -> None:
         v, w = msg.twist.linear, msg.twist.angular
-        twist = np.array([v.x, v.y, v.z, w.x, w.y, w.z], dtype=float)
         frame = msg.header.frame_id
-        if frame not in self._frames:
-            tcp = self._tcp_rotation(frame)
-            if tcp is None:
-                self.get_logger().warning(f'twist in frame {frame!r}; expected '
-                                          f'{self.spec.base_frame} or the TCP frame; ignored',
-                                          throttle_duration_sec=2.0)
-                return
-            twist = np.concatenate((tcp @ twist[:3], tcp @ twist[3:]))
-        self._take(twist)
+        if frame not in self._frames and frame != self._tcp_frame:
+            self.get_logger().warning(f'twist in frame {frame!r}; expected '
+                                      f'{self.spec.base_frame} or {self._tcp_frame}; ignored',
+                                      throttle_duration_sec=2.0)
+            return
+        self._take(np.array([v.x, v.y, v.z, w.x, w.y, w.z], dtype=float),
+                   frame == self._tcp_frame)
 
     def _on_joy(self, msg: Joy) -> None:
         s = self.settings
@@ -135,17 +137,11 @@ class TeleopNode(Node):
                 f'not fit joy_layout {s.joy_layout} (or has a NaN); ignored',
                 throttle_duration_sec=2.0)
             return
-        self._take(twist)
+        self._take(twist, False)
 
-    def _take(self, twist: np.ndarray) -> None:
+    def _take(self, twist: np.ndarray, in_tcp_frame: bool) -> None:
         with self._lock:
-            self._twist, self._twist_time = twist, time.monotonic()
-
-    def _tcp_rotation(self, frame: str) -> np.ndarray | None:
-        """The rotation (3, 3) from the TCP frame to the base frame, for the TCP's name."""
-        if frame != f'{self.spec.name}_hand_tcp' or self._safety is None:
-            return None
-        return self.kinematics.rotation(self._safety.target)
+            self._twist, self._in_tcp, self._twist_time = twist, in_tcp_frame, time.monotonic()
 
     def _measured(self) -> np.ndarray | None:
         """The newest arm position (7,) rad, or None when missing or stale (wall time)."""
@@ -171,9 +167,10 @@ class TeleopNode(Node):
                 f'no joint state newer than {STALE_STATE:g} s', self._safety is not None)
             fresh = time.monotonic() - self._twist_time <= self.settings.input_timeout
             twist = self._twist if fresh else np.zeros(6)
+            in_tcp = self._in_tcp
         status = ServoStatus.NO_WARNING
         if decision.run and measured is not None:
-            status = self._servo(measured, twist, decision.restart, decision.blend)
+            status = self._servo(measured, twist, in_tcp, decision.restart, decision.blend)
         else:
             held = stand_still(self.supervisor, decision, self._safety, self.limits, self._lock)
             if held is not None:
@@ -182,7 +179,7 @@ class TeleopNode(Node):
         self._status.publish(Int8(data=int(status)))
         self._report_mode()
 
-    def _servo(self, measured: np.ndarray, twist: np.ndarray, restart: bool,
+    def _servo(self, measured: np.ndarray, twist: np.ndarray, in_tcp: bool, restart: bool,
                blend: float) -> ServoStatus:
         """Publish the next target: the servo's velocity over a period, through safety."""
         if restart:
@@ -196,6 +193,9 @@ class TeleopNode(Node):
                                         'and call ~/enable')
                 return ServoStatus.INVALID
         assert self._safety is not None
+        if in_tcp:   # to the base frame, at the current target
+            rotation = self.kinematics.rotation(self._safety.target)
+            twist = np.concatenate((rotation @ twist[:3], rotation @ twist[3:]))
         result = twist_velocities(self.kinematics, self._safety.target, twist, self.period,
                                   self.servo)
         out = safety.step(self._safety, result.velocity * self.period, measured, blend,
