@@ -351,6 +351,7 @@ class _Checks:
                  steppers: Sequence[tuple[mujoco.MjModel, mujoco.MjData]]) -> None:
         self.laws, self.sites = laws, sites
         self.rows = [i for i in range(laws.rows) if laws.reflexes[i] is not None]
+        self.everyone = len(self.rows) == laws.rows
         self.bank = ReflexBank([laws.reflexes[i] for i in self.rows]) if self.rows else None
         self.measured = np.zeros((3, len(self.rows), laws.arm))   # q, qd, contact torque
         # J^T f of the contacts, once per data that a checked row acts in
@@ -364,8 +365,9 @@ class _Checks:
     def run(self) -> None:
         """Latch the stop each row's measured state trips, if it has none yet."""
         stops = self.laws.stops
-        if all(stops[i] is not None for i in self.rows):
-            return
+        if (None not in stops) if self.everyone else all(stops[i] is not None
+                                                         for i in self.rows):
+            return   # every checked arm has stopped
         for model, data, out in self.contacts:
             contact_generalised(model, data, out)
         for data, qpos, dofs, generalised, measured in self.reads:

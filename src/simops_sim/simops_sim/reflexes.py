@@ -158,10 +158,10 @@ class ReflexBank:
         # (3, n, 7); n >= 1: the measured quantity first, so each is contiguous per arm
         self._centre = np.array([r._centre for r in reflexes]).swapaxes(0, 1).copy()
         self._half = np.array([r._half for r in reflexes]).swapaxes(0, 1).copy()
-        by_spec: dict[int, list[int]] = {}
+        by_spec: dict[bytes, list[int]] = {}   # arms whose position-based limits are equal
         for i, r in enumerate(reflexes):
             if r._position_based:
-                by_spec.setdefault(id(r.spec), []).append(i)
+                by_spec.setdefault(_limits_key(r.spec), []).append(i)
         everyone = len(reflexes)
         self._everyone = np.ones(everyone, bool)
         self._everyone.flags.writeable = False
@@ -176,9 +176,12 @@ class ReflexBank:
         (N*m) of the n arms.
         """
         box = np.abs(measured - self._centre) <= self._half
-        if box.all() and not any(self._beyond_position_based(measured, spec, rows).any()
-                                 for spec, rows in self._position_based):
-            return self._everyone   # the usual case: no NaN, every arm inside
+        if box.all():
+            for spec, rows in self._position_based:
+                if self._beyond_position_based(measured, spec, rows).any():
+                    break
+            else:
+                return self._everyone   # the usual case: no NaN, every arm inside
         ok = box.all(axis=(0, 2))
         for spec, rows in self._position_based:
             ok[rows] &= ~self._beyond_position_based(measured, spec, rows).any(axis=-1)
@@ -193,6 +196,13 @@ class ReflexBank:
             return (_position_based_excess(measured[1, 0], low, high) > 0.0)[None]
         low, high = spec.velocity_bounds(measured[0, rows])
         return _position_based_excess(measured[1, rows], low, high) > 0.0
+
+
+def _limits_key(spec: RobotSpec) -> bytes:
+    """What :meth:`RobotSpec.velocity_bounds` depends on, as one key (equal specs, one key)."""
+    return b''.join(np.ascontiguousarray(a, dtype=float).tobytes() for a in (
+        spec.position_lower, spec.position_upper, spec.velocity, spec.velocity_offset,
+        spec.deceleration))
 
 
 def _position_based_excess(velocity: np.ndarray, low: np.ndarray, high: np.ndarray
