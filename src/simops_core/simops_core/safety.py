@@ -151,6 +151,16 @@ class ActionMapping:
     reference: str
     lpf_alpha: float
 
+    @classmethod
+    def target_steps(cls, joints: int) -> ActionMapping:
+        """Actions that are the target's own change (rad per step, ``joints`` arm joints).
+
+        Unscaled, unfiltered, from the last target, no gripper: how ``excite`` and
+        ``teleop`` hand the pipeline the step they want.
+        """
+        return cls(arm_index=np.arange(joints), gripper_index=None, clip=float(2 * np.pi),
+                   scale=1.0, reference='last_command', lpf_alpha=1.0)
+
 
 @dataclass(frozen=True)
 class SafetyState:

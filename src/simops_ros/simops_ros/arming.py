@@ -1,6 +1,6 @@
 """The ROS side of :mod:`simops_core.motion_supervisor`: enable, e-stops, mode report.
 
-The policy node and ``excite`` attach the same interfaces to their supervisor, so an
+The policy node, ``excite`` and ``teleop`` attach the same interfaces to their supervisor, so an
 operator enables, disables, stops and watches either of them the same way; the arm's own
 stops reach the supervisor through :class:`~simops_ros.arm_stop.ArmStop`.
 """
@@ -10,11 +10,13 @@ from __future__ import annotations
 import threading
 from collections.abc import Mapping
 
+import numpy as np
 from rclpy.node import Node
 from rclpy.qos import QoSProfile
 from std_msgs.msg import Bool, String
 from std_srvs.srv import SetBool
 
+from simops_core import safety
 from simops_core.motion_supervisor import Mode, MotionSupervisor
 from simops_core.topics import TopicSpec
 from simops_ros.arm_stop import ArmStop
@@ -66,3 +68,21 @@ class ModeReport:
             self._published = mode
             self._publisher.publish(String(data=mode.value))
             self._logger.info(f'{mode.value}: {self._supervisor.reason}')
+
+
+def resume(node: Node, supervisor: MotionSupervisor, lock: threading.Lock,
+           measured: np.ndarray, state: safety.SafetyState | None,
+           limits: safety.SafetyLimits) -> safety.SafetyState | None:
+    """The pipeline state a (re)started motion drives from, or None after latching FAULT.
+
+    A first start begins at the ``measured`` arm position (7,) rad, a restart holds
+    ``state``'s target; an arm outside its limits latches FAULT and logs how to recover.
+    """
+    try:
+        return safety.start(measured, 0.0, limits) if state is None else safety.hold(state)
+    except (safety.OutsideLimitsError, ValueError) as exc:
+        with lock:
+            supervisor.fault(f'cannot start: {exc}')
+        node.get_logger().error(f'cannot start: {exc}; move the arm inside its limits and '
+                                'call ~/enable')
+        return None

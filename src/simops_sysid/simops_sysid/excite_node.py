@@ -36,19 +36,16 @@ import rclpy
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.qos import QoSProfile
-from rclpy.serialization import deserialize_message
-from sensor_msgs.msg import JointState
 
 from simops_core import safety
 from simops_core.motion_supervisor import MotionSupervisor, stand_still
 from simops_core.policy_step import StepSettings
 from simops_core.robot_spec import load_robot_spec
 from simops_core.topics import load_topics
-from simops_ros.arming import ModeReport, attach_motion_controls
+from simops_ros.arm_positions import ArmPositions
+from simops_ros.arming import ModeReport, attach_motion_controls, resume
 from simops_ros.declarations import declare_schema
 from simops_ros.point_commands import ArmCommandPublisher
-from simops_ros.polled import Polled, PolledGroup, never_called
-from simops_ros.qos import subscription_qos
 from simops_ros.scaffold import run_node
 from simops_ros.spinning import spin_once
 from simops_sysid.excitation import fourier_excitation
@@ -74,17 +71,10 @@ class ExciteNode(Node):
                                              s.amplitude_fraction, self.rate, ramp=RAMP)
         self.limits = safety.SafetyLimits.from_spec(self.spec, self.period,
                                                     s.amplitude_fraction, JOINT_LIMIT_MARGIN)
-        joints = len(self.spec.arm_joints)
-        self.mapping = safety.ActionMapping(
-            arm_index=np.arange(joints), gripper_index=None, clip=float(2 * np.pi), scale=1.0,
-            reference='last_command', lpf_alpha=1.0)
+        self.mapping = safety.ActionMapping.target_steps(len(self.spec.arm_joints))
         self._publish = ArmCommandPublisher(self, topics, s.command_interface,
                                             self.spec.arm_joints, self.period, chained=True)
-        state = topics['joint_states']
-        self._joint_states = Polled(self.create_subscription(
-            JointState, state.name, never_called, subscription_qos(state),
-            raw=True, callback_group=PolledGroup()))
-        self._columns: np.ndarray | None = None
+        self._measured = ArmPositions(self, topics['joint_states'], self.spec, STALE_STATE)
         self._safety: safety.SafetyState | None = None
         self._lock = threading.Lock()       # the supervisor: services vs. the timer
         self.supervisor = MotionSupervisor(s.start_enabled, RAMP)
@@ -97,30 +87,11 @@ class ExciteNode(Node):
         self.finished = False
         self.create_timer(self.period, self._on_tick)
         self.get_logger().info(
-            f'exciting {joints} joints for {self.excitation.duration:g} s at {self.rate:g} Hz '
+            f'exciting {len(self.spec.arm_joints)} joints for {self.excitation.duration:g} s '
+            f'at {self.rate:g} Hz '
             f'(seed {s.seed}, {s.amplitude_fraction:g} of the limits) on '
             f'{self._publish.topic} from '
-            f'{self._joint_states.subscription.topic_name}; {self.supervisor.reason}')
-
-    def _measured(self) -> np.ndarray | None:
-        """The newest arm position (7,) rad, or None when missing or stale (wall time)."""
-        polled = self._joint_states
-        polled.take_newest()
-        if polled.raw is None or time.time_ns() - polled.received_ns > STALE_STATE * 1e9:
-            return None
-        msg = deserialize_message(polled.raw, JointState)
-        if self._columns is None:
-            names = list(msg.name)
-            missing = [j for j in self.spec.arm_joints if j not in names]
-            if missing:
-                self.get_logger().warning(f'joint_states lacks {missing[0]}; holding',
-                                          throttle_duration_sec=1.0)
-                return None
-            self._columns = np.array([names.index(j) for j in self.spec.arm_joints])
-        position = np.asarray(msg.position, dtype=float)
-        if position.size <= self._columns.max():
-            return None
-        return position[self._columns]
+            f'{self._measured.topic}; {self.supervisor.reason}')
 
     def _on_tick(self) -> None:
         measured = self._measured()
@@ -141,14 +112,9 @@ class ExciteNode(Node):
     def _excite(self, measured: np.ndarray, restart: bool, blend: float) -> None:
         """Command the next excitation sample, ``blend`` of the way from the ramp's anchor."""
         if restart:
-            try:
-                self._safety = (safety.start(measured, 0.0, self.limits)
-                                if self._safety is None else safety.hold(self._safety))
-            except (safety.OutsideLimitsError, ValueError) as exc:
-                with self._lock:
-                    self.supervisor.fault(f'cannot start: {exc}')
-                self.get_logger().error(f'cannot start: {exc}; move the arm inside its limits '
-                                        'and call ~/enable')
+            self._safety = resume(self, self.supervisor, self._lock, measured, self._safety,
+                                  self.limits)
+            if self._safety is None:
                 return
             if self._tick == 0:
                 self.get_logger().info('enabled and joint states received; exciting')

@@ -31,8 +31,7 @@ import numpy as np
 from geometry_msgs.msg import TwistStamped
 from rclpy.node import Node
 from rclpy.qos import QoSProfile
-from rclpy.serialization import deserialize_message
-from sensor_msgs.msg import JointState, Joy
+from sensor_msgs.msg import Joy
 from std_msgs.msg import Int8
 
 from simops_core import safety
@@ -41,11 +40,10 @@ from simops_core.motion_supervisor import MotionSupervisor, stand_still
 from simops_core.policy_step import StepSettings
 from simops_core.robot_spec import load_robot_spec
 from simops_core.topics import load_topics
-from simops_ros.arming import ModeReport, attach_motion_controls
+from simops_ros.arm_positions import ArmPositions
+from simops_ros.arming import ModeReport, attach_motion_controls, resume
 from simops_ros.declarations import declare_schema
 from simops_ros.point_commands import ArmCommandPublisher
-from simops_ros.polled import Polled, PolledGroup, never_called
-from simops_ros.qos import subscription_qos
 from simops_ros.scaffold import run_node
 from simops_sim.model_index import load_model
 from simops_teleop.joy_twist import joy_twist
@@ -85,17 +83,10 @@ class TeleopNode(Node):
         self.limits = safety.SafetyLimits.from_spec(self.spec, self.period,
                                                     StepSettings.velocity_scale,
                                                     StepSettings.joint_limit_margin)
-        joints = len(self.spec.arm_joints)
-        self.mapping = safety.ActionMapping(
-            arm_index=np.arange(joints), gripper_index=None, clip=float(2 * np.pi), scale=1.0,
-            reference='last_command', lpf_alpha=1.0)
+        self.mapping = safety.ActionMapping.target_steps(len(self.spec.arm_joints))
         self._publish = ArmCommandPublisher(self, topics, s.command_interface,
                                             self.spec.arm_joints, self.period, chained=True)
-        state = topics['joint_states']
-        self._joint_states = Polled(self.create_subscription(
-            JointState, state.name, never_called, subscription_qos(state),
-            raw=True, callback_group=PolledGroup()))
-        self._columns: np.ndarray | None = None
+        self._measured = ArmPositions(self, topics['joint_states'], self.spec, STALE_STATE)
         self._lock = threading.Lock()   # inputs and the supervisor: callbacks vs. the timer
         self._twist = np.zeros(6)       # newest input (m/s, rad/s)
         self._in_tcp = False            # given in the TCP frame, not the base frame
@@ -143,21 +134,6 @@ class TeleopNode(Node):
         with self._lock:
             self._twist, self._in_tcp, self._twist_time = twist, in_tcp_frame, time.monotonic()
 
-    def _measured(self) -> np.ndarray | None:
-        """The newest arm position (7,) rad, or None when missing or stale (wall time)."""
-        polled = self._joint_states
-        polled.take_newest()
-        if polled.raw is None or time.time_ns() - polled.received_ns > STALE_STATE * 1e9:
-            return None
-        msg = deserialize_message(polled.raw, JointState)
-        if self._columns is None:
-            names = list(msg.name)
-            if any(j not in names for j in self.spec.arm_joints):
-                return None
-            self._columns = np.array([names.index(j) for j in self.spec.arm_joints])
-        position = np.asarray(msg.position, dtype=float)
-        return position[self._columns] if position.size > self._columns.max() else None
-
     def _on_tick(self) -> None:
         measured = self._measured()
         with self._lock:
@@ -183,16 +159,10 @@ class TeleopNode(Node):
                blend: float) -> ServoStatus:
         """Publish the next target: the servo's velocity over a period, through safety."""
         if restart:
-            try:
-                self._safety = (safety.start(measured, 0.0, self.limits)
-                                if self._safety is None else safety.hold(self._safety))
-            except (safety.OutsideLimitsError, ValueError) as exc:
-                with self._lock:
-                    self.supervisor.fault(f'cannot start: {exc}')
-                self.get_logger().error(f'cannot start: {exc}; move the arm inside its limits '
-                                        'and call ~/enable')
-                return ServoStatus.INVALID
-        assert self._safety is not None
+            self._safety = resume(self, self.supervisor, self._lock, measured, self._safety,
+                                  self.limits)
+        if self._safety is None:
+            return ServoStatus.INVALID
         if in_tcp:   # to the base frame, at the current target
             rotation = self.kinematics.rotation(self._safety.target)
             twist = np.concatenate((rotation @ twist[:3], rotation @ twist[3:]))
