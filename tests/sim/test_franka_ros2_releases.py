@@ -131,10 +131,15 @@ def test_each_release_serves_its_gripper_node(ros_probe: RosProbe, tmp_path: Pat
         def actions() -> dict[str, str]:
             return {name: types[0] for name, types in get_action_names_and_types(ros_probe.node)}
 
-        assert wait_until(lambda: expected.items() <= actions().items(), 20), actions()
+        def services() -> dict[str, list[str]]:
+            return dict(ros_probe.node.get_service_names_and_types())
+
+        # Discovery hands the probe the node's endpoints in no set order: wait for them all
+        # (a CI run saw the actions 0.5 s after start, the stop service not yet).
+        assert wait_until(lambda: expected.items() <= actions().items()
+                          and f'/{node}/stop' in services(), 20), (actions(), services())
         assert not [name for name in actions() if name.startswith(f'/{other}/')]
-        services = dict(ros_probe.node.get_service_names_and_types())
-        assert services.get(f'/{node}/stop') == ['std_srvs/srv/Trigger']
+        assert services()[f'/{node}/stop'] == ['std_srvs/srv/Trigger']
         first = len(ros_probe.wait_for_messages(f'/{node}/joint_states', timeout=20))
         time.sleep(4.0)
         rate = (len(ros_probe.messages(f'/{node}/joint_states')) - first) / 4.0
