@@ -95,7 +95,7 @@ class Physics:
         # actuator inputs, delayed as one vector: (8,) arm rad and gripper m, then rad/s.
         self.law = ArmLaws(np.zeros((1, ids.size)), arm, slots)
         self.law.reflexes[0] = Reflexes(spec) if reflexes else None
-        self._sites = (self.site,)
+        self.sites = (self.site,)   # advance's sites: one tuple, so its bindings are kept
         self._command = self.law.command[0]
         self._target = self._command[:self.index.ctrl_ids.size]
         self._velocity = self._command[self.index.ctrl_ids.size:]
@@ -270,7 +270,7 @@ class Physics:
     def step(self, n: int = 1) -> None:
         """Advance ``n`` physics steps with the current targets or the plan's."""
         self._own_world('step')
-        advance(self.law, self._sites, n)
+        advance(self.law, self.sites, n)
 
     def _own_world(self, action: str) -> None:
         if self.shared:

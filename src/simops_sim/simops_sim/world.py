@@ -68,6 +68,10 @@ class World:
 
     def step(self, n: int = 1) -> None:
         """Advance ``n`` physics steps, every arm on its own targets or plan."""
+        if len(self._order) == 1:   # one arm: its own row and bindings, nothing to stack
+            arm = self._order[0]
+            advance(arm.law, arm.sites, n)
+            return
         laws = [arm.law for arm in self._order]
         together = ArmLaws.stack(laws)
         advance(together, [arm.site for arm in self._order], n)
