@@ -27,7 +27,13 @@ class ReceiveClock:
     up, an overloaded driver), so did its joint states, and a command took effect half a
     joint-state period after the newest state published before it was received (plus the
     usual delivery latency of a joint state). That estimate holds when it is more than
-    :data:`STALL` earlier than the first (shorter gaps are delivery jitter, not a late arm).
+    :data:`STALL` earlier than the first (shorter gaps are delivery jitter, not a late arm)
+    and the first joint state received after the command came more than :data:`STALL` late:
+    a late arm's states arrive late, while states that were only lost (a real arm's log
+    drops samples: Gaz et al.'s Panda recording has 504 gaps of 1.5-8.8 ms in 21 s) leave a
+    gap with the next state on time, and the commands inside it took effect as received.
+    Effect times never run backwards: a command takes effect no earlier than the one
+    received before it.
     """
 
     received: np.ndarray
@@ -45,4 +51,9 @@ class ReceiveClock:
         half = 0.5 * float(np.median(np.diff(stamps))) if stamps.size > 1 else 0.0
         index = np.searchsorted(received, when, side='right') - 1
         late = newest[np.maximum(index, 0)] + half + (usual - offset)
-        return np.where((index >= 0) & (late < direct - STALL), late, direct)
+        after = np.minimum(index + 1, received.size - 1)
+        arm_late = (index + 1 >= received.size) | (lag[after] - offset > STALL)
+        effect = np.where((index >= 0) & (late < direct - STALL) & arm_late, late, direct)
+        order = np.argsort(when, kind='stable')
+        effect[order] = np.maximum.accumulate(effect[order])
+        return effect
