@@ -87,6 +87,9 @@ class RobotSpec:
     gain_p: np.ndarray       # N*m/rad, the arm controller's proportional gains
     gain_d: np.ndarray       # N*m*s/rad, its derivative gains (on the velocity error)
     constraints: Constraints
+    # The arm's own joint-impedance loop behind a position or velocity interface.
+    impedance_p: np.ndarray   # N*m/rad, its stiffness
+    impedance_d: np.ndarray   # N*m*s/rad, its damping
     # Position-based velocity limits (:func:`velocity_bounds`), or None for constant ones.
     velocity_offset: np.ndarray | None = None   # rad/s, q_dot_offset
     deceleration: np.ndarray | None = None      # rad/s^2, q_ddot_dec
@@ -180,6 +183,7 @@ def parse_robot_spec(raw: Any, source: Path) -> RobotSpec:
     arm = fields.mapping(fields.get(root, 'arm', dict), 'arm')
     grip = fields.mapping(fields.get(root, 'gripper', dict), 'gripper')
     controller = fields.mapping(fields.get(root, 'controller', dict), 'controller')
+    impedance = fields.mapping(fields.get(root, 'joint_impedance', dict), 'joint_impedance')
 
     joints = _names(fields, arm, 'arm.joints', ARM_DOF)
     lower = _vector(fields, arm, 'arm.position_lower')
@@ -224,6 +228,8 @@ def parse_robot_spec(raw: Any, source: Path) -> RobotSpec:
         gain_p=_vector(fields, controller, 'controller.p', positive=True),
         gain_d=_vector(fields, controller, 'controller.d', positive=True),
         constraints=_constraints(fields, controller),
+        impedance_p=_vector(fields, impedance, 'joint_impedance.stiffness', positive=True),
+        impedance_d=_vector(fields, impedance, 'joint_impedance.damping', positive=True),
         collision_behavior=_collision_behavior(fields, arm),
         **_position_based(fields, arm),
         **limits,

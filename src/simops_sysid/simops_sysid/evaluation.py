@@ -39,7 +39,7 @@ class Evaluation:
 def evaluate(problem: Problem, params: sysid.ParameterDict, values: SimParams) -> Evaluation:
     """Replay every sequence with ``values`` (through ``params``' layout) and measure errors."""
     trial = params.copy()
-    x = set_from_sim_params(trial, values)
+    x = set_from_sim_params(trial, values, problem.residual.base)
     residuals, pred_lists, record_lists = problem.residual_fn(x, trial, return_pred_all=True)
     preds = [p[0] for p in pred_lists]        # one candidate model: the first of each list
     records = [m[0] for m in record_lists]

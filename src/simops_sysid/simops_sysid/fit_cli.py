@@ -54,6 +54,7 @@ from simops_core.sim_params import (
 from simops_core.topics import TopicSpec, load_topics
 from simops_sim.model_index import ModelError
 from simops_sysid import (
+    controller_models,
     evaluation,
     fit_parameters,
     optimize,
@@ -97,8 +98,7 @@ EXIT_CODES = {
 }
 MAX_THREADS = 256
 MODES = ('auto', 'trajectory', 'torque')
-DEFAULT_KINDS = ('damping,frictionloss,friction_transition,kp,kv,encoder_offset,torque_offset,'
-                 'delay')
+DEFAULT_KINDS = controller_models.DEFAULT_KINDS['joint_trajectory']
 HISTORY = 0.06        # s of command history kept before each sequence (> the delay bound)
 DELAY_GRID = 0.005    # s between two delays of the profile the delay starts from
 
@@ -124,9 +124,16 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument('--end-effector', choices=END_EFFECTORS, default=END_EFFECTORS[0],
                         help='what the recorded arm carries on its flange: the Franka Hand '
                              'of the model (default) or none; a tool is --params payload')
-    parser.add_argument('--params', default=DEFAULT_KINDS,
+    parser.add_argument('--controller', choices=('auto', *controller_models.CONTROLLERS),
+                        default='auto',
+                        help='the controller that tracked the commands: joint_trajectory '
+                             '(franka_ros2\'s effort JTC), joint_impedance (the arm\'s own loop '
+                             'behind a position or velocity interface), or auto (by the '
+                             'commands\' type and rate; default)')
+    parser.add_argument('--params', default=None,
                         help=f'comma-separated kinds from {",".join(fit_parameters.KINDS)} '
-                             f'(default {DEFAULT_KINDS})')
+                             f'(default {DEFAULT_KINDS}; with joint_impedance, gain_scale for '
+                             'kp,kv)')
     parser.add_argument('--joints', default='',
                         help='comma-separated arm joints to fit (default: all)')
     parser.add_argument('--out', default='config/sim_params.yaml', type=Path,
@@ -305,7 +312,7 @@ def plan_fit(options: argparse.Namespace) -> Plan:
         raise UsageError(f'--threads must be in 1-{MAX_THREADS}, got {options.threads}')
     _check_outputs(options.out, options.report)
     try:
-        kinds = tuple(fit_parameters.parse_kinds(options.params))
+        kinds = tuple(fit_parameters.parse_kinds(options.params or DEFAULT_KINDS))
     except fit_parameters.ParameterError as exc:
         raise UsageError(str(exc)) from None
     topics = load_topics()
@@ -354,7 +361,6 @@ def fit_trajectory(plan: Plan, options: argparse.Namespace) -> TrajectoryFit | N
         fit_model = sysid_model.load_fit_model(plan.model, plan.robot)
     except ValueError as exc:  # MuJoCo's MJCF parser
         raise ModelError(' '.join(str(exc).split())) from None
-    base = replace(sysid_model.nominal(fit_model), end_effector=options.end_effector)
     dt = float(fit_model.model.opt.timestep)
     history = int(np.ceil(HISTORY / dt))
 
@@ -374,7 +380,14 @@ def fit_trajectory(plan: Plan, options: argparse.Namespace) -> TrajectoryFit | N
 
     train, recordings = sequences(options.bag)
     held, _ = sequences(options.holdout)
-    params = fit_parameters.build_parameters(base, list(plan.kinds), plan.joint_names,
+    controller, why = ((options.controller, '--controller') if options.controller != 'auto'
+                       else controller_models.choose([r.commands for r in recordings]))
+    print(f'controller {controller}: {why}', flush=True)
+    base = controller_models.nominal_gains(controller, replace(
+        sysid_model.nominal(fit_model), end_effector=options.end_effector), plan.robot)
+    kinds = plan.kinds if options.params else fit_parameters.parse_kinds(
+        controller_models.DEFAULT_KINDS[controller])
+    params = fit_parameters.build_parameters(base, list(kinds), plan.joint_names,
                                              fit_model.index.mass_bodies)
     scales = residual.Scales(effort=options.effort_scale)
 
@@ -395,14 +408,15 @@ def fit_trajectory(plan: Plan, options: argparse.Namespace) -> TrajectoryFit | N
     report[0] += f' ({time.perf_counter() - started:.1f} s)'
     checks = [line for line in (
         recording_checks.flange_load(plan.model, plan.robot, recordings, options.end_effector),
-        recording_checks.command_rate(recordings)) if line]
+        recording_checks.command_rate(recordings) if controller == 'joint_trajectory'
+        else None) if line]
     report += [f'  warning: {line}' for line in checks]
     print('\n'.join(report), flush=True)
     if found.verdict == 'fail' and not options.skip_check:
         raise RefusedError(EXIT_CHECK, f'check failed: {found.reason()}; --skip-check fits anyway')
     if options.check_only:
         return None
-    print(f'fitting {params.size} parameters ({",".join(plan.kinds)}) to {len(train)} '
+    print(f'fitting {params.size} parameters ({",".join(kinds)}) to {len(train)} '
           f'sequences, {seconds:.1f} s', flush=True)
 
     def progress(iteration: int, objective: float, elapsed: float) -> None:
@@ -435,7 +449,8 @@ def fit_trajectory(plan: Plan, options: argparse.Namespace) -> TrajectoryFit | N
     train_eval = errors(problem)
     held_eval = errors(problem_of(held)) if held else None
     out = fitted.with_provenance(**_provenance(options, plan.model, result, train_eval,
-                                               held_eval, seconds, plan.hashes, profile))
+                                               held_eval, seconds, plan.hashes, profile),
+                                 controller=controller, parameters=','.join(kinds))
     try:
         parse_sim_params(sim_params_to_dict(out), source='the fitted parameters')
     except SimParamsError as exc:
@@ -525,7 +540,7 @@ def _provenance(options: argparse.Namespace, model: Path, result: optimize.FitRe
     entries: dict[str, object] = {
         'fitted_by': 'simops_sysid fit (mujoco.sysid)',
         'date': datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds'),
-        'model': str(model), 'robot': options.robot, 'parameters': options.params,
+        'model': str(model), 'robot': options.robot,
         'bags': [{'path': str(b), 'sha256': hashes[b]} for b in options.bag],
         'data_s': round(seconds, 2), 'iterations': result.iterations,
         'fit_wall_s': round(result.wall, 1), 'residual_training': residuals(train)}

@@ -34,10 +34,13 @@ from simops_sim.model_index import ModelIndex
 from simops_sim.model_params import apply_sim_params
 
 KINDS = ('damping', 'armature', 'frictionloss', 'friction_transition', 'kp', 'kv',
-         'encoder_offset', 'torque_offset', 'delay', 'mass', 'payload')
+         'gain_scale', 'encoder_offset', 'torque_offset', 'delay', 'mass', 'payload')
 JOINT_KINDS = ('damping', 'armature', 'frictionloss', 'friction_transition', 'kp', 'kv',
                'encoder_offset', 'torque_offset')
 DELAY = 'command_delay'
+# One factor on every fitted joint's kp and kv (kind ``gain_scale``): the arm's own impedance
+# loop, whose stiffness is known up to how the firmware was set, keeps its shape per joint.
+GAIN_SCALE = 'gain_scale'
 MASS_PREFIX = 'body_mass_scale.'
 PAYLOAD_PREFIX = 'payload.'
 MAX_DELAY = 0.05            # s, upper bound of the fitted command delay
@@ -74,6 +77,8 @@ def parse_kinds(text: str) -> tuple[str, ...]:
     if unknown or not kinds:
         raise ParameterError(f'unknown parameter kind {unknown[0] if unknown else text!r}; '
                              f'choose from {",".join(KINDS)}')
+    if GAIN_SCALE in kinds and {'kp', 'kv'} & set(kinds):
+        raise ParameterError('gain_scale scales kp and kv together; fit it or them, not both')
     return kinds
 
 
@@ -98,6 +103,9 @@ def build_parameters(nominal: SimParams, kinds: Sequence[str], joints: Sequence[
                 low, high, floor = _BOUNDS[kind]
                 params.add(sysid.Parameter(f'{joint}.{kind}', value, low * value,
                                            max(high * value, floor)))
+    if GAIN_SCALE in kinds:
+        low, high, _ = _BOUNDS['kp']
+        params.add(sysid.Parameter(GAIN_SCALE, 1.0, low, high))
     if 'delay' in kinds:
         params.add(sysid.Parameter(DELAY, float(nominal.command_delay or 0.0), 0.0, MAX_DELAY))
     if 'mass' in kinds:
@@ -115,14 +123,23 @@ def build_parameters(nominal: SimParams, kinds: Sequence[str], joints: Sequence[
 
 
 def to_sim_params(params: sysid.ParameterDict, base: SimParams) -> SimParams:
-    """``base`` with every parameter of ``params`` (current values) written in."""
+    """``base`` with every parameter of ``params`` (current values) written in.
+
+    ``gain_scale`` multiplies ``base``'s kp and kv of the joints ``params`` names (every arm
+    joint when it names none).
+    """
     joints: dict[str, dict[str, float]] = {}
     scales = {}
     load = {}
     delay = None
     for name, param in params.items():
         value = float(param.value[0])
-        if name == DELAY:
+        if name == GAIN_SCALE:
+            for joint in _scaled_joints(params, base):
+                entry = base.joints[joint]
+                joints.setdefault(joint, {}).update(kp=float(entry.kp) * value,
+                                                   kv=float(entry.kv) * value)
+        elif name == DELAY:
             delay = value
         elif name.startswith(MASS_PREFIX):
             scales[name[len(MASS_PREFIX):]] = value
@@ -137,10 +154,31 @@ def to_sim_params(params: sysid.ParameterDict, base: SimParams) -> SimParams:
     return merge_sim_params(base, override)
 
 
-def set_from_sim_params(params: sysid.ParameterDict, values: SimParams) -> np.ndarray:
-    """Set ``params`` to the values in ``values`` (unset fields keep theirs); return the vector."""
+def _scaled_joints(params: sysid.ParameterDict, base: SimParams) -> list[str]:
+    """The joints ``gain_scale`` acts on.
+
+    The arm joints (those with kp and kv) that ``params`` names, or every arm joint when it
+    names none.
+    """
+    named = {name.rpartition('.')[0] for name, _ in params.items() if '.' in name
+             and not name.startswith((MASS_PREFIX, PAYLOAD_PREFIX))}
+    return [j for j, entry in base.joints.items()
+            if entry.kp and entry.kv and (j in named or not named)]
+
+
+def set_from_sim_params(params: sysid.ParameterDict, values: SimParams,
+                        reference: SimParams | None = None) -> np.ndarray:
+    """Set ``params`` to the values in ``values`` (unset fields keep theirs); return the vector.
+
+    ``gain_scale`` is read as ``values``' kp over ``reference``'s (the fit's base).
+    """
     for name, param in params.items():
-        if name == DELAY:
+        if name == GAIN_SCALE:
+            joint = next(iter(_scaled_joints(params, reference))) if reference else None
+            have = values.joints.get(joint) if joint else None
+            value = (None if have is None or have.kp is None
+                     else float(have.kp) / float(reference.joints[joint].kp))
+        elif name == DELAY:
             value = values.command_delay
         elif name.startswith(MASS_PREFIX):
             value = values.body_mass_scale.get(name[len(MASS_PREFIX):])
