@@ -14,9 +14,10 @@ Trajectory_1``); it is not shipped here: pass the folder that holds its text fil
 
 The script writes two rosbag2 MCAP bags as ``ros2 bag record`` would have: the arm's joint
 states on ``/franka/joint_states`` and the commanded positions as ``Float64MultiArray`` on
-``--topic`` (stamps and receive times on the recording's clock), split by time into training
-(0-14 s) and held-out (14-21 s), the split of the docs. It then runs the installed ``fit``
-with its defaults and ``--end-effector none`` and prints fit's own report lines and its
+``--topic``, a forward command controller's on the position interface by default (stamps
+and receive times on the recording's clock), split by time into training (0-14 s) and
+held-out (14-21 s), the split of the docs. It then runs the installed ``fit`` with its
+defaults and ``--end-effector none`` and prints fit's own report lines and its
 wall time; ``--extra`` passes further options.
 
     .venv/bin/python bench/real_panda.py --data DIR [--topic T] [--extra '--skip-check']
@@ -105,8 +106,10 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument('--data', type=Path, required=True,
                         help="folder with Gaz et al.'s Trajectory_1 text files")
-    parser.add_argument('--topic', default='/joint_commands',
-                        help='the commands\' topic in the bags (default /joint_commands)')
+    parser.add_argument('--topic', default='/joint_position_controller/commands',
+                        help='the commands\' topic in the bags (default '
+                             '/joint_position_controller/commands: a forward command '
+                             'controller on the position interface)')
     parser.add_argument('--extra', default='', help='further fit options, one string')
     parser.add_argument('--keep', type=Path, help='write the bags and outputs here')
     options = parser.parse_args()

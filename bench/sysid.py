@@ -12,7 +12,8 @@ position noise, 0.05 N*m torque noise) runs an excitation; the result is written
   fit itself, held-out torque RMS with nominal and fitted friction (N*m, the last 20 % of
   the bag).
 
-    nice -n 10 .venv/bin/python bench/sysid.py [--lengths 15 30 60]
+    nice -n 10 .venv/bin/python bench/sysid.py [--lengths 15 30 60] [--rates 1000 100 20]
+        [--stream] [--no-torque]
 
 Wall times depend on the machine's other load; the load average is printed alongside.
 """
@@ -70,25 +71,41 @@ def rms(values: dict[str, float]) -> float:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
     parser.add_argument('--lengths', type=float, nargs='+', default=[15.0, 30.0, 60.0])
+    parser.add_argument('--rates', type=float, nargs='+', default=[50.0],
+                        help='command rates (Hz) of the trajectory-mode runs (default 50)')
+    parser.add_argument('--stream', action='store_true',
+                        help='stream the commands on /joint_commands instead of one-point '
+                             'trajectories')
+    parser.add_argument('--no-torque', action='store_true', help='skip torque mode')
     options = parser.parse_args()
     rng = np.random.default_rng(1)
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
-        held = write_bag(folder / 'held', simulate(20.0, seed=99))
-        print('trajectory mode')
-        print(f'{"data s":>6} {"wall s":>7} {"gains, delay worst %":>21} {"offsets worst mrad":>19}'
-              f' {"held-out nominal mrad":>21} {"fitted mrad":>11} {"load":>5}')
+        topic = '/joint_commands' if options.stream else None
+        print('trajectory mode' + (' (streamed on /joint_commands)' if topic else ''))
+        print(f'{"rate Hz":>7} {"data s":>6} {"wall s":>7} {"gains, delay worst %":>21} '
+              f'{"offsets worst mrad":>19} {"held-out nominal mrad":>21} {"fitted mrad":>11} '
+              f'{"load":>5}')
         torque_rows = []
-        for length in options.lengths:
+        for rate in options.rates:
+            held = write_bag(folder / f'held{rate:g}',
+                             simulate(20.0, seed=99, rate=rate, stream=options.stream),
+                             stream=topic)
+            for length in options.lengths:
+                data = simulate(length, seed=1, rate=rate, stream=options.stream)
+                load = os.getloadavg()[0]
+                wall, out = fit('--bag', write_bag(folder / f'train{rate:g}_{length:g}', data,
+                                                   stream=topic),
+                                '--holdout', held, '--mode', 'trajectory',
+                                '--out', folder / f'{rate:g}_{length:g}.yaml')
+                gains, offsets = trajectory_errors(out)
+                provenance = load_sim_params(out).provenance
+                position = provenance['residual_holdout']['position_rms_mrad']
+                print(f'{rate:7.0f} {length:6.0f} {wall:7.1f} {100 * gains:21.1f} '
+                      f'{1e3 * offsets:19.3f} {position["nominal"]:21.3f} '
+                      f'{position["fitted"]:11.3f} {load:5.1f}', flush=True)
+        for length in [] if options.no_torque else options.lengths:
             data = simulate(length, seed=1)
-            load = os.getloadavg()[0]
-            wall, out = fit('--bag', write_bag(folder / f'train{length:g}', data), '--holdout',
-                            held, '--mode', 'trajectory', '--out', folder / f'{length:g}.yaml')
-            gains, offsets = trajectory_errors(out)
-            position = load_sim_params(out).provenance['residual_holdout']['position_rms_mrad']
-            print(f'{length:6.0f} {wall:7.1f} {100 * gains:21.1f} {1e3 * offsets:19.3f} '
-                  f'{position["nominal"]:21.3f} {position["fitted"]:11.3f} {load:5.1f}',
-                  flush=True)
             noisy = replace(data, effort=data.effort + rng.normal(0.0, TORQUE_NOISE,
                                                                   data.effort.shape))
             wall, out = fit('--bag', write_bag(folder / f'torque{length:g}', noisy,
@@ -98,6 +115,8 @@ def main() -> int:
             torque = provenance['torque_rms_nm']['holdout']
             torque_rows.append((length, wall, provenance['fit_wall_s'], rms(torque['nominal']),
                                 rms(torque['fitted']), os.getloadavg()[0]))
+        if options.no_torque:
+            return 0
         print('\ntorque mode (efforts only)')
         print(f'{"data s":>6} {"wall s":>7} {"fit s":>6} {"held-out nominal N*m":>21} '
               f'{"fitted N*m":>11} {"load":>5}')

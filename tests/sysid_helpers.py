@@ -67,10 +67,13 @@ class StandinData:
 
 
 def simulate(duration: float, seed: int = 0, params: SimParams | None = None,
-             noise: float = 1e-4, rate: float = 50.0, stamped: bool = True) -> StandinData:
+             noise: float = 1e-4, rate: float = 50.0, stamped: bool = True,
+             stream: bool = False) -> StandinData:
     """Run the stand-in (hidden physics by default) through an excitation of ``duration`` s.
 
-    Commands are computed every ``1 / rate`` s and arrive 0.2-1.5 ms later.
+    Commands are computed every ``1 / rate`` s and arrive 0.2-1.5 ms later; ``stream``: as
+    streamed targets (``/joint_commands``, the node's stream rule) instead of one-point
+    trajectories (write the bag with ``stream='/joint_commands'``).
     """
     params = params or load_sim_params(HIDDEN)
     rng = np.random.default_rng(seed)
@@ -86,24 +89,38 @@ def simulate(duration: float, seed: int = 0, params: SimParams | None = None,
     physics.reset_keyframe('home')
     dt = physics.timestep
     steps = round((duration + 1.5) / dt)
-    # the node's rule, closed loop: each goal starts from the arm's measured state then
-    inputs = controller_inputs(CommandLog('sim', arrival, goals=goals), 0.0, dt, SPEC.home,
-                               lambda _: physics.arm_measured())
     rows = np.empty((steps, 3, len(SPEC.joint_names)))
-    for k in range(steps):
+    encoder = rng.normal(0.0, noise, rows[:, 0].shape)   # the position noise of each reading
+    k = 0
+
+    def measured(_: float) -> tuple[np.ndarray, np.ndarray]:
+        # The controller reads the encoder the recording logs: the state after the previous
+        # step with that reading's noise (at rest before the first).
+        position, velocity = physics.arm_measured()
+        return (position + encoder[k - 1, :7] if k else position), velocity
+
+    # the node's rule, closed loop: each goal starts from the arm's measured state then
+    log = (CommandLog('sim', arrival, targets=excitation.q, speed=SPEC.velocity) if stream
+           else CommandLog('sim', arrival, goals=goals))
+    inputs = controller_inputs(log, 0.0, dt, SPEC.home, measured)
+    for k in range(steps):   # measured() reads k
         target = next(inputs)
         physics.set_arm_target(target[:7], target[7:])
         physics.step()
         physics.read_joints(rows[k])
     t = dt * np.arange(1, steps + 1)
-    q = rows[:, 0] + rng.normal(0.0, noise, rows[:, 0].shape)
+    q = rows[:, 0] + encoder
     return StandinData(t, q, rows[:, 1], rows[:, 2], arrival, excitation.q, period, stamps)
 
 
 def write_bag(path: Path, data: StandinData, names: list[str] | None = None,
               topic: str = '/franka/joint_states', stamps: np.ndarray | None = None,
-              commands: bool = True) -> Path:
-    """Store ``data`` as an MCAP bag; ``names``/``stamps`` override what the states carry."""
+              commands: bool = True, stream: str | None = None) -> Path:
+    """Store ``data`` as an MCAP bag; ``names``/``stamps`` override what the states carry.
+
+    ``stream``: write the commands as ``Float64MultiArray`` positions on this topic (a
+    position interface's stream) instead of one-point trajectories.
+    """
     types = STORE.types
     names = list(names or SPEC.joint_names)
     stamps = data.t if stamps is None else stamps
@@ -119,9 +136,21 @@ def write_bag(path: Path, data: StandinData, names: list[str] | None = None,
                 effort=data.effort[k])
             writer.write(states, round((data.t[k] + CLOCK_OFFSET) * 1e9) + RECORDER_LATENCY,
                          STORE.serialize_cdr(msg, msg.__msgtype__))
-        if commands:
+        if commands and stream:
+            _write_stream(writer, data, stream)
+        elif commands:
             _write_commands(writer, data)
     return path
+
+
+def _write_stream(writer: Writer, data: StandinData, topic: str) -> None:
+    types = STORE.types
+    connection = writer.add_connection(topic, 'std_msgs/msg/Float64MultiArray', typestore=STORE)
+    layout = types['std_msgs/msg/MultiArrayLayout'](dim=[], data_offset=0)
+    for arrival, target in zip(data.arrival, data.commands, strict=True):
+        msg = types['std_msgs/msg/Float64MultiArray'](layout=layout, data=target.copy())
+        writer.write(connection, round((arrival + CLOCK_OFFSET) * 1e9) + RECORDER_LATENCY,
+                     STORE.serialize_cdr(msg, msg.__msgtype__))
 
 
 def _write_commands(writer: Writer, data: StandinData) -> None:

@@ -10,24 +10,26 @@ from simops_sim.trajectory_plan import point_goal
 from simops_sysid import controller_models, fit_parameters
 from simops_sysid.replay import CommandLog
 
+STREAM = '/joint_commands'   # SimOps' own stream (config/topics.yaml)
 
-def stream(rate: float) -> CommandLog:
+
+def stream(rate: float, topic: str) -> CommandLog:
     t = np.arange(200) / rate
-    return CommandLog('/joint_position_controller/commands', t,
-                      targets=np.repeat(SPEC.home[None, :7], t.size, axis=0))
+    return CommandLog(topic, t, targets=np.repeat(SPEC.home[None, :7], t.size, axis=0))
 
 
-def test_a_stream_at_the_interface_rate_selects_the_arm_s_impedance_loop() -> None:
-    chosen, why = controller_models.choose([stream(1000.0)])
+def test_a_forward_controller_s_stream_selects_the_arm_s_impedance_loop() -> None:
+    chosen, why = controller_models.choose(
+        [stream(1000.0, '/joint_position_controller/commands')], STREAM)
     assert chosen == 'joint_impedance' and '1000 Hz' in why
 
 
-def test_a_policy_stream_and_trajectories_select_the_effort_jtc() -> None:
-    assert controller_models.choose([stream(20.0)])[0] == 'joint_trajectory'
-    assert controller_models.choose([stream(100.0)])[0] == 'joint_trajectory'
+def test_simops_stream_at_any_rate_and_trajectories_select_the_effort_jtc() -> None:
+    for rate in (20.0, 100.0, 1000.0):
+        assert controller_models.choose([stream(rate, STREAM)], STREAM)[0] == 'joint_trajectory'
     goals = CommandLog('/fr3_arm_controller/joint_trajectory', np.arange(3) * 0.05,
                        goals=tuple(point_goal(SPEC.home[:7], 0.05) for _ in range(3)))
-    assert controller_models.choose([goals])[0] == 'joint_trajectory'
+    assert controller_models.choose([goals], STREAM)[0] == 'joint_trajectory'
 
 
 def test_the_impedance_gains_are_the_spec_s_and_gain_scale_moves_them_together() -> None:

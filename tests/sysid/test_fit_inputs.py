@@ -7,6 +7,7 @@ tool runs as the installed console script, like ``ros2 run simops_sysid fit``.
 from __future__ import annotations
 
 import subprocess
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -307,3 +308,32 @@ def test_payload_is_a_fit_kind_that_starts_from_a_small_load() -> None:
     carried = SimParams(payload=PayloadParams(mass=1.0, com_x=0.0, com_y=0.01, com_z=0.1))
     params = fit_parameters.build_parameters(carried, ('payload',), [], [])
     assert fit_parameters.to_sim_params(params, bare).payload == carried.payload
+
+
+def test_a_bag_streamed_through_a_position_interface_selects_the_impedance_loop(
+        tmp_path: Path) -> None:
+    """Positions streamed at 1 kHz on a forward command controller's ``~/commands`` (the
+    position interface) are tracked by the arm's own impedance loop: fit replays that, with
+    one gain scale; the same stream on SimOps' /joint_commands is the effort JTC's."""
+    data = simulate(12.0, rate=1000.0)
+    forward = write_bag(tmp_path / 'forward', data, stream='/joint_position_controller/commands')
+    result = run_fit('--bag', forward, '--out', tmp_path / 'a.yaml', '--check-only')
+    assert result.returncode == 0, result.stderr
+    line = next(x for x in result.stdout.splitlines() if x.startswith('controller '))
+    assert line.startswith('controller joint_impedance: /joint_position_controller/commands '
+                           'streams positions at 10'), line
+    assert line.endswith('Hz to a position interface: the arm\'s impedance loop'), line
+    ours = write_bag(tmp_path / 'ours', data, stream='/joint_commands')
+    result = run_fit('--bag', ours, '--out', tmp_path / 'b.yaml', '--check-only')
+    assert result.returncode == 0, result.stderr
+    assert 'controller joint_trajectory: /joint_commands streams positions' in result.stdout
+    assert '--controller joint_impedance' in result.stdout   # the rate check's suggestion
+
+
+def test_velocities_on_a_forward_controller_topic_are_refused(tmp_path: Path) -> None:
+    data = simulate(6.0, rate=1000.0)
+    velocities = np.gradient(data.commands, data.period, axis=0)
+    bag = write_bag(tmp_path / 'bag', replace(data, commands=velocities),
+                    stream='/joint_velocity_controller/commands')
+    one_line_error(run_fit('--bag', bag, '--out', tmp_path / 'a.yaml', '--check-only'),
+                   EXIT_DATA, 'does not hold positions')

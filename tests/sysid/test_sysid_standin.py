@@ -163,6 +163,18 @@ def test_no_parameter_at_a_bound(fitted: Fitted) -> None:
     assert section.split() == ['none'], section
 
 
+def test_the_stand_in_nearly_keeps_the_fixed_weights(fitted: Fitted) -> None:
+    """The model explains the stand-in to about its noise: the velocity and effort scales
+    that its replay errors set stay within a quarter of the fixed ones (docs/sysid.md,
+    Weights)."""
+    import re
+
+    assert 'controller joint_trajectory' in fitted.output
+    for qd, effort in re.findall(r'weighs like ([0-9.e+-]+) mrad/s of velocity and '
+                                 r'([0-9.e+-]+) N\*m of effort', fitted.output):
+        assert float(qd) <= 1.25 * 10.0 and float(effort) <= 1.25 * 0.05, fitted.output
+
+
 def test_held_out_replay_error_drops_10x_to_0_3_mrad_and_is_in_provenance(fitted: Fitted
                                                                           ) -> None:
     provenance = load_sim_params(fitted.params).provenance

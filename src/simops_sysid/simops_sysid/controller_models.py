@@ -10,13 +10,14 @@ ran:
 - ``joint_impedance``: the arm's own joint-impedance loop behind a joint position or velocity
   interface (libfranka's, franka_hardware's, a ros2_controllers forward command controller's
   ``~/commands``: forward_controllers_base.cpp:74 at ros2_controllers 4.x), with the spec's
-  ``joint_impedance`` stiffness and damping, several times stiffer. Such a stream comes at
-  the interface's 1 kHz, so :data:`INTERFACE_PERIOD` tells it from a policy's stream.
+  ``joint_impedance`` stiffness and damping, several times stiffer.
 
 :func:`choose` picks one from the recordings; :func:`nominal_gains` writes its gains into
-the fit's starting point. On Gaz et al.'s Panda recording (1 kHz through the position
-interface) the effort law with its p and d gains replays the held-out part at 1.29 mrad,
-its kp pushed to the 5x bound; the impedance law at 0.54 mrad (docs/sysid.md).
+the fit's starting point. The impedance loop compensates the arm's dynamics along the
+targets (:mod:`simops_sim.feedforward`). On Gaz et al.'s Panda recording (1 kHz through the
+position interface) the effort law with its p and d gains replays the held-out part at
+about 1.3 mrad, its kp pushed to the 5x bound; the impedance loop at 0.55 mrad with no
+parameter at a bound (docs/sysid.md).
 """
 
 from __future__ import annotations
@@ -31,32 +32,36 @@ from simops_core.sim_params import SimParams
 from simops_sysid.replay import CommandLog
 
 CONTROLLERS = ('joint_trajectory', 'joint_impedance')
-INTERFACE_PERIOD = 0.002   # s: streams at least this fast are a ros2_control interface's
-# Parameter kinds fitted by default per controller: the impedance loop's stiffness is known up
-# to how the arm was set (set_joint_stiffness), so its gains move together (gain_scale).
+# Parameter kinds fitted by default per controller. The impedance loop's stiffness is known up
+# to how the arm was set (set_joint_stiffness), so its gains move together (gain_scale); the
+# arm compensates its joint friction (Franka's FCI documentation, overview.rst: "gravity &
+# friction compensated"), and what is left shows in the efforts as a Coulomb level; its
+# viscous part and transition speed the positions do not resolve (on Gaz et al.'s recording
+# every transition's interval was wider than half its value, and the viscous terms went to
+# their bound of 0).
 DEFAULT_KINDS = {
     'joint_trajectory': 'damping,frictionloss,friction_transition,kp,kv,encoder_offset,'
                         'torque_offset,delay',
-    'joint_impedance': 'damping,frictionloss,friction_transition,gain_scale,encoder_offset,'
-                       'torque_offset,delay',
+    'joint_impedance': 'frictionloss,gain_scale,encoder_offset,torque_offset,delay',
 }
 
 
-def choose(logs: Sequence[CommandLog]) -> tuple[str, str]:
+def choose(logs: Sequence[CommandLog], stream_topic: str) -> tuple[str, str]:
     """The controller (one of :data:`CONTROLLERS`) that tracked the commands, and why.
 
-    Trajectory commands: ``joint_trajectory``. Streamed targets at a median period of at
-    most :data:`INTERFACE_PERIOD`: ``joint_impedance``; slower streams: ``joint_trajectory``
-    (SimOps' ``/joint_commands``). The busiest of the recordings' ``logs`` decides.
+    The busiest of the recordings' ``logs`` decides. A forward command controller's stream
+    (any Float64MultiArray topic but SimOps' own ``stream_topic``): ``joint_impedance``.
+    Trajectory commands and ``stream_topic`` (the simulator follows it by the stream rule with
+    the effort law, at any rate): ``joint_trajectory``.
     """
     busiest = max(logs, key=len)
     if busiest.targets is None:
         return 'joint_trajectory', f'{busiest.source} holds JointTrajectory commands'
     period = float(np.median(np.diff(busiest.t))) if len(busiest) > 2 else np.inf
-    rate = f'{busiest.source} streams targets at {1.0 / period:.0f} Hz'
-    if period <= INTERFACE_PERIOD:
-        return 'joint_impedance', f'{rate}: a position interface, the arm\'s impedance loop'
-    return 'joint_trajectory', f'{rate}: followed by the stream rule and the effort law'
+    rate = f'{busiest.source} streams positions at {1.0 / period:.0f} Hz'
+    if busiest.source != stream_topic:
+        return 'joint_impedance', f'{rate} to a position interface: the arm\'s impedance loop'
+    return 'joint_trajectory', f'{rate}, followed by the stream rule and the effort law'
 
 
 def nominal_gains(controller: str, base: SimParams, robot: RobotSpec) -> SimParams:

@@ -63,7 +63,7 @@ from simops_sysid import (
     residual,
     sysid_model,
 )
-from simops_sysid.fit_report import write_report
+from simops_sysid.fit_report import diagnose, write_report
 from simops_sysid.lag import estimate_delay
 from simops_sysid.recording import (
     DataError,
@@ -98,6 +98,9 @@ EXIT_CODES = {
 }
 MAX_THREADS = 256
 MODES = ('auto', 'trajectory', 'torque')
+WEIGHTS = ('recording', 'fixed')
+REWEIGHTS = 4               # at most this many fits again with the errors' own weights
+REWEIGHT_TOLERANCE = 0.1    # until no signal's weight changes by more than this fraction
 DEFAULT_KINDS = controller_models.DEFAULT_KINDS['joint_trajectory']
 HISTORY = 0.06        # s of command history kept before each sequence (> the delay bound)
 DELAY_GRID = 0.005    # s between two delays of the profile the delay starts from
@@ -153,6 +156,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument('--effort-scale', type=float, default=residual.Scales.effort,
                         metavar='NM', help='N*m of effort error weighed like 1 mrad of '
                         f'position (default {residual.Scales.effort:g})')
+    parser.add_argument('--weights', choices=WEIGHTS, default=WEIGHTS[0],
+                        help='recording: after a first fit, weigh position, velocity and '
+                             'effort errors by their own RMS where it exceeds the fixed '
+                             'scales, and fit again from there (default); fixed: the scales, '
+                             'one fit')
     parser.add_argument('--threads', type=int, default=os.cpu_count() or 1,
                         help=f'rollout threads, 1-{MAX_THREADS} (default: all cores)')
     checking = parser.add_mutually_exclusive_group()
@@ -381,7 +389,8 @@ def fit_trajectory(plan: Plan, options: argparse.Namespace) -> TrajectoryFit | N
     train, recordings = sequences(options.bag)
     held, _ = sequences(options.holdout)
     controller, why = ((options.controller, '--controller') if options.controller != 'auto'
-                       else controller_models.choose([r.commands for r in recordings]))
+                       else controller_models.choose([r.commands for r in recordings],
+                                                     plan.topics['joint_commands'].name))
     print(f'controller {controller}: {why}', flush=True)
     base = controller_models.nominal_gains(controller, replace(
         sysid_model.nominal(fit_model), end_effector=options.end_effector), plan.robot)
@@ -389,11 +398,11 @@ def fit_trajectory(plan: Plan, options: argparse.Namespace) -> TrajectoryFit | N
         controller_models.DEFAULT_KINDS[controller])
     params = fit_parameters.build_parameters(base, list(kinds), plan.joint_names,
                                              fit_model.index.mass_bodies)
-    scales = residual.Scales(effort=options.effort_scale)
+    scales = floors = residual.Scales(effort=options.effort_scale)
 
     def problem_of(chosen: Sequence[SequenceData]) -> residual.Problem:
         return residual.make_problem(fit_model, chosen, plan.joints, base, scales,
-                                     options.threads)
+                                     options.threads, controller == 'joint_impedance')
 
     problem = problem_of(train)
     seconds = sum(s.duration for s in train)
@@ -406,10 +415,13 @@ def fit_trajectory(plan: Plan, options: argparse.Namespace) -> TrajectoryFit | N
     found = precheck.check(sample, train, params, plan.joint_names)
     report = found.lines()
     report[0] += f' ({time.perf_counter() - started:.1f} s)'
+    effort_jtc = controller == 'joint_trajectory'
     checks = [line for line in (
         recording_checks.flange_load(plan.model, plan.robot, recordings, options.end_effector),
-        recording_checks.command_rate(recordings) if controller == 'joint_trajectory'
-        else None) if line]
+        recording_checks.command_rate(recordings) if effort_jtc else None,
+        recording_checks.tracking(recordings, min(profile['position_rms_mrad']) * 1e-3,
+                                  fit_parameters.MAX_DELAY)
+        if effort_jtc and profile is not None else None) if line]
     report += [f'  warning: {line}' for line in checks]
     print('\n'.join(report), flush=True)
     if found.verdict == 'fail' and not options.skip_check:
@@ -434,6 +446,26 @@ def fit_trajectory(plan: Plan, options: argparse.Namespace) -> TrajectoryFit | N
                                   (options.grouped_iters, options.full_iters), progress), trial))
     result, params = min(runs, key=lambda run: float(np.nan_to_num(run[0].objective[-1],
                                                                     nan=np.inf)))
+    for _ in range(REWEIGHTS if options.weights == 'recording' else 0):
+        if not np.all(np.isfinite(result.params.as_vector())):
+            break
+        before = scales
+        scales = evaluation.recording_scales(evaluation.evaluate(problem, params,
+                                                                 result.values), floors)
+        change = max(abs(np.log(getattr(scales, signal) / getattr(before, signal)))
+                     for signal in ('q', 'qd', 'effort'))
+        if change < np.log(1.0 + REWEIGHT_TOLERANCE):
+            break
+        print(f'weights from the replay errors: 1 mrad of position weighs like '
+              f'{scales.qd * 1e3:.3g} mrad/s of velocity and {scales.effort:.3g} N*m of effort '
+              f'(fixed: {floors.qd * 1e3:.3g} and {floors.effort:.3g}); fitting again',
+              flush=True)
+        problem = problem_of(train)
+        first = result
+        result = optimize.fit(problem, result.params.copy(), base,
+                              (options.grouped_iters, options.full_iters), progress)
+        result = replace(result, iterations=first.iterations + result.iterations,
+                         wall=first.wall + result.wall)
     if not np.all(np.isfinite(result.params.as_vector())) or not np.isfinite(
             result.objective[-1]):
         raise RefusedError(EXIT_FIT, 'the fit diverged (non-finite parameters or objective); '
@@ -456,6 +488,10 @@ def fit_trajectory(plan: Plan, options: argparse.Namespace) -> TrajectoryFit | N
     except SimParamsError as exc:
         raise RefusedError(EXIT_FIT, f'{exc}; the data do not constrain this fit: check the bags '
                                 'and --params') from None
+    at_bounds = diagnose(result).at_bounds
+    if at_bounds:
+        print(f'at a bound (the data push past the range; widen it or check the model): '
+              f'{", ".join(at_bounds)}')
     for label, pair in (('training', train_eval), ('held-out', held_eval)):
         if pair is not None:
             print(f'{label} position RMS: nominal {pair[0].rms_q_total * 1e3:.3f} mrad, '

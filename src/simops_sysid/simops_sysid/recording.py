@@ -3,7 +3,9 @@
 Bags are read only through the shared reader (:mod:`simops_core.bag_reader`,
 :mod:`simops_core.bag_series`). Joint states are found by message type and joint names (the
 real arm publishes them on /franka/joint_states, the simulator on /joint_states); commands
-come from a ``JointTrajectory`` topic or the ``joint_commands`` topic of config/topics.yaml.
+come from a ``JointTrajectory`` topic, the ``joint_commands`` topic of config/topics.yaml, or
+a forward command controller's ``~/commands`` (``Float64MultiArray`` positions streamed to a
+position interface).
 
 Clocks: joint states carry header stamps (the arm driver's clock: system time on a real
 arm and on the stand-in, sim time under /clock). A stamped ``JointTrajectory`` (excite and
@@ -54,6 +56,10 @@ MAX_LAG = 0.02             # s a joint state may arrive later than the fastest o
 EFFORT_WINDOW = 0.1         # s, moving average on the effort before it is compared
 START_WINDOW = 0.04         # s each side of a sequence start for its smoothed start position
 LIMIT_SLACK = 0.1           # rad a measured position or a command may lie outside the limits
+# A ros2_controllers forward command controller's topic (forward_controllers_base.cpp:74):
+# a position interface's stream, e.g. /joint_position_controller/commands.
+INTERFACE_TOPIC = '/commands'
+TRACKING_SLACK = 0.05       # rad: the largest median distance of a position stream to the arm
 
 
 class DataError(ValueError):
@@ -163,7 +169,8 @@ def _read_states(bag: str | Path, spec: RobotSpec, topics: dict[str, TopicSpec]
         raise DataError(f'{bag}: the bag is empty (no messages on any topic)')
     states = [n for n, t in listing.topics.items() if t.type == JOINT_STATE and t.count]
     commands = tuple(n for n, t in listing.topics.items() if t.count and (
-        t.type == TRAJECTORY or (t.type == FLOAT_ARRAY and n == topics['joint_commands'].name)))
+        t.type == TRAJECTORY or (t.type == FLOAT_ARRAY and (
+            n == topics['joint_commands'].name or n.endswith(INTERFACE_TOPIC)))))
     if not states:
         have = ', '.join(f'{n} ({t.type}, {t.count})' for n, t in listing.topics.items())
         raise DataError(f'{bag}: no sensor_msgs/msg/JointState topic with messages; the bag '
@@ -202,9 +209,25 @@ def load_recording(bag: str | Path, spec: RobotSpec, topics: dict[str, TopicSpec
     received = np.asarray(raw.topics[topic].log_time, dtype=np.int64) * 1e-9
     clock = ReceiveClock(received, stamps if np.all(stamps > 0) else received)
     command_topic = max(states.command_topics, key=lambda n: raw.topics[n].count)
-    log = _commands(raw, command_topic, spec, store, clock, origin)
+    log = _commands(raw, command_topic, spec, store, clock, origin, states)
     lag = received - stamps if np.all(stamps > 0) else np.zeros_like(stamps)
     return Recording(**vars(states), commands=log, lag=lag - lag.min())
+
+
+def _check_positions(states: States, log: CommandLog) -> None:
+    """Raise :class:`DataError` unless a forward controller's stream holds arm positions.
+
+    A velocity or effort controller's ``~/commands`` is a Float64MultiArray too; position
+    targets stay within tracking error of the measured positions (median
+    :data:`TRACKING_SLACK`).
+    """
+    measured = np.column_stack([np.interp(log.t, states.t, states.q[:, j])
+                                for j in range(ARM_DOF)])
+    distance = float(np.nanmedian(np.abs(log.targets - measured)))
+    if distance > TRACKING_SLACK:
+        raise DataError(f'{states.bag}: {log.source} does not hold positions near the arm\'s '
+                        f'(median distance {distance:.2f} rad): fit replays position streams; '
+                        'a velocity or effort controller\'s commands it cannot')
 
 
 def _hold_unrecorded_fingers(position: np.ndarray, velocity: np.ndarray, spec: RobotSpec
@@ -276,15 +299,18 @@ def _joint_states(raw: RawBag, candidates: list[str], spec: RobotSpec, store: ob
 
 
 def _commands(raw: RawBag, topic: str, spec: RobotSpec, store: object, clock: ReceiveClock,
-              origin: float) -> CommandLog:
+              origin: float, states: States) -> CommandLog:
     """Commands of ``topic`` on the joint-state clock, relative to ``origin`` s."""
     arm = spec.arm_joints
     if raw.topics[topic].type == FLOAT_ARRAY:
         series = command_series(raw, topic, arm, store)
-        _check_in_limits(f'{raw.path}: {topic}', 'command', series.position, spec)
         received = np.sort(np.asarray(raw.topics[topic].log_time, dtype=np.int64) * 1e-9)
-        return CommandLog(topic, clock(received) - origin, targets=series.position,
-                          speed=spec.velocity)
+        log = CommandLog(topic, clock(received) - origin, targets=series.position,
+                         speed=spec.velocity)
+        if topic.endswith(INTERFACE_TOPIC):
+            _check_positions(states, log)
+        _check_in_limits(f'{raw.path}: {topic}', 'command', series.position, spec)
+        return log
     goals: list[TrajectoryGoal] = []
     arrival = []
     for msg, received in zip(raw.decode(topic, store), raw.topics[topic].log_time, strict=True):

@@ -17,6 +17,7 @@ model (:mod:`simops_sysid.sysid_model`). :func:`make_problem` binds them.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -25,6 +26,8 @@ import numpy as np
 from mujoco import sysid
 
 from simops_core.sim_params import SENSOR_FIELDS, SimParams
+from simops_sim.feedforward import desired_acceleration, dynamics_feedforward
+from simops_sim.model_params import apply_sim_params
 from simops_sysid.fit_parameters import (
     DELAY,
     ModelFactory,
@@ -60,13 +63,16 @@ class DelayedReplay:
     ``sequences`` maps ``id()`` of each sequence's control TimeSeries (the object
     ``ModelSequences`` holds) to its data; ``fixed_delay`` s is used when the delay is not
     fitted. Each rollout starts from the measured position less the candidate's encoder
-    offsets (``base``'s when they are not fitted): the arm's true position.
+    offsets (``base``'s when they are not fitted): the arm's true position. ``feedforward``
+    maps the same ids to the impedance loop's dynamics feedforward (history + T, 7) N*m
+    along each sequence's undelayed targets, delayed with them (empty: the effort JTC).
     """
 
     fit_model: FitModel
     sequences: dict[int, SequenceData]
     fixed_delay: float
     base: SimParams
+    feedforward: dict[int, np.ndarray] = field(default_factory=dict)
 
     def __call__(self, *, models: Sequence[mujoco.MjModel], datas: Sequence[mujoco.MjData],
                  control_signal: Sequence[sysid.TimeSeries], initial_states: Sequence[np.ndarray],
@@ -82,7 +88,13 @@ class DelayedReplay:
             params = param_dicts[i // per_model]
             delay = params[DELAY].value[0] if DELAY in params else self.fixed_delay
             inputs = delayed(seq.targets, seq.history, float(delay) / seq.dt)
-            controls.append(sysid.TimeSeries(signal.times, self._controls(inputs, seq.gripper)))
+            out = self._controls(inputs, seq.gripper)
+            if id(signal) in self.feedforward:
+                torque = delayed(self.feedforward[id(signal)], seq.history,
+                                 float(delay) / seq.dt)
+                out[:-1, self.fit_model.feedforward_ids] = torque
+                out[-1] = out[-2]
+            controls.append(sysid.TimeSeries(signal.times, out))
             start = np.array(initial_states[i], dtype=float)   # measured: true + bias
             start[qpos] -= sensor_biases(params, self.base, self.fit_model.spec_joints)[0]
             starts.append(start)
@@ -161,8 +173,13 @@ class Problem:
 
 
 def make_problem(fit_model: FitModel, sequences: Sequence[SequenceData], joints: Sequence[int],
-                 base: SimParams, scales: Scales = Scales(), threads: int = 2) -> Problem:
-    """Bind ``sequences`` to mujoco.sysid with the hooks above."""
+                 base: SimParams, scales: Scales = Scales(), threads: int = 2,
+                 feedforward: bool = False) -> Problem:
+    """Bind ``sequences`` to mujoco.sysid with the hooks above.
+
+    ``feedforward``: the controller is the arm's impedance loop, which compensates the
+    dynamics along the targets (:mod:`simops_sim.feedforward`, on ``base``'s model).
+    """
     model = fit_model.model
     residual = JointResidual(fit_model, np.asarray(joints, dtype=int), scales, base)
     controls, states, measured = [], [], []
@@ -176,7 +193,8 @@ def make_problem(fit_model: FitModel, sequences: Sequence[SequenceData], joints:
         measured.append(residual.measured(seq))
     groups = sysid.ModelSequences('fr3', fit_model.spec, [s.name for s in sequences], states,
                                   controls, measured, allow_missing_sensors=True)
-    replay = DelayedReplay(fit_model, lookup, float(base.command_delay or 0.0), base)
+    replay = DelayedReplay(fit_model, lookup, float(base.command_delay or 0.0), base,
+                           _feedforward(fit_model, lookup, base) if feedforward else {})
     residual_fn = sysid.build_residual_fn(
         models_sequences=[groups],
         build_model=ModelFactory(model, fit_model.index, base, fit_model.friction_ids),
@@ -200,6 +218,20 @@ def sensor_biases(params: sysid.ParameterDict, base: SimParams, joints: Sequence
                 values.append(float(getattr(entry, kind) or 0.0) if entry is not None else 0.0)
         out.append(np.array(values))
     return out[0], out[1]
+
+
+def _feedforward(fit_model: FitModel, sequences: dict[int, SequenceData], base: SimParams
+                 ) -> dict[int, np.ndarray]:
+    """The dynamics feedforward (history + T, 7) N*m of each sequence's targets, by id."""
+    model = copy.copy(fit_model.model)
+    apply_sim_params(model, base, fit_model.index)
+    index = fit_model.index
+    arm = index.arm_dof
+    return {key: dynamics_feedforward(
+        model, index.qpos_adr[:arm], index.dof_adr[:arm], fit_model.home_qpos,
+        seq.targets[:, :arm], seq.targets[:, arm:2 * arm],
+        desired_acceleration(seq.targets[:, arm:2 * arm], seq.dt))
+        for key, seq in sequences.items()}
 
 
 def _initial_state(fit_model: FitModel, seq: SequenceData) -> np.ndarray:

@@ -31,6 +31,7 @@ from simops_sysid.fit_parameters import FRICTION_TERMS
 
 EFFORT_SENSOR = 'sysid_effort_{}'
 FRICTION_ACTUATOR = 'sysid_friction{}_{}'
+FEEDFORWARD_ACTUATOR = 'sysid_feedforward_{}'
 
 
 @dataclass(frozen=True)
@@ -39,7 +40,9 @@ class FitModel:
 
     ``effort_adr`` (7,) sensordata addresses of the arm joints' actuator-force sensors;
     ``friction_ids`` (7, 2) the smooth-friction actuators of each arm joint and
-    ``friction_adr`` (7, 2) their force sensors' addresses.
+    ``friction_adr`` (7, 2) their force sensors' addresses; ``feedforward_ids`` (7,) a
+    torque actuator per arm joint that carries the impedance loop's dynamics feedforward
+    (:mod:`simops_sim.feedforward`; zero for the effort JTC), part of the effort.
     """
 
     spec: mujoco.MjSpec
@@ -49,6 +52,7 @@ class FitModel:
     home_qpos: np.ndarray
     friction_ids: np.ndarray
     friction_adr: np.ndarray
+    feedforward_ids: np.ndarray
 
     @property
     def spec_joints(self) -> tuple[str, ...]:
@@ -82,6 +86,10 @@ def load_fit_model(path: Path, robot: RobotSpec,
                               forcerange=[-1.0, 1.0])
             spec.add_sensor(name=actuator, type=mujoco.mjtSensor.mjSENS_ACTUATORFRC,
                             objtype=mujoco.mjtObj.mjOBJ_ACTUATOR, objname=actuator)
+        spec.add_actuator(name=FEEDFORWARD_ACTUATOR.format(name),
+                          trntype=mujoco.mjtTrn.mjTRN_JOINT, target=joint,
+                          gaintype=mujoco.mjtGain.mjGAIN_FIXED, gainprm=[1.0] + [0.0] * 9,
+                          biastype=mujoco.mjtBias.mjBIAS_NONE)
     model = spec.compile()
     index = index_model(model, robot, joint_map)
     adr = np.array([model.sensor_adr[model.sensor(EFFORT_SENSOR.format(n)).id]
@@ -91,11 +99,14 @@ def load_fit_model(path: Path, robot: RobotSpec,
     friction_ids = np.array([[model.actuator(a).id for a in row] for row in names])
     friction_adr = np.array([[model.sensor_adr[model.sensor(a).id] for a in row]
                              for row in names])
+    feedforward_ids = np.array([model.actuator(FEEDFORWARD_ACTUATOR.format(n)).id
+                                for n in robot.arm_joints])
     data = mujoco.MjData(model)
     key = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_KEY, 'home')
     if key >= 0:
         mujoco.mj_resetDataKeyframe(model, data, key)
-    return FitModel(spec, model, index, adr, data.qpos.copy(), friction_ids, friction_adr)
+    return FitModel(spec, model, index, adr, data.qpos.copy(), friction_ids, friction_adr,
+                    feedforward_ids)
 
 
 def nominal(fit_model: FitModel) -> SimParams:
