@@ -16,7 +16,7 @@ ran:
 the fit's starting point. The impedance loop compensates the arm's dynamics along the
 targets (:mod:`simops_sim.feedforward`). On Gaz et al.'s Panda recording (1 kHz through the
 position interface) the effort law with its p and d gains replays the held-out part at
-about 1.3 mrad, its kp pushed to the 5x bound; the impedance loop at 0.55 mrad with no
+0.92 mrad, its kp pushed to the 5x bound; the impedance loop at 0.53 mrad with no
 parameter at a bound (docs/sysid.md).
 """
 
