@@ -131,8 +131,9 @@ def build_parser() -> argparse.ArgumentParser:
                         default='auto',
                         help='the controller that tracked the commands: joint_trajectory '
                              '(franka_ros2\'s effort JTC), joint_impedance (the arm\'s own loop '
-                             'behind a position or velocity interface), or auto (by the '
-                             'commands\' type and rate; default)')
+                             'behind a position interface), or auto (by the command topic: a '
+                             'forward controller\'s <name>/commands is the position '
+                             'interface; default)')
     parser.add_argument('--params', default=None,
                         help=f'comma-separated kinds from {",".join(fit_parameters.KINDS)} '
                              f'(default {DEFAULT_KINDS}; with joint_impedance, gain_scale for '
@@ -157,10 +158,10 @@ def build_parser() -> argparse.ArgumentParser:
                         metavar='NM', help='N*m of effort error weighed like 1 mrad of '
                         f'position (default {residual.Scales.effort:g})')
     parser.add_argument('--weights', choices=WEIGHTS, default=WEIGHTS[0],
-                        help='recording: after a first fit, weigh position, velocity and '
-                             'effort errors by their own RMS where it exceeds the fixed '
-                             'scales, and fit again from there (default); fixed: the scales, '
-                             'one fit')
+                        help='recording: after a fit, weigh velocity and effort errors by '
+                             'their RMS in proportion to the position error\'s (never more '
+                             'than the fixed scales do) and fit again (default); fixed: the '
+                             'fixed scales, one fit')
     parser.add_argument('--threads', type=int, default=os.cpu_count() or 1,
                         help=f'rollout threads, 1-{MAX_THREADS} (default: all cores)')
     checking = parser.add_mutually_exclusive_group()
