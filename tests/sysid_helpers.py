@@ -68,25 +68,30 @@ class StandinData:
 
 def simulate(duration: float, seed: int = 0, params: SimParams | None = None,
              noise: float = 1e-4, rate: float = 50.0, stamped: bool = True,
-             stream: bool = False) -> StandinData:
+             stream: bool = False, law: str = 'joint_trajectory') -> StandinData:
     """Run the stand-in (hidden physics by default) through an excitation of ``duration`` s.
 
-    Commands are computed every ``1 / rate`` s and arrive 0.2-1.5 ms later; ``stream``: as
+    Commands are computed every ``1 / rate`` s and arrive 0.2-1.5 ms later, in order;
+    ``stream``: as
     streamed targets (``/joint_commands``, the node's stream rule) instead of one-point
-    trajectories (write the bag with ``stream='/joint_commands'``).
+    trajectories (write the bag with ``stream='/joint_commands'``). ``law``: the controller
+    law the simulator runs (``joint_impedance``: a position interface's, write the bag with
+    ``stream`` a forward controller's ``~/commands``).
     """
     params = params or load_sim_params(HIDDEN)
     rng = np.random.default_rng(seed)
     excitation = fourier_excitation(SPEC, duration, seed, 0.25, rate)
     period = 1.0 / rate
     computed = excitation.t + 0.5
-    arrival = computed + rng.uniform(0.2e-3, 1.5e-3, computed.size)
+    # in order, as one reliable DDS writer delivers (at 1 kHz the jitter alone would swap some)
+    arrival = np.maximum.accumulate(computed + rng.uniform(0.2e-3, 1.5e-3, computed.size))
     stamps = computed if stamped else np.zeros_like(computed)
     goals = tuple(parse_trajectory(list(SPEC.arm_joints), [period], [list(q)], [[]],
                                    SPEC.arm_joints, stamp if stamped else None)
                   for q, stamp in zip(excitation.q, stamps, strict=True))
     physics = Physics(mujoco.MjModel.from_xml_path(str(MODEL)), SPEC, params=params)
     physics.reset_keyframe('home')
+    physics.set_controller(law)
     dt = physics.timestep
     steps = round((duration + 1.5) / dt)
     rows = np.empty((steps, 3, len(SPEC.joint_names)))

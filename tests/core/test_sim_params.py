@@ -30,7 +30,8 @@ def test_round_trip(tmp_path: Path) -> None:
                 'fr3_finger_joint1': JointParams(frictionloss=0.2)},
         command_delay=0.002, body_mass_scale={'fr3_link7': 1.1},
         object=ObjectParams(mass=0.2), payload=PayloadParams(mass=0.5, com_z=0.1),
-        end_effector='none', provenance={'bags': ['a.mcap'], 'rms': 0.01})
+        end_effector='none', controller='joint_impedance',
+        provenance={'bags': ['a.mcap'], 'rms': 0.01})
     save_sim_params(params, tmp_path / 'p.yaml')
     assert load_sim_params(tmp_path / 'p.yaml') == params
     assert 'armature' not in (tmp_path / 'p.yaml').read_text()  # unset stays unset
@@ -80,6 +81,7 @@ def test_shipped_params_files_load(path: Path) -> None:
     ({'version': 1, 'payload': {'inertia': 0.1}}, "'payload.inertia'"),
     ({'version': 1, 'end_effector': 'robotiq'}, "'end_effector'"),
     ({'version': 1, 'end_effector': False}, "'end_effector'"),
+    ({'version': 1, 'controller': 'joint_velocity'}, "'controller'"),
     ({'version': 1, 'provenance': 'sysid'}, "'provenance'"),
     ([1, 2], "'<root>'"),
 ])
@@ -116,3 +118,5 @@ def test_merge_overrides_only_set_fields() -> None:
     assert merged.object == ObjectParams(mass=0.1, friction=0.7)
     assert merged.command_delay == 0.0 and merged.provenance == {'rms': 0.1}
     assert merge_sim_params(SimParams(end_effector='none'), fitted).end_effector == 'none'
+    assert merge_sim_params(SimParams(controller='joint_impedance'),
+                            fitted).controller == 'joint_impedance'

@@ -7,7 +7,7 @@ import numpy as np
 from sim_helpers import SCENE_XML
 
 from simops_core.robot_spec import load_robot_spec
-from simops_sim.feedforward import desired_acceleration, dynamics_feedforward
+from simops_sim.feedforward import desired_acceleration, dynamics_feedforward, step_acceleration
 from simops_sim.model_index import index_model
 
 
@@ -47,9 +47,17 @@ def test_feedforward_is_inertia_times_acceleration_plus_coriolis_without_gravity
         np.testing.assert_allclose(got[k], full - gravity, atol=1e-6)
 
 
-def test_desired_acceleration_differentiates_the_velocity() -> None:
-    t = 0.001 * np.arange(100)
+def test_desired_acceleration_is_the_causal_backward_difference() -> None:
+    # The simulator knows no future target, so the replay differentiates as it does: row k
+    # from rows k - 1 and k (a sine's derivative half a step back), row 0 at rest.
+    dt = 0.001
+    t = dt * np.arange(100)
     velocity = np.column_stack([np.sin(t), 2 * t])
-    acceleration = desired_acceleration(velocity, 0.001)
-    np.testing.assert_allclose(acceleration[1:-1, 0], np.cos(t[1:-1]), atol=1e-6)
-    np.testing.assert_allclose(acceleration[:, 1], 2.0, atol=1e-9)
+    acceleration = desired_acceleration(velocity, dt)
+    np.testing.assert_allclose(acceleration[1:, 0], np.cos(t[1:] - dt / 2), atol=1e-7)
+    np.testing.assert_allclose(acceleration[1:, 1], 2.0, atol=1e-9)
+    np.testing.assert_array_equal(acceleration[0], 0.0)
+    out = np.empty(2)
+    for k in range(1, 100):   # the simulator's step rule gives the same rows
+        step_acceleration(velocity[k], velocity[k - 1], dt, out)
+        np.testing.assert_array_equal(out, acceleration[k])

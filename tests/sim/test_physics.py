@@ -717,3 +717,88 @@ def test_lockstep_publishes_joint_states_at_period_ends_only(rate: float, every:
     timing = Timing('lockstep', 1.0, 0.05, 0.5, 5.0, rate, 0.0, 0.0, 100.0)
     stepper = Stepper(world, timing, 'home', None, 0, None, lambda key, text: None)
     assert stepper.state_every == every   # 1 ms steps: 50 per 0.05 s period
+
+
+def test_the_impedance_law_applies_its_gains_and_the_dynamics_feedforward(
+        spec: RobotSpec) -> None:
+    """One step on the arm's own loop: effort = K (q_d - q) + D (qd_d - qd) + M qdd_d + c
+    + gravity, with M qdd_d + c from mj_inverse (not the code under test) and qdd_d the
+    desired velocity's change over the step from rest; the spec's stiffness, not the JTC's."""
+    physics = Physics(scene(), spec)
+    physics.reset_keyframe('home')
+    physics.set_controller('joint_impedance')
+    physics.step(5)
+    q = physics.arm_measured()[0]
+    target = q + np.linspace(0.0005, -0.0005, 7)   # inside every joint's torque limit
+    velocity = np.linspace(-0.01, 0.01, 7)
+    physics.set_arm_target(target, velocity)
+    data, model, dofs = physics.data, physics.model, physics.index.dof_adr[:7]
+    before = data.qpos.copy(), data.qvel.copy()
+    physics.step()
+    effort = data.qfrc_actuator[dofs].copy()
+
+    check_model = scene()
+    check_model.dof_damping[:] = 0.0
+    check_model.dof_frictionloss[:] = 0.0
+    check = mujoco.MjData(check_model)
+    home = model.key_qpos[model.key('home').id]
+    torques = []
+    for qvel, qacc in ((velocity, velocity / physics.timestep), (0 * velocity, 0 * velocity)):
+        check.qpos[:] = home
+        check.qpos[physics.index.qpos_adr[:7]] = target
+        check.qvel[:] = 0.0
+        check.qvel[dofs] = qvel
+        check.qacc[:] = 0.0
+        check.qacc[dofs] = qacc
+        mujoco.mj_inverse(check_model, check)
+        torques.append(check.qfrc_inverse[dofs].copy())
+    gravity = mujoco.MjData(model)
+    gravity.qpos[:] = before[0]
+    mujoco.mj_forward(model, gravity)
+    stiffness, damping = spec.impedance_p, spec.impedance_d
+    expected = (stiffness * (target - q) + damping * (velocity - before[1][dofs])
+                + torques[0] - torques[1] + gravity.qfrc_gravcomp[dofs])
+    np.testing.assert_allclose(effort, expected, rtol=1e-6, atol=1e-6)
+
+
+def test_the_impedance_law_tracks_what_the_effort_jtc_lags_behind(spec: RobotSpec) -> None:
+    """A 0.5 Hz sweep of 0.3 rad on every joint, targets set every 1 ms step: the arm's own
+    loop follows within 0.3 mrad RMS (its stiffness and feedforward), the effort JTC lags
+    by more than 2 mrad; switching back restores the JTC's gains."""
+    def sweep(law: str) -> float:
+        physics = Physics(scene(), spec)
+        physics.reset_keyframe('home')
+        physics.set_controller(law)
+        home, dt = physics.arm_measured()[0], physics.timestep
+        w = 2 * np.pi * 0.5
+        errors = []
+        for k in range(2000):
+            t = k * dt
+            physics.set_arm_target(home + 0.3 * np.sin(w * t), np.full(7, 0.3 * w * np.cos(w * t)))
+            physics.step()
+            if k >= 500:
+                errors.append(physics.arm_measured()[0] - home - 0.3 * np.sin(w * (t + dt)))
+        return float(np.sqrt(np.mean(np.square(errors))))
+
+    assert sweep('joint_impedance') < 0.3e-3
+    assert sweep('joint_trajectory') > 2e-3
+    physics = Physics(scene(), spec)
+    physics.set_controller('joint_impedance')
+    physics.set_controller('joint_trajectory')
+    assert physics.law.dynamics[0] is None
+    np.testing.assert_array_equal(
+        physics.model.actuator_gainprm[physics.index.ctrl_ids[:7], 0], spec.gain_p)
+
+
+def test_fitted_impedance_gains_serve_the_impedance_law_only(spec: RobotSpec) -> None:
+    """SimParams whose kp and kv are the impedance loop's (controller: joint_impedance) set
+    that law's gains; the effort JTC keeps the spec's."""
+    joints = {name: JointParams(kp=0.8 * p, kv=0.8 * d) for name, p, d in
+              zip(spec.arm_joints, spec.impedance_p, spec.impedance_d, strict=True)}
+    physics = Physics(scene(), spec, params=SimParams(joints=joints,
+                                                      controller='joint_impedance'))
+    servos = physics.index.ctrl_ids[:7]
+    np.testing.assert_array_equal(physics.model.actuator_gainprm[servos, 0], spec.gain_p)
+    physics.set_controller('joint_impedance')
+    np.testing.assert_allclose(physics.model.actuator_gainprm[servos, 0], 0.8 * spec.impedance_p)
+    np.testing.assert_allclose(physics.law.stiffness[0], 0.8 * spec.impedance_p)

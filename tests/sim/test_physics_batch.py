@@ -1,6 +1,6 @@
 """step_together: many arms stepped as rows of one actuator law end bit for bit where
 Physics.step (the same law on one row) leaves each of them: plans, delays, smooth friction,
-gripper ramps and stops included."""
+gripper ramps, stops and the impedance law's feedforward included."""
 
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ CASES = [(0.0, 0.5, 0.05), (0.002, 0.8, 0.1), (0.003, 0.3, None), (0.0, 1.0, 0.0
 def state(physics: Physics) -> list[np.ndarray]:
     data = physics.data
     return [data.qpos.copy(), data.qvel.copy(), data.ctrl.copy(), data.qfrc_applied.copy(),
-            np.array([data.time]), physics.law.command.copy(),
+            np.array([data.time]), physics.law.command.copy(), physics.law.previous.copy(),
             np.array([physics.following, physics.stop is None])]
 
 
@@ -67,10 +67,12 @@ def test_step_together_matches_physics_step_bit_for_bit(steps: int) -> None:
 
 
 def test_rows_of_every_kind_stacked_together_match_each_arm_alone() -> None:
-    """Multi-point cubic plans, a gripper ramp, different delays and friction layouts, and
-    an arm without reflexes, in one stack: each row as its arm alone."""
+    """Multi-point cubic plans, a gripper ramp, different delays and friction layouts, an
+    arm on the impedance law (its dynamics feedforward) and an arm without reflexes, in one
+    stack: each row as its arm alone."""
     def arms() -> list[Physics]:
         out = [arm(*case) for case in CASES]
+        out[1].set_controller('joint_impedance')
         out.append(Physics(mujoco.MjModel.from_xml_path(str(SCENE)), SPEC))   # no reflexes
         out[-1].reset_keyframe('home')
         return out

@@ -18,7 +18,7 @@ from sysid_helpers import HIDDEN, REPLAY_KINDS, SPEC, replayable, simulate, writ
 from simops_core.sim_params import load_sim_params
 from simops_core.topics import load_topics
 from simops_sim.delay import shift_commands
-from simops_sysid import evaluation, fit_parameters, residual, sysid_model
+from simops_sysid import controller_models, evaluation, fit_parameters, residual, sysid_model
 from simops_sysid.evaluation import delay_starts
 from simops_sysid.lag import estimate_delay
 from simops_sysid.recording import Recording, load_recording, split_sequences, start_position
@@ -191,3 +191,29 @@ def test_lm_from_zero_stops_short_of_a_16_ms_delay_the_profile_start_reaches(
         reached[first] = result.values.command_delay
     assert abs(reached[start] - 0.016) <= 0.1 * 0.016, reached
     assert abs(reached[0.0] - 0.016) > 0.5 * 0.016, reached
+
+
+def test_the_replay_runs_the_simulators_impedance_law(tmp_path: Path) -> None:
+    """Positions streamed at 1 kHz to a forward controller's ~/commands, simulated on the
+    arm's own loop (its gains at 0.8 of the spec's, a 16 ms delay): fit's replay with the
+    truth (its feedforward from the same controller model and acceleration rule) matches
+    the simulator to solver precision, and the nominal loop does not."""
+    impedance = {name: replace(TRUTH.joints[name], kp=0.8 * p, kv=0.8 * d) for name, p, d in
+                 zip(SPEC.arm_joints, SPEC.impedance_p, SPEC.impedance_d, strict=True)}
+    truth = replace(TRUTH, joints={**TRUTH.joints, **impedance}, command_delay=0.016,
+                    controller='joint_impedance')
+    data = simulate(6.0, noise=0.0, params=truth, rate=1000.0, stream=True,
+                    law='joint_impedance')
+    bag = write_bag(tmp_path / 'bag', data, stream='/joint_position_controller/commands')
+    recording = load_recording(bag, SPEC, load_topics())
+    fit_model = sysid_model.load_fit_model(REPO / 'models/fr3/scene.xml', SPEC)
+    base = controller_models.nominal_gains('joint_impedance',
+                                           replayable(sysid_model.nominal(fit_model)), SPEC)
+    joints = list(range(7))
+    sequences, _ = split_sequences(recording, 0.001, 5.0, 200.0, 60, joints)
+    prob = residual.make_problem(fit_model, sequences, joints, base, feedforward=True)
+    params = fit_parameters.build_parameters(base, REPLAY_KINDS, SPEC.arm_joints, [])
+    replayed = evaluation.evaluate(prob, params, truth)
+    assert replayed.rms_q.max() < 5e-5, replayed.rms_q   # rad
+    nominal = evaluation.evaluate(prob, params, base)
+    assert nominal.rms_q.min() > 10 * 5e-5, nominal.rms_q

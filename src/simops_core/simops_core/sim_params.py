@@ -9,7 +9,9 @@ the sensor biases ``encoder_offset`` in rad and ``torque_offset`` in N*m, ``comm
 in s, object mass in kg, object friction the dimensionless sliding coefficient, the payload
 at the flange (:class:`PayloadParams`) in kg and m; ``end_effector`` says what the model's
 hand is (:data:`END_EFFECTORS`: ``franka_hand``, the default, or ``none`` for an arm that
-carries no hand). Joints are keyed by their robot-spec NAME, never by index::
+carries no hand); ``controller`` says which controller law the arm's ``kp`` and ``kv`` are
+the gains of (:data:`CONTROLLER_LAWS`; default ``joint_trajectory``, franka_ros2's effort
+JointTrajectoryController). Joints are keyed by their robot-spec NAME, never by index::
 
     version: 1
     command_delay: 0.002
@@ -49,7 +51,11 @@ SERVO_FIELDS = ('kp', 'kv')
 OBJECT_FIELDS = ('mass', 'friction')
 PAYLOAD_FIELDS = ('mass', 'com_x', 'com_y', 'com_z')
 TOP_LEVEL = ('version', 'command_delay', 'joints', 'body_mass_scale', 'object', 'payload',
-             'end_effector', 'provenance')
+             'end_effector', 'controller', 'provenance')
+# The controller laws an arm's ``kp`` and ``kv`` can belong to: franka_ros2's effort
+# JointTrajectoryController (the default) and the arm's own joint-impedance loop behind a
+# position interface (simops_sim.feedforward).
+CONTROLLER_LAWS = ('joint_trajectory', 'joint_impedance')
 # What is mounted on the flange, as franka_description's ``ee_id`` names it: the Franka Hand
 # the models carry, or none (its bodies keep no mass and no contacts).
 END_EFFECTORS = ('franka_hand', 'none')
@@ -133,6 +139,9 @@ class SimParams:
 
     ``command_delay`` (s) delays every control target by ``round(delay / timestep)`` physics
     steps. ``end_effector`` (one of :data:`END_EFFECTORS`, None: the model's hand).
+    ``controller`` (one of :data:`CONTROLLER_LAWS`, None: ``joint_trajectory``): the law
+    whose gains the joints' ``kp`` and ``kv`` are; the simulator runs the other law with the
+    robot spec's nominal gains.
     ``provenance`` is free-form (sysid stores bag paths and hashes, date, residuals).
     """
 
@@ -142,6 +151,7 @@ class SimParams:
     object: ObjectParams = field(default_factory=ObjectParams)
     payload: PayloadParams = field(default_factory=PayloadParams)
     end_effector: str | None = None
+    controller: str | None = None
     provenance: Mapping[str, Any] = field(default_factory=dict)
     version: int = SIM_PARAMS_VERSION
 
@@ -167,6 +177,7 @@ def merge_sim_params(base: SimParams, override: SimParams) -> SimParams:
         object=obj,
         payload=load,
         end_effector=override.end_effector or base.end_effector,
+        controller=override.controller or base.controller,
         provenance={**base.provenance, **override.provenance},
     )
 
@@ -211,6 +222,10 @@ def parse_sim_params(raw: Any, source: str = '<mapping>') -> SimParams:
     if end_effector is not None and end_effector not in END_EFFECTORS:
         check.fail('end_effector', f'must be one of {", ".join(END_EFFECTORS)}, '
                                    f'got {end_effector!r}')
+    controller = root.get('controller')
+    if controller is not None and controller not in CONTROLLER_LAWS:
+        check.fail('controller', f'must be one of {", ".join(CONTROLLER_LAWS)}, '
+                                 f'got {controller!r}')
     return SimParams(
         joints=joints,
         command_delay=_number(check, root.get('command_delay'), 'command_delay'),
@@ -220,6 +235,7 @@ def parse_sim_params(raw: Any, source: str = '<mapping>') -> SimParams:
         payload=PayloadParams(**{k: _number(check, load.get(k), f'payload.{k}')
                                  for k in PAYLOAD_FIELDS}),
         end_effector=end_effector,
+        controller=controller,
         provenance=dict(check.mapping(root.get('provenance') or {}, 'provenance')),
     )
 
@@ -243,6 +259,8 @@ def sim_params_to_dict(params: SimParams) -> dict[str, Any]:
         out['payload'] = present(params.payload)
     if params.end_effector is not None:
         out['end_effector'] = params.end_effector
+    if params.controller is not None:
+        out['controller'] = params.controller
     if params.provenance:
         out['provenance'] = dict(params.provenance)
     return out

@@ -9,7 +9,13 @@ Before each MuJoCo step, an arm's controller (the simulator's model of franka_ro
 2. ramps the gripper target towards a move goal at the goal's speed (franka_gripper's move);
 3. delays the actuator command by whole physics steps (the command delay,
    :mod:`simops_sim.delay`: a ring of ``d`` commands);
-4. applies the smooth friction ``-c tanh(qd / v)`` at the velocities before the step
+4. with the arm's own joint-impedance law (a position interface's controller,
+   :meth:`ArmLaws.set_feedforward`), adds the inverse-dynamics feedforward
+   ``M(q_d) qdd_d + c(q_d, qd_d)`` of the delayed targets (:mod:`simops_sim.feedforward`;
+   ``qdd_d`` the delayed desired velocity's backward difference, as ``fit``'s replay computes
+   it) to the position servo's input as ``tau_ff / K``: the servo then applies
+   ``K (q_d - q) + tau_ff`` exactly, and the effort reads it, as the arm's torque sensors do;
+5. applies the smooth friction ``-c tanh(qd / v)`` at the velocities before the step
    (:mod:`simops_sim.friction`).
 
 After the step it checks the protective stops (:mod:`simops_sim.reflexes`); a stop latches
@@ -37,6 +43,7 @@ from dataclasses import dataclass
 import mujoco
 import numpy as np
 
+from simops_sim.feedforward import InverseDynamics, step_acceleration
 from simops_sim.reflexes import ProtectiveStop, ReflexBank, Reflexes
 from simops_sim.trajectory_plan import KNOT_TOLERANCE, TrajectoryPlan
 
@@ -59,7 +66,7 @@ def contact_generalised(model: mujoco.MjModel, data: mujoco.MjData, out: np.ndar
 
 # ArmLaws' arrays with one row per arm, besides command, ring, level and transition
 _ROW_ARRAYS = ('linear', 'start', 'knot0', 'knot1', 'span', 'first', 'last', 'step', 'slope',
-               'ramp', 'delay', 'head')
+               'ramp', 'delay', 'head', 'stiffness', 'previous')
 
 
 @dataclass(frozen=True)
@@ -104,6 +111,11 @@ class ArmLaws:
         self.head = np.zeros(n, int)
         self.friction_dofs: list[np.ndarray] = [np.zeros(0, int)] * n
         self.level, self.transition = np.zeros((n, 0)), np.ones((n, 0))   # N*m, rad/s
+        # the impedance law's feedforward: each row's inverse dynamics (None: none), its
+        # stiffness (a,) N*m/rad, and the delayed desired velocity (a,) rad/s last step
+        self.dynamics: list[InverseDynamics | None] = [None] * n
+        self.stiffness = np.ones((n, arm))
+        self.previous = np.zeros((n, arm))
         self.reflexes: list[Reflexes | None] = [None] * n
         self.stops: list[ProtectiveStop | None] = [None] * n
         self.runs: dict[int, _Run] = {}   # advance's bindings per sites; see :meth:`changed`
@@ -153,6 +165,21 @@ class ArmLaws:
         """Forget row ``row``'s queued commands: the next ``d`` it applies are its command."""
         self.ring[row] = self.command[row]
         self.head[row] = 0
+        self.previous[row] = 0.0
+        self.previous[row, self.slots] = self.command[row, self.arm + 1:]
+
+    def set_feedforward(self, row: int, dynamics: InverseDynamics | None,
+                        stiffness: np.ndarray | None = None) -> None:
+        """Row ``row`` adds ``dynamics``' feedforward (None: none) over ``stiffness`` (a,).
+
+        ``stiffness`` N*m/rad: the position servos' gains the feedforward is added through.
+        """
+        self.changed()
+        self.dynamics[row] = dynamics
+        if stiffness is not None:
+            self.stiffness[row] = stiffness
+        self.previous[row] = 0.0
+        self.previous[row, self.slots] = self.command[row, self.arm + 1:]
 
     def set_friction(self, row: int, dofs: np.ndarray, level: np.ndarray,
                      transition: np.ndarray) -> None:
@@ -179,7 +206,7 @@ class ArmLaws:
         out.ring = np.concatenate([_pad(x.ring, depth, 1, 0.0) for x in laws])
         out.level = np.concatenate([_pad(x.level, k, 1, 0.0) for x in laws])
         out.transition = np.concatenate([_pad(x.transition, k, 1, 1.0) for x in laws])
-        for name in ('plans', 'friction_dofs', 'reflexes', 'stops'):
+        for name in ('plans', 'friction_dofs', 'reflexes', 'stops', 'dynamics'):
             setattr(out, name, [v for x in laws for v in getattr(x, name)])
         return out
 
@@ -240,6 +267,11 @@ class _Run:
                           self.velocity[i, :dofs.size], self.force[i, :dofs.size])
                          for i, dofs in enumerate(laws.friction_dofs) if dofs.size]
         self.checks = _Checks(laws, sites, self.steppers)
+        # the impedance law's rows: inverse dynamics, step (s), and scratch (a,) for the
+        # delayed velocity, acceleration and torque
+        self.impedance = [(i, dynamics, float(self.timesteps[i]), np.zeros(laws.arm),
+                           np.zeros(laws.arm), np.zeros(laws.arm))
+                          for i, dynamics in enumerate(laws.dynamics) if dynamics is not None]
         self.sampled = np.zeros((2, laws.arm))   # a general plan's position and velocity
         delay = laws.delay
         self.ring, self.direct = np.flatnonzero(delay > 0), np.flatnonzero(delay == 0)
@@ -291,6 +323,14 @@ class _Run:
                 delayed[ring] = laws.ring[ring, heads]
                 laws.ring[ring, heads] = command[ring]
                 laws.head[ring] = (heads + 1) % lengths
+            for i, dynamics, dt, velocity, acceleration, torque in self.impedance:
+                row, previous = delayed[i], laws.previous[i]
+                velocity[laws.slots] = row[arm + 1:]
+                step_acceleration(velocity, previous, dt, acceleration)
+                previous[:] = velocity
+                dynamics(row[:arm], velocity, acceleration, torque)
+                torque /= laws.stiffness[i]
+                row[:arm] += torque
             if self.friction:   # -c tanh(qd / v) at the velocities before the step
                 force = self.force
                 for qvel, _, dofs, now_qd, _ in self.friction:

@@ -11,12 +11,19 @@ law plus an inverse-dynamics feedforward along the desired trajectory,
     tau = K (q_d - q) + D (qd_d - qd) + M(q_d) qdd_d + c(q_d, qd_d),
 
 gravity being compensated apart (the model's ``actuatorgravcomp``, as the arm's firmware
-does). :func:`dynamics_feedforward` computes the last two terms from the desired positions
-and velocities with MuJoCo's own dynamics; the feedforward comes from the controller's
-model, the nominal one, whatever the arm really carries.
+does). :class:`InverseDynamics` computes the last two terms from the desired positions,
+velocities and accelerations with MuJoCo's own dynamics, one instant at a time (the
+simulator's actuator law, :mod:`simops_sim.actuator_law`, every physics step);
+:func:`dynamics_feedforward` runs it along a whole trajectory (``fit``'s replay). The desired
+acceleration is the desired velocity's backward difference (:func:`desired_acceleration`,
+:func:`step_acceleration`): causal, so the simulator, which knows no future target, and the
+replay, which knows them all, compute the same torques. The feedforward comes from the
+controller's model, the one the arm was given, whatever the arm really carries.
 """
 
 from __future__ import annotations
+
+import copy
 
 import mujoco
 import numpy as np
@@ -25,12 +32,63 @@ import numpy as np
 def desired_acceleration(velocity: np.ndarray, dt: float) -> np.ndarray:
     """Accelerations (T, a) rad/s^2 of the desired velocities ``velocity`` (T, a) rad/s.
 
-    Central differences over the ``dt`` s steps (one-sided at the ends), as a motion
-    generator differentiates the commands it receives.
+    Row k is :func:`step_acceleration` of rows k - 1 and k over the ``dt`` s steps; row 0 is
+    zero (the velocity held before it).
     """
-    if velocity.shape[0] < 2:
-        return np.zeros_like(velocity)
-    return np.gradient(velocity, dt, axis=0)
+    out = np.zeros_like(velocity)
+    if velocity.shape[0] > 1:
+        np.subtract(velocity[1:], velocity[:-1], out=out[1:])
+        out[1:] /= dt
+    return out
+
+
+def step_acceleration(velocity: np.ndarray, previous: np.ndarray, dt: float,
+                      out: np.ndarray) -> None:
+    """The desired acceleration (a,) rad/s^2 into ``out``: from ``previous`` to ``velocity``.
+
+    Both (a,) rad/s, one physics step of ``dt`` s apart.
+    """
+    np.subtract(velocity, previous, out=out)
+    out /= dt
+
+
+class InverseDynamics:
+    """``M(q) qdd + c(q, qd)`` (N*m) of an arm's joints by ``model``, gravity excluded.
+
+    ``qpos_adr`` (a,) and ``dof_adr`` (a,): the arm joints' addresses in ``model``; every
+    other coordinate holds ``qpos0`` (nq,) at rest. ``model`` is copied (gravity off in the
+    copy), so later changes to it are not seen. ``c`` is the Coriolis and centrifugal
+    torque; ``M`` includes the joints' armature.
+    """
+
+    def __init__(self, model: mujoco.MjModel, qpos_adr: np.ndarray, dof_adr: np.ndarray,
+                 qpos0: np.ndarray) -> None:
+        self.model = copy.copy(model)
+        self.model.opt.gravity[:] = 0.0
+        self.data = mujoco.MjData(self.model)
+        self.data.qpos[:] = qpos0
+        self.qpos_adr, self.dof_adr = np.asarray(qpos_adr), np.asarray(dof_adr)
+        self._full = np.zeros(self.model.nv)
+        self._inertial = np.zeros(self.model.nv)
+        self._bias = np.zeros(self.model.nv)
+
+    def __call__(self, position: np.ndarray, velocity: np.ndarray,
+                 acceleration: np.ndarray, out: np.ndarray) -> None:
+        """The torques (a,) N*m into ``out`` at ``position``, ``velocity``, ``acceleration``.
+
+        All three (a,): rad, rad/s, rad/s^2.
+        """
+        model, data = self.model, self.data
+        data.qpos[self.qpos_adr] = position
+        data.qvel[self.dof_adr] = velocity
+        mujoco.mj_kinematics(model, data)
+        mujoco.mj_comPos(model, data)
+        mujoco.mj_makeM(model, data)
+        mujoco.mj_comVel(model, data)
+        mujoco.mj_rne(model, data, 0, self._bias)
+        self._full[self.dof_adr] = acceleration
+        mujoco.mj_mulM(model, data, self._inertial, self._full)
+        np.add(self._inertial[self.dof_adr], self._bias[self.dof_adr], out=out)
 
 
 def dynamics_feedforward(model: mujoco.MjModel, qpos_adr: np.ndarray, dof_adr: np.ndarray,
@@ -39,24 +97,10 @@ def dynamics_feedforward(model: mujoco.MjModel, qpos_adr: np.ndarray, dof_adr: n
     """Feedforward torques (T, a) N*m along a desired trajectory: ``M qdd + c(q, qd)``.
 
     ``position``, ``velocity``, ``acceleration`` (T, a) of the arm joints at ``qpos_adr``
-    (a,) and ``dof_adr`` (a,) of ``model``; every other coordinate holds ``qpos0`` (nq,) at
-    rest. ``c`` is the Coriolis and centrifugal torque: the bias force less gravity.
+    (a,) and ``dof_adr`` (a,) of ``model``; see :class:`InverseDynamics`.
     """
-    data = mujoco.MjData(model)
+    dynamics = InverseDynamics(model, qpos_adr, dof_adr, qpos0)
     out = np.empty_like(position)
-    full = np.zeros(model.nv)
-    inertial = np.zeros(model.nv)
     for k in range(position.shape[0]):
-        data.qpos[:] = qpos0
-        data.qpos[qpos_adr] = position[k]
-        data.qvel[:] = 0.0
-        mujoco.mj_fwdPosition(model, data)
-        mujoco.mj_fwdVelocity(model, data)
-        gravity = data.qfrc_bias[dof_adr].copy()
-        data.qvel[dof_adr] = velocity[k]
-        mujoco.mj_fwdVelocity(model, data)
-        full[:] = 0.0
-        full[dof_adr] = acceleration[k]
-        mujoco.mj_mulM(model, data, inertial, full)
-        out[k] = inertial[dof_adr] + data.qfrc_bias[dof_adr] - gravity
+        dynamics(position[k], velocity[k], acceleration[k], out[k])
     return out

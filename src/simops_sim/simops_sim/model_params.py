@@ -4,17 +4,21 @@
 MuJoCo, for the simulator node, the envs and sysid alike: joint damping, armature and
 friction, the controller's gains, body masses, the object, the end effector and a payload.
 The command delay and the sensor biases are no model fields (:mod:`simops_sim.delay`,
-:func:`sensor_bias`).
+:func:`sensor_bias`). :func:`controller_gains` gives an arm's gains under either controller
+law (``SimParams.controller``).
 """
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Sequence
 
 import mujoco
 import numpy as np
 
+from simops_core.robot_spec import RobotSpec
 from simops_core.sim_params import (
+    CONTROLLER_LAWS,
     SERVO_FIELDS,
     JointParams,
     ObjectParams,
@@ -159,6 +163,46 @@ def add_point_mass(model: mujoco.MjModel, body: int, mass: float, position: np.n
     model.body_ipos[body] = centre
     model.body_inertia[body] = np.maximum(principal, 0.0)
     model.body_iquat[body] = quat
+
+
+def controller_model(model: mujoco.MjModel, params: SimParams, index: ModelIndex
+                     ) -> mujoco.MjModel:
+    """A copy of ``model`` as the arm's own controller knows it.
+
+    The nominal dynamics carrying ``params``' end effector and payload (what a user
+    configures on the arm, as Desk's end-effector settings), none of the fitted or
+    randomised physics: the impedance loop's feedforward (:mod:`simops_sim.feedforward`)
+    comes from it, in the simulator and in ``fit``'s replay alike.
+    """
+    out = copy.copy(model)
+    apply_sim_params(out, SimParams(end_effector=params.end_effector, payload=params.payload),
+                     index)
+    return out
+
+
+def controller_gains(spec: RobotSpec, params: SimParams, law: str
+                     ) -> tuple[np.ndarray, np.ndarray]:
+    """The arm joints' gains under controller ``law``: p (a,) N*m/rad and d (a,) N*m*s/rad.
+
+    ``law`` is one of :data:`~simops_core.sim_params.CONTROLLER_LAWS`. The robot spec's
+    nominal gains of that law (``controller`` for ``joint_trajectory``, ``joint_impedance``
+    for the arm's own loop), each replaced by ``params``' ``kp`` or ``kv`` where ``params``
+    are that law's (:attr:`SimParams.controller`, default ``joint_trajectory``).
+    """
+    if law not in CONTROLLER_LAWS:
+        raise ValueError(f'unknown controller law {law!r}; use one of '
+                         f'{", ".join(CONTROLLER_LAWS)}')
+    if law == 'joint_trajectory':
+        p, d = spec.gain_p.copy(), spec.gain_d.copy()
+    else:
+        p, d = spec.impedance_p.copy(), spec.impedance_d.copy()
+    if (params.controller or CONTROLLER_LAWS[0]) == law:
+        for i, name in enumerate(spec.arm_joints):
+            joint = params.joints.get(name)
+            if joint is not None:
+                p[i] = p[i] if joint.kp is None else joint.kp
+                d[i] = d[i] if joint.kv is None else joint.kv
+    return p, d
 
 
 def sensor_bias(params: SimParams, joints: Sequence[str]) -> np.ndarray:

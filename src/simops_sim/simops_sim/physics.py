@@ -23,6 +23,12 @@ With ``reflexes`` (the node and the env; not sysid's replays) the arm stops itse
 real Franka arm does (:mod:`simops_sim.reflexes`): the stop latches in :attr:`Physics.stop`,
 the arm holds, and commands are refused until :meth:`Physics.clear_stop` (ErrorRecovery) or
 a reset.
+
+The arm runs one of two controller laws (:meth:`Physics.set_controller`): franka_ros2's
+effort JointTrajectoryController (``joint_trajectory``, the default), or the arm's own
+joint-impedance loop behind a position interface (``joint_impedance``: the spec's stiffer
+gains plus the dynamics feedforward of :mod:`simops_sim.feedforward`), each with its gains
+from :func:`simops_sim.model_params.controller_gains`.
 """
 
 from __future__ import annotations
@@ -35,14 +41,19 @@ import mujoco
 import numpy as np
 
 from simops_core.robot_spec import RobotSpec, gripper_width
-from simops_core.sim_params import (
-    SimParams,
-)
+from simops_core.sim_params import CONTROLLER_LAWS, SimParams
 from simops_sim.actuator_law import ArmLaws, ArmSite, advance, contact_generalised
 from simops_sim.delay import delay_steps
+from simops_sim.feedforward import InverseDynamics
 from simops_sim.friction import SmoothFriction
-from simops_sim.model_index import index_model, keyframe_id
-from simops_sim.model_params import apply_sim_params, nominal_sim_params, sensor_bias
+from simops_sim.model_index import index_model, keyframe_id, write_gains
+from simops_sim.model_params import (
+    apply_sim_params,
+    controller_gains,
+    controller_model,
+    nominal_sim_params,
+    sensor_bias,
+)
 from simops_sim.reflexes import ProtectiveStop, Reflexes
 from simops_sim.trajectory_plan import TrajectoryPlan
 
@@ -86,6 +97,7 @@ class Physics:
         self.shared = data is not None   # one arm of a World, which writes the model and resets
         self.data = mujoco.MjData(model) if data is None else data
         self.params = SimParams()
+        self.controller = CONTROLLER_LAWS[0]   # the controller law in force
         dampers = self.index.velocity_ids
         slots = np.flatnonzero(dampers >= 0)   # arm joints with a velocity actuator
         ids = np.concatenate((self.index.ctrl_ids, dampers[slots]))
@@ -163,6 +175,34 @@ class Physics:
         if steps != self.delay_steps:
             self.law.set_delay(0, steps)
         self.params = params
+        self._write_law()
+
+    def set_controller(self, law: str) -> None:
+        """Run controller ``law`` (one of ``CONTROLLER_LAWS``) from the next step on.
+
+        Its gains (:func:`controller_gains`) and, for ``joint_impedance``, the dynamics
+        feedforward; the arm holds where it is, as a controller switch leaves it.
+        """
+        if law not in CONTROLLER_LAWS:
+            raise ValueError(f'unknown controller law {law!r}; use one of '
+                             f'{", ".join(CONTROLLER_LAWS)}')
+        self.controller = law
+        self._write_law()
+        self.hold()
+
+    def _write_law(self) -> None:
+        """Write the gains of the law in force; bind its feedforward (the controller's model)."""
+        index, arm = self.index, self.index.arm_dof
+        kp, kv = controller_gains(self.spec, self.params, self.controller)
+        for i in range(arm):
+            write_gains(self.model, index.ctrl_ids[i], index.velocity_ids[i], kp[i], kv[i])
+        dynamics = None
+        if self.controller == 'joint_impedance':
+            key = mujoco.mj_name2id(self.model, mujoco.mjtObj.mjOBJ_KEY, 'home')
+            home = self.model.key_qpos[key] if key >= 0 else self.model.qpos0
+            dynamics = InverseDynamics(controller_model(self.model, self.params, index),
+                                       index.qpos_adr[:arm], index.dof_adr[:arm], home)
+        self.law.set_feedforward(0, dynamics, kp)
 
     @property
     def following(self) -> bool:

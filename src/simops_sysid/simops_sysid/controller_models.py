@@ -28,10 +28,10 @@ from dataclasses import replace
 import numpy as np
 
 from simops_core.robot_spec import RobotSpec
-from simops_core.sim_params import SimParams
+from simops_core.sim_params import CONTROLLER_LAWS, SimParams
 from simops_sysid.replay import CommandLog
 
-CONTROLLERS = ('joint_trajectory', 'joint_impedance')
+CONTROLLERS = CONTROLLER_LAWS
 # Parameter kinds fitted by default per controller. The impedance loop's stiffness is known up
 # to how the arm was set (set_joint_stiffness), so its gains move together (gain_scale); the
 # arm compensates its joint friction (Franka's FCI documentation, overview.rst: "gravity &

@@ -481,9 +481,9 @@ def fit_trajectory(plan: Plan, options: argparse.Namespace) -> TrajectoryFit | N
 
     train_eval = errors(problem)
     held_eval = errors(problem_of(held)) if held else None
-    out = fitted.with_provenance(**_provenance(options, plan.model, result, train_eval,
-                                               held_eval, seconds, plan.hashes, profile),
-                                 controller=controller, parameters=','.join(kinds))
+    out = replace(fitted, controller=controller).with_provenance(
+        **_provenance(options, plan.model, result, train_eval, held_eval, seconds, plan.hashes,
+                      profile), parameters=','.join(kinds))
     try:
         parse_sim_params(sim_params_to_dict(out), source='the fitted parameters')
     except SimParamsError as exc:

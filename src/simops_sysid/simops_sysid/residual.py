@@ -17,7 +17,6 @@ model (:mod:`simops_sysid.sysid_model`). :func:`make_problem` binds them.
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -27,7 +26,7 @@ from mujoco import sysid
 
 from simops_core.sim_params import SENSOR_FIELDS, SimParams
 from simops_sim.feedforward import desired_acceleration, dynamics_feedforward
-from simops_sim.model_params import apply_sim_params
+from simops_sim.model_params import controller_model
 from simops_sysid.fit_parameters import (
     DELAY,
     ModelFactory,
@@ -223,8 +222,7 @@ def sensor_biases(params: sysid.ParameterDict, base: SimParams, joints: Sequence
 def _feedforward(fit_model: FitModel, sequences: dict[int, SequenceData], base: SimParams
                  ) -> dict[int, np.ndarray]:
     """The dynamics feedforward (history + T, 7) N*m of each sequence's targets, by id."""
-    model = copy.copy(fit_model.model)
-    apply_sim_params(model, base, fit_model.index)
+    model = controller_model(fit_model.model, base, fit_model.index)
     index = fit_model.index
     arm = index.arm_dof
     return {key: dynamics_feedforward(
