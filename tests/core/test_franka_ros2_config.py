@@ -117,3 +117,25 @@ def test_switch_strictness() -> None:
     assert control.set_hardware('inactive', True) == ''               # stops its controllers
     assert control.states['fr3_arm_controller'] == 'inactive'
     assert 'unknown target state' in control.set_hardware('on', True)
+
+
+def test_the_command_mode_follows_the_claimed_interfaces_as_franka_hardware_picks_it() -> None:
+    """franka_hardware_interface.cpp:420-426 (v3.4.0): effort whenever claimed, else
+    position. The position controller starts inactive; beside the effort JTC it is active
+    but refused; in its place the arm runs its own impedance loop."""
+    control = states('v3')
+    assert control.states['joint_position_controller'] == 'inactive'
+    assert control.controller_law() == 'joint_trajectory'
+    assert 'joint_position_controller is inactive' in control.refusal('joint_position_controller')
+    assert control.switch(['joint_position_controller'], [], STRICT)[0]
+    assert control.controller_law() == 'joint_trajectory'
+    assert 'claims the effort interface' in control.refusal('joint_position_controller')
+    assert control.switch([], ['fr3_arm_controller'], STRICT)[0]
+    assert control.controller_law() == 'joint_impedance'
+    assert control.refusal('joint_position_controller') == ''
+    assert 'fr3_arm_controller is inactive' in control.refusal()
+    assert control.switch([], ['joint_position_controller'], STRICT)[0]
+    assert control.controller_law() is None      # no command mode: the law stays
+    control.on_error()
+    control.restart()
+    assert control.controller_law() == 'joint_trajectory'

@@ -7,8 +7,9 @@ Real ``sim`` processes with ``franka_ros2:=v3|v2|v1`` (config/franka_ros2.yaml):
   rate;
 - franka_robot_state_broadcaster's ``robot_state``, heard by a best-effort subscriber;
 - the controller manager: a deactivated ``fr3_arm_controller`` takes no command and the arm
-  holds; after a reflex only the release's whole recovery procedure (``simops-recover``)
-  lets the arm move again, and on v3/v2 the recovery action alone does not;
+  holds; ``joint_position_controller`` in its place takes positions on its ``~/commands``;
+  after a reflex only the release's whole recovery procedure (``simops-recover``) lets the
+  arm move again, and on v3/v2 the recovery action alone does not;
 - FR3 position-based velocity limits in the sim's reflex;
 - franka_hardware's ``service_server``: ``arm_setup`` sets the collision behaviour and a
   fitted payload at bringup.
@@ -48,10 +49,12 @@ from sim_helpers import (
     Recovery,
     command_publisher,
     measured,
+    qos,
     settled,
     smooth_goal,
     start_sim,
     subscribe_states,
+    topic,
     trajectory_publisher,
 )
 from std_msgs.msg import Float64MultiArray
@@ -233,6 +236,58 @@ def test_a_deactivated_arm_controller_ignores_commands_and_the_arm_holds(
         assert np.abs(settled(ros_probe) - slow).max() < 3e-3             # moves again
         log = sim.output
         assert sim.stop() == 0, log
+    assert 'fr3_arm_controller is inactive; activate it' in log
+
+
+def test_positions_on_the_position_controller_move_the_arm_on_its_own_loop(
+        ros_probe: RosProbe, tmp_path: Path) -> None:
+    """joint_position_controller (a ForwardCommandController on the position interfaces)
+    starts inactive; beside the active effort JTC it takes no command (franka_hardware runs
+    the effort interface in preference); switched in place of the JTC, positions streamed on
+    its ~/commands move the arm, held by the stiff impedance loop, and /joint_commands are
+    refused until the JTC is back."""
+    subscribe_states(ros_probe)
+    with start_sim(tmp_path) as sim:
+        commands = command_publisher(ros_probe)
+        positions = ros_probe.publisher(topic('position_commands').name, Float64MultiArray,
+                                        qos('position_commands'))
+        assert wait_until(lambda: positions.get_subscription_count() > 0, timeout=20)
+        home = settled(ros_probe)
+
+        def states() -> dict[str, tuple[str, list[str]]]:
+            found = call(ros_probe, ListControllers, f'{MANAGER}/list_controllers',
+                         ListControllers.Request()).controller
+            return {c.name: (c.state, list(c.claimed_interfaces)) for c in found}
+
+        def switch(activate: list[str], deactivate: list[str]) -> None:
+            request = SwitchController.Request(activate_controllers=activate,
+                                               deactivate_controllers=deactivate,
+                                               strictness=SwitchController.Request.STRICT)
+            assert call(ros_probe, SwitchController, f'{MANAGER}/switch_controller',
+                        request).ok
+
+        assert states()['joint_position_controller'] == ('inactive', [])
+        target = home.copy()
+        target[0] += 0.05
+        stream(positions, target)
+        assert np.abs(settled(ros_probe, 1.0) - home).max() < 1e-3       # inactive: ignored
+        switch(['joint_position_controller'], [])
+        stream(positions, target)
+        assert np.abs(settled(ros_probe, 1.0) - home).max() < 1e-3       # effort mode: ignored
+        switch([], ['fr3_arm_controller'])
+        assert states()['joint_position_controller'] == (
+            'active', [f'{j}/position' for j in SPEC.arm_joints])
+        stream(positions, target)
+        assert np.abs(settled(ros_probe) - target).max() < 1e-3           # moves, stiffly
+        stream(commands, home)
+        assert np.abs(settled(ros_probe, 1.0) - target).max() < 1e-3     # JTC inactive
+        switch(['fr3_arm_controller'], ['joint_position_controller'])
+        stream(commands, home)
+        assert np.abs(settled(ros_probe) - home).max() < 3e-3            # the JTC again
+        log = sim.output
+        assert sim.stop() == 0, log
+    assert 'joint_position_controller is inactive; activate it' in log
+    assert 'fr3_arm_controller claims the effort interface' in log
     assert 'fr3_arm_controller is inactive; activate it' in log
 
 

@@ -28,6 +28,10 @@ DISTROS = ('humble', 'jazzy')
 # franka_ros2's names on a single arm (no arm prefix).
 HARDWARE_COMPONENT = 'FrankaHardwareInterface'   # franka_bringup's ros2_control tag
 ARM_CONTROLLER = 'fr3_arm_controller'            # franka_fr3_moveit_config's JTC
+# A ros2_controllers forward command controller on the arms' position interfaces (loaded by
+# the user beside franka_bringup's; the simulator loads it inactive): positions streamed on
+# its ~/commands are tracked by the arm's own joint-impedance loop.
+POSITION_CONTROLLER = 'joint_position_controller'
 CONTROLLER_MANAGER = 'controller_manager'
 ACTION_SERVER = 'action_server'                  # franka_hardware's error recovery node
 SERVICE_SERVER = 'service_server'                # franka_hardware's parameter services

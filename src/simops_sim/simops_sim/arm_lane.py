@@ -16,9 +16,13 @@ is the arm's own:
   measured state beyond the arm's limits, stops the arm; it holds, commands are refused and
   diagnostics report an error until :meth:`ArmLane.recover` (franka_msgs' ErrorRecovery);
 - with :attr:`ArmLane.control` set (the simulator node serves a controller manager), the
-  states of the hardware component and the arm's controller
-  (:mod:`simops_sim.controller_states`): commands are refused unless both are active, a stop
-  moves them as the chosen franka_ros2 release does, and recovery follows its steps;
+  states of the hardware component and the controllers
+  (:mod:`simops_sim.controller_states`): a command is refused unless the hardware and the
+  controller it is for are active, a stop moves them as the chosen franka_ros2 release
+  does, and recovery follows its steps; a switch that changes the arm's command mode
+  changes its controller law (:meth:`~simops_sim.physics.Physics.set_controller`: the
+  effort JTC, or the arm's own impedance loop behind the position interface) and the arm
+  holds;
 - its :class:`FollowState` for the action servers, the gripper's, the recovery's and the
   stepper's frames, and its counts (:class:`LaneCounts`).
 
@@ -39,6 +43,7 @@ from typing import Protocol
 
 import numpy as np
 
+from simops_core.franka_ros2 import ARM_CONTROLLER
 from simops_sim.controller_states import ACTIVE, ControllerStates
 from simops_sim.joint_commands import ArmCommand
 from simops_sim.physics import Physics
@@ -222,13 +227,13 @@ class ArmLane:
                            desired_q, desired_qd, *joints[:, :arm].copy(), contact,
                            self._refusal(), self._plan, physics.ee_pose())
 
-    def _refusal(self) -> str:
-        return '' if self.control is None else self.control.refusal()
+    def _refusal(self, controller: str = ARM_CONTROLLER) -> str:
+        return '' if self.control is None else self.control.refusal(controller)
 
-    def refusal(self) -> str:
-        """Why the controller manager lets no command through now ('' when it does)."""
+    def refusal(self, controller: str = ARM_CONTROLLER) -> str:
+        """Why the controller manager lets no command for ``controller`` through ('' if it does)."""
         with self.lock:
-            return self._refusal()
+            return self._refusal(controller)
 
     def set_hardware(self, target: str) -> tuple[str, str]:
         """Move the hardware component to ``target``: (why not or '', its state now).
@@ -251,7 +256,15 @@ class ArmLane:
             ok, message = self.control.switch(activate, deactivate, strictness)
             if self.control.refusal() and not before:
                 self._hold()
+            self._follow_law()
             return ok, message
+
+    def _follow_law(self) -> None:
+        """Run the controller law of the command mode the controllers leave (if it changed)."""
+        law = self.control.controller_law() if self.control is not None else None
+        if law is not None and law != self.physics.controller:
+            self.physics.set_controller(law)
+            self._hold()
 
     def sim_time(self) -> float:
         """The arm's sim time (s) now."""
@@ -403,10 +416,12 @@ class ArmLane:
             self._pass_queued()
             if self.control is not None:   # a new world: its stop ended, everything runs
                 self.control.restart()
+                self._follow_law()
 
     def _apply(self, arrival: float, number: int, command: ArmCommand | TrajectoryGoal) -> None:
         physics, timing = self.physics, self._stepper.timing
-        refusal = self._refusal()
+        refusal = self._refusal(command.controller if isinstance(command, ArmCommand)
+                                else ARM_CONTROLLER)
         if refusal:   # the controller went inactive while the command waited
             self.counts.dropped_commands += 1
             self._rejected = (number, refusal)

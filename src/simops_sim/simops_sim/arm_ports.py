@@ -7,7 +7,8 @@ own joint names, as franka_ros2 serves each robot of a namespaced multi-robot br
 world's ``/clock`` and ``/diagnostics`` stay with the simulator node.
 
 Per arm: ``joint_states``, ``ee_pose``, ``object_pose`` and franka's robot state out; the
-streamed ``joint_commands``, ``joint_trajectory`` and ``goal_pose`` in; the
+streamed ``joint_commands``, the position interface's ``position_commands`` (its
+controller's ``~/commands``), ``joint_trajectory`` and ``goal_pose`` in; the
 FollowJointTrajectory action; and the :mod:`simops_sim.companions` nodes (error recovery,
 franka_gripper). A bad command is rejected with a warning throttled per kind; the arm holds.
 """
@@ -26,7 +27,7 @@ from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 from trajectory_msgs.msg import JointTrajectory
 
-from simops_core.franka_ros2 import FrankaRelease
+from simops_core.franka_ros2 import ARM_CONTROLLER, POSITION_CONTROLLER, FrankaRelease
 from simops_core.robot_spec import RobotSpec
 from simops_core.topics import TopicSpec, load_qos
 from simops_ros.qos import qos_from_spec, qos_profile, subscription_qos
@@ -35,14 +36,19 @@ from simops_sim.arm_lane import ArmLane, Frame
 from simops_sim.companions import companion_nodes
 from simops_sim.follow_action import FollowJointTrajectoryServer
 from simops_sim.follow_goal import goal_problem
-from simops_sim.joint_commands import CommandError, check_command, parse_joint_command
+from simops_sim.joint_commands import (
+    CommandError,
+    check_command,
+    parse_joint_command,
+    parse_position_command,
+)
 from simops_sim.robot_state import RobotStatePublisher
 from simops_sim.serialized_messages import JointStateEncoder, PoseStampedEncoder
 from simops_sim.stepper import Warn
 from simops_sim.trajectory_plan import check_goal, goal_from_message
 
 ARM_TOPICS = ('joint_states', 'ee_pose', 'object_pose', 'robot_state', 'joint_commands',
-              'joint_trajectory', 'goal_pose')
+              'position_commands', 'joint_trajectory', 'goal_pose')
 
 
 def arm_topics(topics: Mapping[str, TopicSpec], relative: bool) -> dict[str, TopicSpec]:
@@ -70,6 +76,8 @@ class ArmPorts:
         self._ee_pub = publisher(PoseStamped, 'ee_pose')
         self._object_pub = publisher(PoseStamped, 'object_pose')
         for kind, key, callback in ((Float64MultiArray, 'joint_commands', self._on_command),
+                                    (Float64MultiArray, 'position_commands',
+                                     self._on_position),
                                     (JointTrajectory, 'joint_trajectory', self._on_trajectory),
                                     (PoseStamped, 'goal_pose', self._on_goal)):
             node.create_subscription(kind, topics[key].name, callback,
@@ -100,6 +108,17 @@ class ArmPorts:
             return
         self._arm.submit(command, info.get('received_timestamp'))
 
+    def _on_position(self, msg: Float64MultiArray, info: MessageInfo) -> None:
+        try:
+            command = parse_position_command(msg.data, self._spec.arm_joints,
+                                             POSITION_CONTROLLER)
+            check_command(command, self._spec)
+            self._check_controller(POSITION_CONTROLLER)
+        except CommandError as exc:
+            self._reject('position_commands', exc)
+            return
+        self._arm.submit(command, info.get('received_timestamp'))
+
     def _on_trajectory(self, msg: JointTrajectory) -> None:
         try:
             goal = goal_from_message(msg, self._spec.arm_joints)
@@ -117,8 +136,8 @@ class ArmPorts:
             return
         self._arm.submit(goal)
 
-    def _check_controller(self) -> None:
-        refusal = self._arm.refusal()
+    def _check_controller(self, controller: str = ARM_CONTROLLER) -> None:
+        refusal = self._arm.refusal(controller)
         if refusal:
             raise CommandError(refusal, 'inactive')
 

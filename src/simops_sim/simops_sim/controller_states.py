@@ -15,8 +15,15 @@ both. :class:`ControllerStates` keeps that state for the chosen franka_ros2 rele
 - ``switch``: activating a controller needs an active hardware component; STRICT fails the
   whole switch on an unknown name or a refused transition, BEST_EFFORT skips those and
   fails only when nothing could be done (controller_manager_msgs/srv/SwitchController.srv);
-- the arm takes commands only while the hardware component and the arm's controller are
-  both active.
+- the arm takes commands only while the hardware component and the controller they are
+  for are both active;
+- the arm runs the command mode of the interfaces its active controllers claim, as
+  franka_hardware picks it (franka_hardware_interface.cpp:420-426, v3.4.0): the effort
+  interface (``fr3_arm_controller``, the effort JTC) whenever a controller claims it, else
+  the position interface (``joint_position_controller``, a ros2_controllers
+  ForwardCommandController, loaded inactive), which the arm tracks with its own
+  joint-impedance loop (:func:`controller_law`). A position controller activated beside
+  the effort one takes no command: the arm stays in effort mode.
 
 The broadcasters (``joint_state_broadcaster``, ``franka_robot_state_broadcaster``) are
 listed and can be switched, but states keep coming in the simulator whatever their state.
@@ -26,7 +33,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from simops_core.franka_ros2 import ARM_CONTROLLER, FrankaRelease
+from simops_core.franka_ros2 import ARM_CONTROLLER, POSITION_CONTROLLER, FrankaRelease
 
 ACTIVE, INACTIVE, UNCONFIGURED = 'active', 'inactive', 'unconfigured'
 # lifecycle_msgs/msg/State ids of the states a component can be in.
@@ -49,12 +56,16 @@ def franka_controllers(arm_joints: tuple[str, ...]) -> tuple[ControllerInfo, ...
 
     franka_fr3_moveit_config/config/fr3_ros_controllers.yaml (v2.5.0, v3.4.0): the arm's
     JointTrajectoryController on the effort interface, plus the state broadcasters of
-    franka_bringup/config/controllers.yaml.
+    franka_bringup/config/controllers.yaml; and SimOps' :data:`POSITION_CONTROLLER` on the
+    position interfaces (its ``~/commands``: forward_controllers_base.cpp:74, ros2_controllers
+    4.9.0), which :meth:`ControllerStates.restart` leaves inactive.
     """
     states = tuple(f'{j}/{kind}' for j in arm_joints for kind in ('position', 'velocity'))
     return (
         ControllerInfo(ARM_CONTROLLER, 'joint_trajectory_controller/JointTrajectoryController',
                        tuple(f'{j}/effort' for j in arm_joints), states),
+        ControllerInfo(POSITION_CONTROLLER, 'forward_command_controller/ForwardCommandController',
+                       tuple(f'{j}/position' for j in arm_joints), states),
         ControllerInfo('joint_state_broadcaster',
                        'joint_state_broadcaster/JointStateBroadcaster', (), states),
         ControllerInfo('franka_robot_state_broadcaster',
@@ -70,18 +81,38 @@ class ControllerStates:
         self.restart()
 
     def restart(self) -> None:
-        """Everything active, as after bringup (and after the simulator's ``~/reset``)."""
-        self.states = dict.fromkeys(self.controllers, ACTIVE)
+        """As after bringup (and the simulator's ``~/reset``): all active but the position one."""
+        self.states = {name: INACTIVE if name == POSITION_CONTROLLER else ACTIVE
+                       for name in self.controllers}
         self.hardware = ACTIVE
 
-    def refusal(self) -> str:
-        """Why the arm takes no command now ('' when it takes them)."""
+    def _claiming(self, kind: str) -> list[str]:
+        """The active controllers that claim ``kind`` (``effort``, ``position``) interfaces."""
+        return [name for name, info in self.controllers.items() if self.states[name] == ACTIVE
+                and any(i.endswith(f'/{kind}') for i in info.command_interfaces)]
+
+    def controller_law(self) -> str | None:
+        """The arm's controller law now (``SimParams.controller``'s names); None: no command mode.
+
+        ``joint_trajectory`` while a controller claims the effort interface, else
+        ``joint_impedance`` while one claims the position interface.
+        """
+        if self._claiming('effort'):
+            return 'joint_trajectory'
+        return 'joint_impedance' if self._claiming('position') else None
+
+    def refusal(self, controller: str = ARM_CONTROLLER) -> str:
+        """Why the arm takes no command for ``controller`` now ('' when it takes them)."""
         if self.hardware != ACTIVE:
             steps = ', then '.join(self.release.recovery)
             return (f'the hardware component is {self.hardware} after an error; recover '
                     f'({steps}; franka_ros2 {self.release.name})')
-        if self.states.get(ARM_CONTROLLER) != ACTIVE:
-            return f'{ARM_CONTROLLER} is {self.states.get(ARM_CONTROLLER)}; activate it'
+        if self.states.get(controller) != ACTIVE:
+            return f'{controller} is {self.states.get(controller)}; activate it'
+        effort = self._claiming('effort')
+        if controller not in effort and effort:
+            return (f'{", ".join(effort)} claims the effort interface, which the arm runs in '
+                    f'preference (franka_hardware); deactivate it to command {controller}')
         return ''
 
     def on_error(self) -> None:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from simops_core.franka_ros2 import ARM_CONTROLLER
 from simops_core.robot_spec import RobotSpec
 
 TOLERANCE = 1e-9   # rad or m of rounding accepted at a limit
@@ -34,10 +35,31 @@ class CommandError(ValueError):
 
 @dataclass(frozen=True)
 class ArmCommand:
-    """Arm position targets (7,) in rad and an optional gripper width in m."""
+    """Arm position targets (7,) in rad and an optional gripper width in m.
+
+    ``controller``: the controller whose topic streamed it (SimOps' ``/joint_commands`` are
+    the arm controller's, followed by the effort JTC; a forward position controller's are
+    tracked by the arm's own loop).
+    """
 
     arm: np.ndarray
     gripper_width: float | None
+    controller: str = ARM_CONTROLLER
+
+
+def parse_position_command(values: Sequence[float], joint_names: Sequence[str],
+                           controller: str) -> ArmCommand:
+    """Validate a forward position controller's ``~/commands`` array for ``controller``.
+
+    Exactly one target per arm joint (ForwardCommandController ignores any other size:
+    forward_controllers_base.cpp:169-175, ros2_controllers 4.9.0); raises
+    :class:`CommandError` as :func:`parse_joint_command` does.
+    """
+    if len(values) != len(joint_names):
+        raise CommandError(f'expected {len(joint_names)} arm targets (one per position '
+                           f'interface), got {len(values)} values', 'malformed')
+    command = parse_joint_command(values, joint_names)
+    return ArmCommand(command.arm, None, controller)
 
 
 def parse_joint_command(values: Sequence[float], joint_names: Sequence[str]) -> ArmCommand:
