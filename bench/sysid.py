@@ -13,7 +13,11 @@ position noise, 0.05 N*m torque noise) runs an excitation; the result is written
   the bag).
 
     nice -n 10 .venv/bin/python bench/sysid.py [--lengths 15 30 60] [--rates 1000 100 20]
-        [--stream] [--no-torque]
+        [--stream | --position-interface] [--no-torque]
+
+``--position-interface``: the stand-in streams positions to ``joint_position_controller``
+and tracks them with the arm's own impedance loop at 0.85 of the spec's gains
+(``impedance_truth``); ``fit`` runs with its defaults (which choose that controller).
 
 Wall times depend on the machine's other load; the load average is printed alongside.
 """
@@ -35,9 +39,9 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / 'tests'))
 
 from ros_helpers import installed_executable  # noqa: E402
-from sysid_helpers import HIDDEN, SPEC, simulate, write_bag  # noqa: E402
+from sysid_helpers import HIDDEN, SPEC, impedance_truth, simulate, write_bag  # noqa: E402
 
-from simops_core.sim_params import load_sim_params  # noqa: E402
+from simops_core.sim_params import SimParams, load_sim_params  # noqa: E402
 
 TORQUE_NOISE = 0.05   # N*m
 
@@ -52,9 +56,9 @@ def fit(*args: object) -> tuple[float, Path]:
     return time.monotonic() - start, Path(args[-1])
 
 
-def trajectory_errors(fitted: Path) -> tuple[float, float]:
+def trajectory_errors(fitted: Path, truth: SimParams) -> tuple[float, float]:
     """Worst relative error of kp, kv and the delay; worst encoder-offset error (rad)."""
-    truth, got = load_sim_params(HIDDEN), load_sim_params(fitted)
+    got = load_sim_params(fitted)
     relative = [abs(got.command_delay - truth.command_delay) / truth.command_delay]
     offsets = []
     for joint in SPEC.arm_joints:
@@ -76,29 +80,38 @@ def main() -> int:
     parser.add_argument('--stream', action='store_true',
                         help='stream the commands on /joint_commands instead of one-point '
                              'trajectories')
+    parser.add_argument('--position-interface', action='store_true',
+                        help='stream positions to joint_position_controller, tracked by the '
+                             'arm\'s own impedance loop')
     parser.add_argument('--no-torque', action='store_true', help='skip torque mode')
     options = parser.parse_args()
+    law = 'joint_impedance' if options.position_interface else 'joint_trajectory'
+    truth = impedance_truth() if options.position_interface else load_sim_params(HIDDEN)
+    streamed = options.stream or options.position_interface
     rng = np.random.default_rng(1)
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
-        topic = '/joint_commands' if options.stream else None
-        print('trajectory mode' + (' (streamed on /joint_commands)' if topic else ''))
+        topic = ('/joint_position_controller/commands' if options.position_interface
+                 else '/joint_commands' if options.stream else None)
+        print('trajectory mode' + (f' (streamed on {topic})' if topic else ''))
         print(f'{"rate Hz":>7} {"data s":>6} {"wall s":>7} {"gains, delay worst %":>21} '
               f'{"offsets worst mrad":>19} {"held-out nominal mrad":>21} {"fitted mrad":>11} '
               f'{"load":>5}')
         torque_rows = []
         for rate in options.rates:
             held = write_bag(folder / f'held{rate:g}',
-                             simulate(20.0, seed=99, rate=rate, stream=options.stream),
+                             simulate(20.0, seed=99, rate=rate, stream=streamed,
+                                      params=truth, law=law),
                              stream=topic)
             for length in options.lengths:
-                data = simulate(length, seed=1, rate=rate, stream=options.stream)
+                data = simulate(length, seed=1, rate=rate, stream=streamed, params=truth,
+                                law=law)
                 load = os.getloadavg()[0]
                 wall, out = fit('--bag', write_bag(folder / f'train{rate:g}_{length:g}', data,
                                                    stream=topic),
                                 '--holdout', held, '--mode', 'trajectory',
                                 '--out', folder / f'{rate:g}_{length:g}.yaml')
-                gains, offsets = trajectory_errors(out)
+                gains, offsets = trajectory_errors(out, truth)
                 provenance = load_sim_params(out).provenance
                 position = provenance['residual_holdout']['position_rms_mrad']
                 print(f'{rate:7.0f} {length:6.0f} {wall:7.1f} {100 * gains:21.1f} '

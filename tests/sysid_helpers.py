@@ -37,6 +37,17 @@ REPLAY_KINDS = ('damping', 'armature', 'frictionloss', 'kp', 'kv', 'encoder_offs
                 'torque_offset', 'delay')
 
 
+def impedance_truth(scale: float = 0.85) -> SimParams:
+    """The stand-in's hidden physics behind a position interface: the arm's own impedance
+    loop with ``scale`` times the spec's stiffness and damping (as ``set_joint_stiffness``
+    would set them), ``controller: joint_impedance``."""
+    hidden = load_sim_params(HIDDEN)
+    joints = dict(hidden.joints)
+    for name, p, d in zip(SPEC.arm_joints, SPEC.impedance_p, SPEC.impedance_d, strict=True):
+        joints[name] = replace(joints[name], kp=scale * float(p), kv=scale * float(d))
+    return replace(hidden, joints=joints, controller='joint_impedance')
+
+
 def replayable(params: SimParams) -> SimParams:
     """``params`` with dry friction (transition 0) on every joint: what the replay rolls out
     exactly.
