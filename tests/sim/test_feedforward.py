@@ -47,17 +47,21 @@ def test_feedforward_is_inertia_times_acceleration_plus_coriolis_without_gravity
         np.testing.assert_allclose(got[k], full - gravity, atol=1e-6)
 
 
-def test_desired_acceleration_is_the_causal_backward_difference() -> None:
+def test_desired_acceleration_is_the_central_difference_one_step_back() -> None:
     # The simulator knows no future target, so the replay differentiates as it does: row k
-    # from rows k - 1 and k (a sine's derivative half a step back), row 0 at rest.
+    # from rows k - 2 and k (a sine's derivative one step back), rows before 0 as row 0.
     dt = 0.001
     t = dt * np.arange(100)
     velocity = np.column_stack([np.sin(t), 2 * t])
     acceleration = desired_acceleration(velocity, dt)
-    np.testing.assert_allclose(acceleration[1:, 0], np.cos(t[1:] - dt / 2), atol=1e-7)
-    np.testing.assert_allclose(acceleration[1:, 1], 2.0, atol=1e-9)
+    np.testing.assert_allclose(acceleration[2:, 0], np.cos(t[2:] - dt), atol=1e-6)
+    np.testing.assert_allclose(acceleration[2:, 1], 2.0, atol=1e-9)
     np.testing.assert_array_equal(acceleration[0], 0.0)
+    np.testing.assert_allclose(acceleration[1], (velocity[1] - velocity[0]) / (2 * dt))
     out = np.empty(2)
-    for k in range(1, 100):   # the simulator's step rule gives the same rows
-        step_acceleration(velocity[k], velocity[k - 1], dt, out)
+    for k in range(2, 100):   # the simulator's step rule gives the same rows
+        step_acceleration(velocity[k], velocity[k - 2], dt, out)
         np.testing.assert_array_equal(out, acceleration[k])
+    # a 1 kHz stream's alternating step-to-step velocity is cancelled, not doubled
+    alternating = np.tile([[1.0], [1.2]], (10, 1))
+    np.testing.assert_allclose(desired_acceleration(alternating, dt)[2:], 0.0, atol=1e-9)

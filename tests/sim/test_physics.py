@@ -723,7 +723,7 @@ def test_the_impedance_law_applies_its_gains_and_the_dynamics_feedforward(
         spec: RobotSpec) -> None:
     """One step on the arm's own loop: effort = K (q_d - q) + D (qd_d - qd) + M qdd_d + c
     + gravity, with M qdd_d + c from mj_inverse (not the code under test) and qdd_d the
-    desired velocity's change over the step from rest; the spec's stiffness, not the JTC's."""
+    desired velocity's change from rest over two steps; the spec's stiffness, not the JTC's."""
     physics = Physics(scene(), spec)
     physics.reset_keyframe('home')
     physics.set_controller('joint_impedance')
@@ -743,7 +743,8 @@ def test_the_impedance_law_applies_its_gains_and_the_dynamics_feedforward(
     check = mujoco.MjData(check_model)
     home = model.key_qpos[model.key('home').id]
     torques = []
-    for qvel, qacc in ((velocity, velocity / physics.timestep), (0 * velocity, 0 * velocity)):
+    for qvel, qacc in ((velocity, velocity / (2 * physics.timestep)),
+                       (0 * velocity, 0 * velocity)):
         check.qpos[:] = home
         check.qpos[physics.index.qpos_adr[:7]] = target
         check.qvel[:] = 0.0

@@ -35,6 +35,7 @@ def state(physics: Physics) -> list[np.ndarray]:
     data = physics.data
     return [data.qpos.copy(), data.qvel.copy(), data.ctrl.copy(), data.qfrc_applied.copy(),
             np.array([data.time]), physics.law.command.copy(), physics.law.previous.copy(),
+            physics.law.earlier.copy(),
             np.array([physics.following, physics.stop is None])]
 
 

@@ -12,8 +12,8 @@ Before each MuJoCo step, an arm's controller (the simulator's model of franka_ro
 4. with the arm's own joint-impedance law (a position interface's controller,
    :meth:`ArmLaws.set_feedforward`), adds the inverse-dynamics feedforward
    ``M(q_d) qdd_d + c(q_d, qd_d)`` of the delayed targets (:mod:`simops_sim.feedforward`;
-   ``qdd_d`` the delayed desired velocity's backward difference, as ``fit``'s replay computes
-   it) to the position servo's input as ``tau_ff / K``: the servo then applies
+   ``qdd_d`` the delayed desired velocity's central difference one step back, as ``fit``'s
+   replay computes it) to the position servo's input as ``tau_ff / K``: the servo then applies
    ``K (q_d - q) + tau_ff`` exactly, and the effort reads it, as the arm's torque sensors do;
 5. applies the smooth friction ``-c tanh(qd / v)`` at the velocities before the step
    (:mod:`simops_sim.friction`).
@@ -66,7 +66,7 @@ def contact_generalised(model: mujoco.MjModel, data: mujoco.MjData, out: np.ndar
 
 # ArmLaws' arrays with one row per arm, besides command, ring, level and transition
 _ROW_ARRAYS = ('linear', 'start', 'knot0', 'knot1', 'span', 'first', 'last', 'step', 'slope',
-               'ramp', 'delay', 'head', 'stiffness', 'previous')
+               'ramp', 'delay', 'head', 'stiffness', 'previous', 'earlier')
 
 
 @dataclass(frozen=True)
@@ -112,10 +112,11 @@ class ArmLaws:
         self.friction_dofs: list[np.ndarray] = [np.zeros(0, int)] * n
         self.level, self.transition = np.zeros((n, 0)), np.ones((n, 0))   # N*m, rad/s
         # the impedance law's feedforward: each row's inverse dynamics (None: none), its
-        # stiffness (a,) N*m/rad, and the delayed desired velocity (a,) rad/s last step
+        # stiffness (a,) N*m/rad, and the delayed desired velocity (a,) rad/s one and two
+        # steps ago
         self.dynamics: list[InverseDynamics | None] = [None] * n
         self.stiffness = np.ones((n, arm))
-        self.previous = np.zeros((n, arm))
+        self.previous, self.earlier = np.zeros((n, arm)), np.zeros((n, arm))
         self.reflexes: list[Reflexes | None] = [None] * n
         self.stops: list[ProtectiveStop | None] = [None] * n
         self.runs: dict[int, _Run] = {}   # advance's bindings per sites; see :meth:`changed`
@@ -165,8 +166,13 @@ class ArmLaws:
         """Forget row ``row``'s queued commands: the next ``d`` it applies are its command."""
         self.ring[row] = self.command[row]
         self.head[row] = 0
+        self._rest_velocity(row)
+
+    def _rest_velocity(self, row: int) -> None:
+        """Row ``row``'s past desired velocities: its command's, as if it had always held."""
         self.previous[row] = 0.0
         self.previous[row, self.slots] = self.command[row, self.arm + 1:]
+        self.earlier[row] = self.previous[row]
 
     def set_feedforward(self, row: int, dynamics: InverseDynamics | None,
                         stiffness: np.ndarray | None = None) -> None:
@@ -178,8 +184,7 @@ class ArmLaws:
         self.dynamics[row] = dynamics
         if stiffness is not None:
             self.stiffness[row] = stiffness
-        self.previous[row] = 0.0
-        self.previous[row, self.slots] = self.command[row, self.arm + 1:]
+        self._rest_velocity(row)
 
     def set_friction(self, row: int, dofs: np.ndarray, level: np.ndarray,
                      transition: np.ndarray) -> None:
@@ -324,9 +329,10 @@ class _Run:
                 laws.ring[ring, heads] = command[ring]
                 laws.head[ring] = (heads + 1) % lengths
             for i, dynamics, dt, velocity, acceleration, torque in self.impedance:
-                row, previous = delayed[i], laws.previous[i]
+                row, previous, earlier = delayed[i], laws.previous[i], laws.earlier[i]
                 velocity[laws.slots] = row[arm + 1:]
-                step_acceleration(velocity, previous, dt, acceleration)
+                step_acceleration(velocity, earlier, dt, acceleration)
+                earlier[:] = previous
                 previous[:] = velocity
                 dynamics(row[:arm], velocity, acceleration, torque)
                 torque /= laws.stiffness[i]
