@@ -25,6 +25,7 @@ setup(
         'console_scripts': [
             'simops-train = simops_learning.train:main',
             'simops-validate = simops_learning.validate:main',
+            'simops-promote = simops_learning.promote:main',
             'simops-dataset = simops_learning.dataset_cli:cli',
             'dataset = simops_learning.dataset_cli:cli',
             'simops-rollout = simops_learning.rollout_cli:cli',

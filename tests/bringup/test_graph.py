@@ -211,7 +211,8 @@ def test_real_robot_defaults_policy_disabled_and_recorder_on_franka_topics() -> 
     assert params(policy) == {
         'model_path': 'models/policy/fr3_reach.pt', 'robot': 'config/robot/fr3.yaml',
         'gripper': True, 'franka_ros2': 'v3', 'command_interface': 'joint_trajectory',
-        'start_enabled': False, 'use_sim_time': False}
+        'start_enabled': False, 'use_sim_time': False, 'require_promotion': True,
+        'calibration': '', 'allow_unvalidated': False}
     assert params(recorder) == {'root': 'episodes', 'robot': 'fr3', 'robot_mode': 'real',
                                 'use_sim_time': False}
     for node in nodes:
@@ -319,3 +320,18 @@ def test_the_object_pose_comes_from_a_remappable_topic_on_the_real_arm() -> None
         assert ('/object_pose', '/mocap/cube') in nodes[name].remappings, name
     default = by_name(build_graph('real_robot', {}))
     assert all(rule[0] != '/object_pose' for rule in default['policy'].remappings)
+
+
+def test_the_real_arm_runs_only_promoted_policies_unless_told_otherwise() -> None:
+    """real_robot's policy requires a promotion record for the arm's calibration; the sim
+    profile runs anything (that is where validation happens)."""
+    real = params(by_name(build_graph('real_robot'))['policy'])
+    assert real['require_promotion'] is True and real['calibration'] == ''
+    assert real['allow_unvalidated'] is False
+    chosen = params(by_name(build_graph('real_robot', {
+        'calibration': 'fit.yaml', 'allow_unvalidated': 'true'}))['policy'])
+    assert chosen['calibration'] == 'fit.yaml' and chosen['allow_unvalidated'] is True
+    recorder = params(by_name(build_graph('real_robot', {'allow_unvalidated': 'true'}))[
+        'recorder'])
+    assert recorder['allow_unvalidated'] is True   # and so in every bag's metadata
+    assert 'require_promotion' not in params(by_name(build_graph('sim'))['policy'])

@@ -27,6 +27,7 @@ PANDA_MAP = ('[panda_joint1=fr3_joint1, panda_joint2=fr3_joint2, panda_joint3=fr
 ROBOT_STATE_REMAP = ('/franka_robot_state_broadcaster/robot_state:='
                      'franka_robot_state_broadcaster/robot_state')
 NS_REMAPS = ['-r', '/joint_states:=joint_states', '-r', '/joint_commands:=joint_commands',
+             '-r', '/joint_position_controller/commands:=joint_position_controller/commands',
              '-r', '/fr3_arm_controller/joint_trajectory:=fr3_arm_controller/joint_trajectory',
              '-r', '/object_pose:=object_pose', '-r', '/ee_pose:=ee_pose',
              '-r', '/goal_pose:=goal_pose', '-r', '/policy/action:=policy/action',
@@ -44,6 +45,7 @@ def exe(package: str, executable: str) -> str:
 
 # real_robot's remappings in the namespace /NS1: every topic relative
 NS1_REMAPS = ['-r', '/joint_states:=franka/joint_states', '-r', '/joint_commands:=joint_commands',
+              '-r', '/joint_position_controller/commands:=joint_position_controller/commands',
               '-r', '/fr3_arm_controller/joint_trajectory:=fr3_arm_controller/joint_trajectory',
               '-r', '/object_pose:=object_pose', '-r', '/ee_pose:=ee_pose',
               '-r', '/goal_pose:=goal_pose', '-r', '/policy/action:=policy/action',
@@ -109,7 +111,9 @@ CASES = {
          '-p', 'gripper:=true', '-p', 'franka_ros2:=v3',
          '-p', 'command_interface:=joint_trajectory',
          '-p', 'start_enabled:=false',
-         '-p', 'use_sim_time:=false', '-r', '/joint_states:=/franka/joint_states'],
+         '-p', 'use_sim_time:=false',
+         '-p', 'require_promotion:=true', '-p', "calibration:=''",
+         '-p', 'allow_unvalidated:=false', '-r', '/joint_states:=/franka/joint_states'],
         [exe('simops_recorder', 'record'), '--ros-args', '-r', '__node:=recorder',
          '-p', 'root:=episodes', '-p', 'robot:=fr3', '-p', 'robot_mode:=real',
          '-p', 'use_sim_time:=false', '-r', '/joint_states:=/franka/joint_states'],
@@ -129,7 +133,9 @@ CASES = {
          '-p', 'gripper:=true', '-p', 'franka_ros2:=v3',
          '-p', 'command_interface:=joint_trajectory',
          '-p', 'start_enabled:=false',
-         '-p', 'use_sim_time:=false', '-r', '/joint_states:=/franka/joint_states'],
+         '-p', 'use_sim_time:=false',
+         '-p', 'require_promotion:=true', '-p', "calibration:=''",
+         '-p', 'allow_unvalidated:=false', '-r', '/joint_states:=/franka/joint_states'],
         [exe('simops_sysid', 'excite'), '--ros-args', '-r', '__node:=excite',
          '-p', 'robot:=config/robot/fr3.yaml', '-p', 'command_interface:=joint_trajectory',
          '-p', 'use_sim_time:=false', '-r', '/joint_states:=/franka/joint_states'],
@@ -144,6 +150,8 @@ CASES = {
          '-p', 'robot:=config/robot/fr3.yaml', '-p', 'gripper:=true', '-p', 'franka_ros2:=v3',
          '-p', 'command_interface:=joint_trajectory',
          '-p', 'start_enabled:=false', '-p', 'use_sim_time:=false',
+         '-p', 'require_promotion:=true', '-p', "calibration:=''",
+         '-p', 'allow_unvalidated:=false',
          *NS1_REMAPS],
     ]),
 }

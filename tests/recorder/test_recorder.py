@@ -42,7 +42,7 @@ def test_episode_services_labels_and_metadata(ros_probe: RosProbe, tmp_path: Pat
     info = ros_probe.publisher('/recorder/episode_info', String)
     with start_recorder(tmp_path / 'rec.log', f'root:={root}', 'compression:=zstd',
                         'robot_mode:=real', 'policy_sha256:=abc123',
-                        f'sim_params_file:={params}') as rec, \
+                        f'sim_params_file:={params}', 'allow_unvalidated:=true') as rec, \
          start_publisher(tmp_path / 'pub.log', '--duration', '6') as pub:
         assert wait_until(lambda: 'publishing' in output(pub), 30), output(pub)
         assert wait_until(lambda: output(rec).count('subscribed to') >= 5, 30), output(rec)
@@ -77,6 +77,7 @@ def test_episode_services_labels_and_metadata(ros_probe: RosProbe, tmp_path: Pat
     assert data['simops.success'] == 'true' and data['simops.notes'] == 'clean grasp'
     assert data['simops.robot'] == 'fr3' and data['simops.mode'] == 'real'
     assert data['simops.policy_sha256'] == 'abc123'
+    assert data['simops.allow_unvalidated'] == 'true'   # the override, in every bag
     assert len(data['simops.sim_params_sha256']) == 64
     assert data['simops.start_time'] < data['simops.stop_time']
     assert data['simops.end_reason'] == 'stopped'

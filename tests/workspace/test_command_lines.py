@@ -18,7 +18,8 @@ EXECUTABLES = [('simops_sim', 'sim', 'sim'), ('simops_policy', 'policy', 'policy
                ('simops_bringup', 'simops-launch', 'simops-launch'),
                ('simops_bringup', 'simops-demo', 'simops-demo'),
                ('simops_learning', 'simops-train', 'simops-train'),
-               ('simops_learning', 'simops-validate', 'simops-validate')]
+               ('simops_learning', 'simops-validate', 'simops-validate'),
+               ('simops_learning', 'simops-promote', 'simops-promote')]
 
 
 def run(package: str, executable: str, *args: str) -> subprocess.CompletedProcess[str]:

@@ -126,6 +126,11 @@ def declare_arguments(profile: str, command_interface: str) -> tuple[Argument, .
                      'excitation (keep the policy disabled meanwhile)', BOOL),
             Argument('standin', 'false', 'also start a simulated stand-in for the arm with '
                      'hidden physics (config/standin_robot.yaml)', BOOL),
+            Argument('calibration', '', 'SimParams YAML the arm is calibrated with: the '
+                     'policy runs only with a PASS promotion record gated against it '
+                     '(simops-validate --promote); empty = the nominal model'),
+            Argument('allow_unvalidated', 'false', 'run a policy without a matching PASS '
+                     'record anyway: /diagnostics warns and recorded bags say so', BOOL),
             Argument('payload', '', 'SimParams YAML whose payload (fit --params payload) '
                      'the arm\'s firmware is told to compensate at bringup (franka\'s '
                      'set_load); empty = none'),

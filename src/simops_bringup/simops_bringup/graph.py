@@ -138,7 +138,10 @@ class _Nodes:
             'model_path': args['policy'], 'robot': _spec(args), 'gripper': flags['gripper'],
             'franka_ros2': args['franka_ros2'],
             'command_interface': args['command_interface'],
-            'start_enabled': flags['start_enabled'], 'use_sim_time': flags['use_sim_time']})
+            'start_enabled': flags['start_enabled'], 'use_sim_time': flags['use_sim_time'],
+            **({'require_promotion': True, 'calibration': args['calibration'],
+                'allow_unvalidated': flags['allow_unvalidated']} if 'calibration' in args
+               else {})})
 
     def recorder(self, args: dict[str, str], flags: dict[str, bool], mode: str) -> NodeSpec:
         sim_params = args.get('sim_params', '')
@@ -146,6 +149,7 @@ class _Nodes:
             'root': args['record_dir'], 'robot': args['robot'], 'robot_mode': mode,
             **({'success_criterion': args['task']} if mode == 'sim' else {}),
             **({'sim_params_file': sim_params} if sim_params else {}),
+            **({'allow_unvalidated': True} if flags.get('allow_unvalidated') else {}),
             'use_sim_time': flags['use_sim_time']})
 
 

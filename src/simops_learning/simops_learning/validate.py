@@ -41,9 +41,11 @@ from simops_core.executor import (
     make_executor,
 )
 from simops_core.policy_card import CardError, file_sha256, load_policy_card
+from simops_core.promotion import PromotionError, record_path
 from simops_core.robot_spec import SpecError, load_robot_spec
 from simops_core.sim_params import SimParamsError, load_sim_params
 from simops_core.tasks import TASK_NAMES, resolve_task
+from simops_learning.promote import promote
 from simops_learning.rollout import BATCH, TASK_EPISODES
 from simops_learning.validation_report import Outcome, Report, Thresholds, write_reports
 from simops_sim.randomization import Conditions, DomainRandomization, parse_randomization
@@ -211,6 +213,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument('--pass-mean', type=float, default=defaults.pass_mean)
     parser.add_argument('--pass-min', type=float, default=defaults.pass_min)
     parser.add_argument('--marginal-mean', type=float, default=defaults.marginal_mean)
+    parser.add_argument('--promote', action='store_true',
+                        help='on PASS, append the promotion record beside the policy '
+                             '(simops-promote), which a real arm requires')
     args = parser.parse_args(argv)
     if args.ray == 'local':
         try:
@@ -252,6 +257,13 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_FAILED
     print(report.summary())
     print('wrote ' + ', '.join(str(p) for p in paths))
+    if args.promote and report.verdict == 'pass':
+        try:
+            record = promote(out / 'validation.json', policy, card, sim_params)
+        except (UsageError, PromotionError) as exc:
+            print(f'simops-validate: error: {exc}', file=sys.stderr)
+            return EXIT_CONFIG
+        print(f'promoted: record {record.entry["sha256"][:12]} in {record_path(policy)}')
     return VERDICT_EXIT[report.verdict]
 
 

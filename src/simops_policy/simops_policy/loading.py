@@ -2,7 +2,9 @@
 
 The robot spec, the topics, the franka_ros2 release whose names the node uses, the policy
 card and model, and the :class:`PolicyStep` they
-make, from the node's settings (``config/parameters/policy.yaml``). Every problem is a
+make, from the node's settings (``config/parameters/policy.yaml``); with
+``require_promotion`` (a real arm), the promotion record that lets the policy run there
+(:func:`simops_core.promotion.check_deployable`). Every problem is a
 :class:`~simops_core.command_line.ConfigError` that says how to fix it.
 """
 
@@ -17,6 +19,7 @@ from simops_core.franka_ros2 import FrankaRelease, franka_release
 from simops_core.paths import resolve_resource
 from simops_core.policy_card import PolicyCard, load_policy_card
 from simops_core.policy_step import PolicyStep, StepSettings
+from simops_core.promotion import PromotionError, check_deployable
 from simops_core.robot_spec import RobotSpec, load_robot_spec
 from simops_core.topics import TopicSpec, load_topics
 
@@ -34,6 +37,17 @@ class Deployment:
     card: PolicyCard
     model: PolicyModel
     step: PolicyStep
+    unvalidated: str = ''   # why it runs without a matching promotion (allow_unvalidated)
+
+    def diagnostic_default(self) -> tuple[str, str]:
+        """The diagnostics' level in the running modes and a note on the message.
+
+        ``ok`` and none; ``warn`` and the reason while an unpromoted policy runs
+        (``allow_unvalidated``), so /diagnostics says so every period.
+        """
+        if not self.unvalidated:
+            return 'ok', ''
+        return 'warn', f' (UNVALIDATED policy: {self.unvalidated})'
 
     def summary(self) -> str:
         """One line for the log: model, checksum, observation and action sizes."""
@@ -56,6 +70,7 @@ def load_deployment(settings: Any) -> Deployment:
     from simops_policy.model import load_policy
 
     card = load_policy_card(card_path, spec.joint_names, spec.arm_joints)
+    unvalidated = _check_promotion(settings, model_path, card_path)
     model = load_policy(model_path, card)
     if card.robot != spec.name:
         raise ConfigError(f'card {card_path.name} is for robot {card.robot!r}, the spec is '
@@ -67,7 +82,22 @@ def load_deployment(settings: Any) -> Deployment:
     step_settings = StepSettings(settings.lpf_cutoff_hz, settings.velocity_scale,
                                  settings.joint_limit_margin, settings.ramp_time)
     step = PolicyStep(card, spec, step_settings)
-    return Deployment(spec, topics, release, card, model, step)
+    return Deployment(spec, topics, release, card, model, step, unvalidated)
+
+
+def _check_promotion(settings: Any, model_path: Path, card_path: Path) -> str:
+    """'' when the policy may run here; why not when ``allow_unvalidated`` runs it anyway."""
+    if not settings.require_promotion:
+        return ''
+    calibration = (_resolve('calibration', settings.calibration) if settings.calibration
+                   else None)
+    try:
+        check_deployable(model_path, card_path, calibration)
+    except PromotionError as exc:
+        if not settings.allow_unvalidated:
+            raise
+        return str(exc)
+    return ''
 
 
 def _resolve(parameter: str, path: str) -> Path:

@@ -1,10 +1,9 @@
 """``ros2 run simops_policy policy``: a trained policy at a fixed rate behind the safety layer.
 
 Wiring over :class:`simops_core.policy_step.PolicyStep` (the envs' tick too), the modes,
-``inputs``, ``scene_feeds`` and ``loop_stats``: a control thread on absolute deadlines polls
-the joint states, object pose, images and robot state, ticks, publishes, and sends
-diagnostics in its slack. A tick with no joint state newer than the last one read sends
-nothing (as the env steps); a stale joint state or image holds the arm.
+``inputs``, ``scene_feeds``, ``loop_stats``: a control thread on absolute deadlines polls the
+inputs, ticks, publishes, and sends diagnostics in its slack (a warning while an unpromoted
+policy runs). A tick with no newer joint state sends nothing; a stale input holds the arm.
 """
 
 from __future__ import annotations
@@ -60,7 +59,7 @@ class PolicyNode(Node):
         self._running.set()
         self._thread = threading.Thread(target=self._control_loop, name='control', daemon=True)
         self._thread.start()
-        self.get_logger().info(f'{self.summary}, {self.rate:g} Hz on {self.command_topic}, '
+        self.get_logger().info(f'{self.summary}, {self.rate:g} Hz on {self._command.topic}, '
                                f'{self.supervisor.mode.value}')
 
     def _configure(self) -> None:
@@ -71,6 +70,7 @@ class PolicyNode(Node):
         self.hand = (loaded.release.gripper_action(self.spec.name) if self.card.action.gripper
                      and s.gripper else None)   # franka_gripper's action, when commanded
         self.model, self.step, self.summary = loaded.model, loaded.step, loaded.summary()
+        self.level, self.note = loaded.diagnostic_default()   # unpromoted: a warning
         self.supervisor = MotionSupervisor(s.start_enabled, s.ramp_time)
         self.inputs = PolicyInputs(self.step)
 
@@ -83,7 +83,6 @@ class PolicyNode(Node):
             return qos_profile(self.topics[key])
         self._command = ArmCommandPublisher(self, self.topics, self.settings.command_interface,
                                             self.spec.arm_joints, self.period, False, self.hand)
-        self.command_topic = self._command.topic
         self._action_pub = self.create_publisher(
             Float64MultiArray, self.topics['policy_action'].name, qos('policy_action'))
         self._report_mode = ModeReport(self, self.supervisor, self.topics['policy_state'].name,
@@ -230,8 +229,9 @@ class PolicyNode(Node):
             values = {'state': mode.value, 'reason': reason, 'control_rate_hz': self.rate,
                       'control_thread_scheduling': self._scheduling, **self._stats.values()}
         self._diag_pub.publish(diagnostic_array(
-            status_name(self, 'control loop'), self.spec.name, LEVELS.get(mode, 'ok'),
-            f'{mode.value}: {reason}', values, self.get_clock().now().nanoseconds, digits=4))
+            status_name(self, 'control loop'), self.spec.name, LEVELS.get(mode, self.level),
+            f'{mode.value}: {reason}{self.note}', values, self.get_clock().now().nanoseconds,
+            digits=4))
 
     def stop(self) -> None:
         """Stop and join the control thread."""

@@ -98,6 +98,7 @@ class RecorderIdentity:
     robot_mode: str
     policy_sha256: str
     sim_params_sha256: str
+    allow_unvalidated: bool = False   # the arm ran a policy without a matching promotion
 
 
 @dataclass
@@ -119,6 +120,7 @@ class Episode:
             'mode': self.identity.robot_mode,
             'policy_sha256': self.identity.policy_sha256,
             'sim_params_sha256': self.identity.sim_params_sha256,
+            'allow_unvalidated': str(self.identity.allow_unvalidated).lower(),
             'start_time': self.start.isoformat(),
             'stop_time': self.stop.isoformat() if self.stop else '',
             'label': self.info.label,

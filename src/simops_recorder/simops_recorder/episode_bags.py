@@ -199,7 +199,7 @@ def episode_bags(settings: Any, log: Log, topic_name: Callable[[str], str] = str
         raise ConfigError(f'parameter topics is {s.topics!r}; list absolute topic names such '
                           'as /joint_states')
     identity = RecorderIdentity(s.robot, s.robot_mode, s.policy_sha256,
-                                _sim_params_hash(s.sim_params_file))
+                                _sim_params_hash(s.sim_params_file), s.allow_unvalidated)
     judge = None
     if s.success_criterion != 'none':
         topics = load_topics()

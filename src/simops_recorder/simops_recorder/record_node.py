@@ -95,7 +95,7 @@ class Recorder(Node):
     def _set_live(self, name: str, value: Any) -> None:
         if name in ('auto_stop_grace', 'auto_min_duration'):
             setattr(self.auto, {'auto_stop_grace': 'grace'}.get(name, 'min_duration'), value)
-        else:  # robot, robot_mode, policy_sha256: the metadata of the next episode
+        else:  # robot, robot_mode, policy_sha256, ...: the metadata of the next episode
             self.bags.identity = replace(self.bags.identity, **{name: value})
         self.get_logger().info(f'{name} set to {value!r}')
 
