@@ -24,6 +24,7 @@ setup(
     entry_points={
         'console_scripts': [
             'teleop = simops_teleop.teleop_node:main',
+            'simops-teleop-keyboard = simops_teleop.keyboard_teleop:main',
         ],
     },
 )

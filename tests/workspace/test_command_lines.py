@@ -15,6 +15,7 @@ EXECUTABLES = [('simops_sim', 'sim', 'sim'), ('simops_policy', 'policy', 'policy
                ('simops_recorder', 'record', 'record'), ('simops_recorder', 'repair', 'repair'),
                ('simops_sysid', 'excite', 'excite'), ('simops_sysid', 'fit', 'fit'),
                ('simops_teleop', 'teleop', 'teleop'),
+               ('simops_teleop', 'simops-teleop-keyboard', 'simops-teleop-keyboard'),
                ('simops_bringup', 'simops-launch', 'simops-launch'),
                ('simops_bringup', 'simops-demo', 'simops-demo'),
                ('simops_learning', 'simops-train', 'simops-train'),
