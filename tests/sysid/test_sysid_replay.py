@@ -19,7 +19,7 @@ from simops_core.sim_params import load_sim_params
 from simops_core.topics import load_topics
 from simops_sim.delay import shift_commands
 from simops_sysid import controller_models, evaluation, fit_parameters, residual, sysid_model
-from simops_sysid.evaluation import delay_starts
+from simops_sysid.evaluation import delay_starts, refined_delays
 from simops_sysid.lag import estimate_delay
 from simops_sysid.recording import Recording, load_recording, split_sequences, start_position
 from simops_sysid.replay import delayed
@@ -145,6 +145,17 @@ def test_the_fit_starts_from_each_valley_of_the_delay_profile() -> None:
     assert delay_starts(delays, far) == [pytest.approx(0.03)]   # 2.0 > 1.5 x 0.9
     flat = np.ones_like(delays)
     assert len(delay_starts(delays, flat)) == 3
+
+
+def test_the_profile_is_refined_every_step_around_its_valleys() -> None:
+    """A valley narrower than the grid (a 1 kHz stream with jitter) is found between its
+    points: every 1 ms step within one spacing of each coarse valley, none twice."""
+    delays = np.arange(0.0, 0.0501, 0.005)
+    two = np.minimum(np.abs(delays - 0.005) * 100 + 1.0, np.abs(delays - 0.05) * 100 + 0.9)
+    fine = refined_delays(delays, two, 0.001, 0.05)
+    expected = [0.001, 0.002, 0.003, 0.004, 0.006, 0.007, 0.008, 0.009,
+                0.046, 0.047, 0.048, 0.049]   # none beyond the 50 ms bound
+    np.testing.assert_allclose(fine, expected, atol=1e-12)
 
 
 def test_the_first_move_is_the_first_command_that_leaves_the_held_target() -> None:

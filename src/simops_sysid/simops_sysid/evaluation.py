@@ -83,6 +83,29 @@ def delay_starts(delays: np.ndarray, costs: np.ndarray, within: float = 1.5, mos
     return [float(delays[i]) for i in chosen]
 
 
+def refined_delays(delays: np.ndarray, costs: np.ndarray, step: float, bound: float
+                   ) -> np.ndarray:
+    """The delays (s) between the profile's points around its valleys, every ``step`` s.
+
+    ``delays`` (D,) s ascending at a coarse spacing and ``costs`` (D,) their errors: every
+    whole ``step`` (the physics step) within one spacing of each start of
+    :func:`delay_starts`, in [0, ``bound``], that ``delays`` does not hold yet. A stream
+    that jitters by a millisecond at 1 kHz makes the valley as narrow as a step: on the
+    stand-in its position error is 0.17 mrad at the true 3 ms and 0.23 at 4 ms, while the
+    5 ms points of the coarse grid put the lowest at 5 ms.
+    """
+    spacing = float(np.min(np.diff(delays))) if delays.size > 1 else step
+    steps = np.round(np.asarray(delays) / step)
+    out: set[float] = set()
+    for start in delay_starts(delays, costs):
+        centre = round(start / step)
+        reach = round(spacing / step)
+        for k in range(centre - reach + 1, centre + reach):
+            if 0 <= k * step <= bound + 1e-12 and k not in steps:
+                out.add(k * step)
+    return np.array(sorted(out))
+
+
 def recording_scales(fit: Evaluation, floors: Scales) -> Scales:
     """Residual scales for velocity and effort set by a fit's errors relative to position's.
 
