@@ -15,6 +15,7 @@ from simops_teleop.servo_law import (
     ServoSettings,
     ServoStatus,
     TcpKinematics,
+    jog_command,
     jog_velocities,
     twist_velocities,
 )
@@ -134,3 +135,20 @@ def test_the_tcp_frame_points_down_at_home() -> None:
     rotation = KIN.rotation(SPEC.home)
     np.testing.assert_allclose(rotation @ [0.0, 0.0, 1.0], [0.0, 0.0, -1.0], atol=1e-6)
     np.testing.assert_allclose(rotation.T @ rotation, np.eye(3), atol=1e-12)
+
+
+def test_a_joint_jog_is_read_by_moveit_servos_rules() -> None:
+    """command.cpp:95-120 and servo_node.cpp:235-238 (moveit2 2.15.0): named joints only,
+    one velocity per name, displacements not served."""
+    joints = SPEC.arm_joints
+    velocity, note = jog_command([joints[3], joints[0]], [0.2, -0.1], [], joints)
+    np.testing.assert_array_equal(velocity, [-0.1, 0, 0, 0.2, 0, 0, 0])
+    assert note == ''
+    assert jog_command([joints[3]], [0.2, 0.1], [], joints)[0] is None
+    velocity, note = jog_command(['elbow'], [0.2], [], joints)
+    assert velocity is None and "no arm joint 'elbow'" in note
+    velocity, note = jog_command([joints[3]], [], [0.01], joints)
+    assert velocity is None and note == 'displacements are not served; send velocities'
+    velocity, note = jog_command([joints[3]], [0.2], [0.01], joints)
+    assert velocity[3] == 0.2 and 'displacements are ignored' in note
+    assert jog_command([joints[3]], [float('nan')], [], joints)[0] is None

@@ -1,5 +1,6 @@
 """The teleop node over real DDS, driving the real simulator: DISABLED until ~/enable, a
-twist moves the hand that way, a stale input brakes it to rest, the dead-man gates /joy."""
+twist moves the hand that way, a stale input brakes it to rest, the dead-man gates /joy, a
+joint jog moves its joints."""
 
 from __future__ import annotations
 
@@ -7,11 +8,12 @@ import time
 from pathlib import Path
 
 import numpy as np
+from control_msgs.msg import JointJog
 from geometry_msgs.msg import PoseStamped, TwistStamped
 from policy_helpers import call_enable
 from ros_helpers import NodeProcess, RosProbe, wait_until
 from sensor_msgs.msg import Joy
-from sim_helpers import qos, start_sim, topic
+from sim_helpers import qos, settled, start_sim, subscribe_states, topic
 from std_msgs.msg import Int8
 
 from simops_core.robot_spec import load_robot_spec
@@ -86,3 +88,33 @@ def test_twists_and_the_joystick_drive_the_hand_and_a_stale_input_brakes(
         assert down[2] < -0.6 * SPEED and np.abs(down[:2]).max() < 0.2 * -down[2], down
         assert teleop.stop() == 0, teleop.output
         assert sim.stop() == 0, sim.output
+
+
+def test_a_joint_jog_moves_only_its_joints_and_a_bad_one_is_ignored(
+        ros_probe: RosProbe, tmp_path: Path) -> None:
+    """~/delta_joint_cmds (control_msgs/JointJog): 0.2 rad/s on joint 4 for a second moves
+    joint 4 alone; a jog naming a joint the arm lacks is ignored with a warning."""
+    subscribe_states(ros_probe)
+    jogs = ros_probe.publisher('/teleop/delta_joint_cmds', JointJog, 10)
+
+    def jog(names: list[str], velocities: list[float]) -> JointJog:
+        return JointJog(joint_names=names, velocities=velocities)
+
+    with start_sim(tmp_path) as sim, NodeProcess.ros2_run(
+            'simops_teleop', 'teleop', log_path=tmp_path / 'teleop.log') as teleop:
+        assert wait_until(lambda: jogs.get_subscription_count() > 0, 60), teleop.output
+        settled(ros_probe)
+        assert call_enable(ros_probe, True, node='/teleop').success
+        time.sleep(1.0)   # ramped in
+        start = settled(ros_probe)
+        send(jogs.publish, lambda: jog([SPEC.arm_joints[3]], [0.2]), 1.0)
+        time.sleep(1.0)   # braked to rest (input_timeout), the controller caught up
+        moved = settled(ros_probe) - start
+        assert 0.6 * 0.2 < moved[3] < 1.1 * 0.2, (moved, teleop.output)
+        assert np.abs(np.delete(moved, 3)).max() < 0.01 * moved[3], moved
+        rest = settled(ros_probe)
+        send(jogs.publish, lambda: jog(['elbow'], [0.2]), 0.5)
+        assert np.abs(settled(ros_probe) - rest).max() < 1e-3
+        assert teleop.stop() == 0, teleop.output
+        assert sim.stop() == 0, sim.output
+    assert "~/delta_joint_cmds: no arm joint 'elbow'" in teleop.output

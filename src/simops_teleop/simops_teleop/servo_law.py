@@ -26,6 +26,11 @@ rules (moveit2 2.15.0, ``moveit_ros/moveit_servo``; defaults from
   servo.cpp:351-352); a joint velocity beyond its limit scales the whole vector down
   (``jointLimitVelocityScalingFactor``, common.cpp:379-404).
 
+A **joint jog** (control_msgs/JointJog) names some joints and a velocity for each: a name
+the arm lacks, or a count of velocities other than of names, makes the whole command invalid
+(command.cpp:95-120); displacements are not served (servo_node.cpp:235-238): see
+:func:`jog_command`.
+
 SimOps adds a **workspace box** for the TCP: a linear velocity component that would take the
 TCP out of the box (above the table) is removed before the inverse. Every output still goes
 through the shared safety pipeline (:mod:`simops_core.safety`) in the node, as every policy
@@ -36,6 +41,7 @@ Status codes are moveit_servo's ``StatusCode`` (include/moveit_servo/utils/datat
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import IntEnum
 
@@ -252,3 +258,28 @@ def jog_velocities(q: np.ndarray, velocity: np.ndarray, spec: RobotSpec,
         return ServoResult(np.zeros(len(q)), ServoStatus.INVALID)
     out, halted = bound_joints(q, velocity, spec, settings)
     return ServoResult(out, ServoStatus.JOINT_BOUND if halted else ServoStatus.NO_WARNING)
+
+
+def jog_command(names: Sequence[str], velocities: Sequence[float],
+                displacements: Sequence[float], arm_joints: Sequence[str]
+                ) -> tuple[np.ndarray | None, str]:
+    """A JointJog's velocities (a,) rad/s in ``arm_joints`` order, and a note ('' if none).
+
+    Joints it does not name jog at zero. None, with the reason, for a command moveit_servo
+    refuses: a name that is not an arm joint, a velocity count other than the names', a
+    non-finite velocity, or only displacements; displacements beside velocities are
+    ignored, with a note.
+    """
+    if len(velocities) != len(names):
+        note = ('displacements are not served; send velocities' if displacements
+                and not velocities else f'{len(names)} joint names with {len(velocities)} '
+                'velocities; each name needs one')
+        return None, note
+    out = np.zeros(len(arm_joints))
+    for name, velocity in zip(names, velocities, strict=True):
+        if name not in arm_joints:
+            return None, f'no arm joint {name!r} (the arm\'s: {", ".join(arm_joints)})'
+        out[list(arm_joints).index(name)] = velocity
+    if not np.all(np.isfinite(out)):
+        return None, 'a velocity is not finite'
+    return out, 'displacements are ignored; velocities are served' if displacements else ''

@@ -7,6 +7,8 @@ them:
 - ``~/delta_twist_cmds`` (geometry_msgs/TwistStamped): the TCP's velocity (m/s, rad/s) in
   the robot's base frame (``header.frame_id`` the base link or empty) or the TCP's own
   frame (``<robot>_hand_tcp``);
+- ``~/delta_joint_cmds`` (control_msgs/JointJog): velocities (rad/s) of named arm joints,
+  by moveit_servo's rules (:func:`~simops_teleop.servo_law.jog_command`);
 - ``/joy`` (sensor_msgs/Joy): axes scaled to the speed caps by ``joy_layout``; with
   ``deadman_button`` >= 0 the arm moves only while that button is held.
 
@@ -28,6 +30,7 @@ import threading
 import time
 
 import numpy as np
+from control_msgs.msg import JointJog
 from geometry_msgs.msg import TwistStamped
 from rclpy.node import Node
 from rclpy.qos import QoSProfile
@@ -51,6 +54,8 @@ from simops_teleop.servo_law import (
     ServoSettings,
     ServoStatus,
     TcpKinematics,
+    jog_command,
+    jog_velocities,
     twist_velocities,
 )
 
@@ -88,10 +93,12 @@ class TeleopNode(Node):
                                             self.spec.arm_joints, self.period, chained=True)
         self._measured = ArmPositions(self, topics['joint_states'], self.spec, STALE_STATE)
         self._lock = threading.Lock()   # inputs and the supervisor: callbacks vs. the timer
-        self._twist = np.zeros(6)       # newest input (m/s, rad/s)
-        self._in_tcp = False            # given in the TCP frame, not the base frame
+        self._twist = np.zeros(6)       # newest input: a twist (m/s, rad/s) or a jog (rad/s)
+        self._in_tcp = False            # a twist given in the TCP frame, not the base frame
+        self._jog = False               # the newest input is a joint jog
         self._twist_time = -np.inf      # monotonic s it arrived; -inf: none yet
         self.create_subscription(TwistStamped, '~/delta_twist_cmds', self._on_twist, 10)
+        self.create_subscription(JointJog, '~/delta_joint_cmds', self._on_jog, 10)
         self.create_subscription(Joy, '/joy', self._on_joy, 10)
         self._status = self.create_publisher(Int8, '~/status', 10)
         self._safety: safety.SafetyState | None = None
@@ -104,7 +111,8 @@ class TeleopNode(Node):
         self.create_timer(self.period, self._on_tick)
         self.get_logger().info(
             f'servoing at {s.teleop_rate:g} Hz on {self._publish.topic} from '
-            f'{self.resolve_topic_name("~/delta_twist_cmds")} and /joy ({s.joy_layout}); '
+            f'{self.resolve_topic_name("~/delta_twist_cmds")}, '
+            f'{self.resolve_topic_name("~/delta_joint_cmds")} and /joy ({s.joy_layout}); '
             f'{self.supervisor.reason}')
 
     def _on_twist(self, msg: TwistStamped) -> None:
@@ -130,9 +138,19 @@ class TeleopNode(Node):
             return
         self._take(twist, False)
 
-    def _take(self, twist: np.ndarray, in_tcp_frame: bool) -> None:
+    def _on_jog(self, msg: JointJog) -> None:
+        velocity, note = jog_command(list(msg.joint_names), list(msg.velocities),
+                                     list(msg.displacements), self.spec.arm_joints)
+        if note:
+            self.get_logger().warning(f'~/delta_joint_cmds: {note}' + (
+                '; ignored' if velocity is None else ''), throttle_duration_sec=2.0)
+        if velocity is not None:
+            self._take(velocity, False, jog=True)
+
+    def _take(self, command: np.ndarray, in_tcp_frame: bool, jog: bool = False) -> None:
         with self._lock:
-            self._twist, self._in_tcp, self._twist_time = twist, in_tcp_frame, time.monotonic()
+            self._twist, self._in_tcp, self._jog = command, in_tcp_frame, jog
+            self._twist_time = time.monotonic()
 
     def _on_tick(self) -> None:
         measured = self._measured()
@@ -143,10 +161,10 @@ class TeleopNode(Node):
                 f'no joint state newer than {STALE_STATE:g} s', self._safety is not None)
             fresh = time.monotonic() - self._twist_time <= self.settings.input_timeout
             twist = self._twist if fresh else np.zeros(6)
-            in_tcp = self._in_tcp
+            in_tcp, jog = self._in_tcp, self._jog and fresh
         status = ServoStatus.NO_WARNING
         if decision.run and measured is not None:
-            status = self._servo(measured, twist, in_tcp, decision.restart, decision.blend)
+            status = self._servo(measured, twist, in_tcp, jog, decision.restart, decision.blend)
         else:
             held = stand_still(self.supervisor, decision, self._safety, self.limits, self._lock)
             if held is not None:
@@ -155,9 +173,12 @@ class TeleopNode(Node):
         self._status.publish(Int8(data=int(status)))
         self._report_mode()
 
-    def _servo(self, measured: np.ndarray, twist: np.ndarray, in_tcp: bool, restart: bool,
-               blend: float) -> ServoStatus:
-        """Publish the next target: the servo's velocity over a period, through safety."""
+    def _servo(self, measured: np.ndarray, twist: np.ndarray, in_tcp: bool, jog: bool,
+               restart: bool, blend: float) -> ServoStatus:
+        """Publish the next target: the servo's velocity over a period, through safety.
+
+        ``twist`` is a joint jog's velocities (7,) rad/s when ``jog``.
+        """
         if restart:
             self._safety = resume(self, self.supervisor, self._lock, measured, self._safety,
                                   self.limits)
@@ -166,8 +187,9 @@ class TeleopNode(Node):
         if in_tcp:   # to the base frame, at the current target
             rotation = self.kinematics.rotation(self._safety.target)
             twist = np.concatenate((rotation @ twist[:3], rotation @ twist[3:]))
-        result = twist_velocities(self.kinematics, self._safety.target, twist, self.period,
-                                  self.servo)
+        result = (jog_velocities(self._safety.target, twist, self.spec, self.servo) if jog
+                  else twist_velocities(self.kinematics, self._safety.target, twist,
+                                        self.period, self.servo))
         out = safety.step(self._safety, result.velocity * self.period, measured, blend,
                           self.limits, self.mapping)
         self._safety = out.state
