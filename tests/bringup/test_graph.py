@@ -335,3 +335,25 @@ def test_the_real_arm_runs_only_promoted_policies_unless_told_otherwise() -> Non
         'recorder'])
     assert recorder['allow_unvalidated'] is True   # and so in every bag's metadata
     assert 'require_promotion' not in params(by_name(build_graph('sim'))['policy'])
+
+
+@pytest.mark.parametrize('profile', ['sim', 'real_robot'])
+def test_teleop_replaces_the_policy_with_the_teleop_node_for_its_device(profile: str) -> None:
+    """teleop:=<device>: one node commands the arm, set up for the device; none: the policy."""
+    assert 'policy' in by_name(build_graph(profile, {'teleop': 'none'}))
+    spacemouse = build_graph(profile, {'teleop': 'spacemouse'})
+    names = by_name(spacemouse)
+    assert 'policy' not in names
+    teleop = names['teleop']
+    assert (teleop.package, teleop.executable) == ('simops_teleop', 'teleop')
+    values = params(teleop)
+    assert values['joy_layout'] == 'spacenav' and values['deadman_button'] == 0
+    assert ('/joy', '/spacenav/joy') in teleop.remappings
+    assert values['start_enabled'] is (profile == 'sim')
+    gamepad = params(by_name(build_graph(profile, {'teleop': 'gamepad'}))['teleop'])
+    assert gamepad['joy_layout'] == 'gamepad' and gamepad['deadman_button'] == 4
+    keyboard = by_name(build_graph(profile, {'teleop': 'keyboard'}))['teleop']
+    assert params(keyboard)['deadman_button'] == -1
+    assert not any(src == '/joy' for src, _ in keyboard.remappings)
+    expected = 'float64_array' if profile == 'sim' else 'joint_trajectory'
+    assert values['command_interface'] == expected

@@ -21,6 +21,15 @@ ROBOT_FIELD = '{robot}'   # in a path argument: replaced by the robot argument
 TASK_FIELD = '{task}'     # in the policy argument: replaced by the task argument
 DEFAULT_MODEL = ROBOT_SCENE
 COMMAND_INTERFACES = ('float64_array', 'joint_trajectory')
+# teleop:=<device>: the teleop node in place of the policy, set up for the device. Joy
+# layouts and dead-man buttons: spacenav_node's spacenav/joy (the left button) and an
+# Xbox-style pad as joy_linux reads it (LB, button 4); the keyboard front end
+# (simops-teleop-keyboard, run in a terminal) sends twists, which need no dead-man.
+TELEOP_DEVICES: dict[str, dict[str, str | int]] = {
+    'spacemouse': {'joy_layout': 'spacenav', 'deadman_button': 0, 'joy': '/spacenav/joy'},
+    'gamepad': {'joy_layout': 'gamepad', 'deadman_button': 4, 'joy': '/joy'},
+    'keyboard': {'joy_layout': 'spacenav', 'deadman_button': -1, 'joy': '/joy'},
+}
 # Layouts of the sim profile: one arm, or franka_ros2's fr3_duo (its arms by namespace).
 LAYOUTS = {'single': (), 'fr3_duo': ('left', 'right')}
 DUO_MODEL = 'models/fr3_duo/scene.xml'
@@ -100,6 +109,11 @@ def declare_arguments(profile: str, command_interface: str) -> tuple[Argument, .
         args.append(Argument('sync_mode', 'realtime', 'realtime: wall-clock paced; lockstep: '
                              'the simulator advances once per command (needs use_sim_time)',
                              ('realtime', 'lockstep')))
+    args.append(Argument(
+        'teleop', 'none', 'drive the arm by hand instead of the policy: the teleop node for a '
+        'SpaceMouse (spacenav_node\'s spacenav/joy), a gamepad (joy_node\'s /joy, LB held) or '
+        'the keyboard (simops-teleop-keyboard in a terminal); none runs the policy',
+        (*TELEOP_DEVICES, 'none')))
     args += [
         Argument('record', 'true' if real else 'false', 'start the rosbag2 recorder', BOOL),
         Argument('record_dir', 'episodes', 'directory that receives one bag per episode'),

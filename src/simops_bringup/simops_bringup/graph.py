@@ -18,12 +18,15 @@ Profiles:
   a fitted payload, to the arm), the policy (DISABLED until ``~/enable``), the recorder and,
   with ``excite:=true``, excite, all remapped onto franka_ros2's topics. The arm's driver runs
   beside it (franka_bringup). ``standin:=true`` adds a simulated stand-in for the arm.
+
+In either profile ``teleop:=spacemouse|gamepad|keyboard`` starts the teleop node, set up for
+the device (:data:`~simops_bringup.arguments.TELEOP_DEVICES`), in place of the policy.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from simops_bringup.arguments import (
@@ -32,6 +35,7 @@ from simops_bringup.arguments import (
     LAYOUTS,
     PROFILES,
     ROBOT_FIELD,
+    TELEOP_DEVICES,
     Argument,
     GraphError,
     check_profile,
@@ -143,6 +147,20 @@ class _Nodes:
                 'allow_unvalidated': flags['allow_unvalidated']} if 'calibration' in args
                else {})})
 
+    def driver(self, args: dict[str, str], flags: dict[str, bool]) -> NodeSpec:
+        """What commands the arm: the policy, or with ``teleop:=<device>`` the teleop node."""
+        device = TELEOP_DEVICES.get(args['teleop'])
+        if device is None:
+            return self.policy(args, flags)
+        node = self('simops_teleop', 'teleop', 'teleop', {
+            'robot': _spec(args), 'model': robot_model(args['robot']),
+            'command_interface': args['command_interface'],
+            'joy_layout': device['joy_layout'], 'deadman_button': device['deadman_button'],
+            'start_enabled': flags['start_enabled'], 'use_sim_time': flags['use_sim_time']})
+        if device['joy'] == '/joy':
+            return node
+        return replace(node, remappings=(*node.remappings, ('/joy', str(device['joy']))))
+
     def recorder(self, args: dict[str, str], flags: dict[str, bool], mode: str) -> NodeSpec:
         sim_params = args.get('sim_params', '')
         return self('simops_recorder', 'record', 'recorder', {
@@ -173,7 +191,7 @@ def _sim_graph(nodes: _Nodes, arms: Sequence[_Nodes], args: dict[str, str],
     # Each arm records into a directory of its own: record_dir/left, record_dir/right.
     records = [str(Path(args['record_dir'], name)) for name in LAYOUTS[args['layout']]]
     for arm, record_dir in zip(arms or [nodes], records or [args['record_dir']], strict=True):
-        graph.append(arm.policy(args, flags))
+        graph.append(arm.driver(args, flags))
         if flags['record']:
             graph.append(arm.recorder({**args, 'record_dir': record_dir}, flags, 'sim'))
     return tuple(graph)
@@ -201,7 +219,7 @@ def _real_robot_graph(nodes: _Nodes, args: dict[str, str], flags: dict[str, bool
     graph.append(nodes('simops_ros', 'arm_setup', 'arm_setup', {
         'robot': _spec(args), **({'payload_file': args['payload']} if args['payload'] else {}),
         'use_sim_time': flags['use_sim_time']}, required=False))
-    graph.append(nodes.policy(args, flags))
+    graph.append(nodes.driver(args, flags))
     if flags['record']:
         graph.append(nodes.recorder(args, flags, 'real'))
     if flags['excite']:
