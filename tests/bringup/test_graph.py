@@ -357,3 +357,7 @@ def test_teleop_replaces_the_policy_with_the_teleop_node_for_its_device(profile:
     assert not any(src == '/joy' for src, _ in keyboard.remappings)
     expected = 'float64_array' if profile == 'sim' else 'joint_trajectory'
     assert values['command_interface'] == expected
+    recorder = params(by_name(build_graph(profile, {'teleop': 'gamepad', 'record': 'true',
+                                                    'task': 'pick_place'}))['recorder'])
+    assert recorder['source'] == 'teleop' and recorder['task'] == 'pick_place'
+    assert 'source' not in params(by_name(build_graph(profile, {'record': 'true'}))['recorder'])

@@ -44,3 +44,5 @@ def test_speed_and_frame_commands() -> None:
     assert keys.press('t', 0.0) == 'frame' and keys.in_tcp
     assert keys.press('t', 0.0) == 'frame' and not keys.in_tcp
     assert [keys.press(k, 0.0) for k in 'exq\x03'] == ['enable', 'disable', 'quit', 'quit']
+    assert [keys.press(k, 0.0) for k in '[]yn\x7f'] == ['record', 'keep', 'success', 'failure',
+                                                        'discard']   # lerobot-record's keys

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from geometry_msgs.msg import TwistStamped
+from recorder_helpers import episodes, metadata, start_recorder
 from ros_helpers import REPO, RosProbe, installed_executable, wait_until
 from std_srvs.srv import SetBool
 
@@ -105,3 +106,56 @@ def _values(twist: TwistStamped | None) -> list[float]:
         return [0.0] * 6
     linear, angular = twist.twist.linear, twist.twist.angular
     return [linear.x, linear.y, linear.z, angular.x, angular.y, angular.z]
+
+
+def test_recording_keys_keep_label_and_discard_demonstrations(
+        ros_env: dict[str, str], tmp_path: Path) -> None:
+    """With the real recorder (source teleop, task reach): [ ] records an episode that y
+    marks a success; [ then backspace moves the next one into .discarded, kept whole."""
+    root = tmp_path / 'episodes'
+    recorder = start_recorder(tmp_path / 'rec.log', f'root:={root}', 'source:=teleop',
+                              'task:=reach')
+    master, slave = pty.openpty()
+    proc = subprocess.Popen([str(installed_executable('simops_teleop',
+                                                      'simops-teleop-keyboard'))],
+                            stdin=slave, stdout=slave, stderr=slave, env=ros_env, cwd=REPO)
+    os.close(slave)
+    output = bytearray()
+
+    def read() -> str:
+        while _readable(master):
+            try:
+                chunk = os.read(master, 4096)
+            except OSError:
+                break
+            if not chunk:
+                break
+            output.extend(chunk)
+        return output.decode(errors='replace')
+
+    try:
+        assert wait_until(lambda: 'keys: w/s' in read(), 30), read()
+        os.write(master, b'[')
+        assert wait_until(lambda: 'record: ' in read(), 15), read()
+        os.write(master, b'y')
+        assert wait_until(lambda: 'marked the episode a success' in read(), 5), read()
+        os.write(master, b']')
+        assert wait_until(lambda: 'keep: ' in read(), 15), read()
+        os.write(master, b'[')
+        assert wait_until(lambda: read().count('record: ') == 2, 15), read()
+        os.write(master, b'\x7f')
+        assert wait_until(lambda: 'discard: ' in read(), 15), read()
+        os.write(master, b'q')
+        assert proc.wait(20) == 0, read()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        os.close(master)
+        assert recorder.stop() == 0, recorder.output
+    (kept,) = episodes(root)
+    data = metadata(kept)['custom_data']
+    assert data['simops.source'] == 'teleop' and data['simops.task'] == 'reach'
+    assert data['simops.success'] == 'true' and data['simops.end_reason'] == 'stopped'
+    (discarded,) = episodes(root / '.discarded')
+    assert metadata(discarded)['custom_data']['simops.end_reason'] == 'discarded'

@@ -168,6 +168,8 @@ class _Nodes:
             **({'success_criterion': args['task']} if mode == 'sim' else {}),
             **({'sim_params_file': sim_params} if sim_params else {}),
             **({'allow_unvalidated': True} if flags.get('allow_unvalidated') else {}),
+            **({'source': 'teleop', 'task': args['task']} if args['teleop'] != 'none'
+               else {}),
             'use_sim_time': flags['use_sim_time']})
 
 

@@ -99,6 +99,8 @@ class RecorderIdentity:
     policy_sha256: str
     sim_params_sha256: str
     allow_unvalidated: bool = False   # the arm ran a policy without a matching promotion
+    source: str = 'policy'            # what drove the arm: policy, teleop or excite
+    task: str = ''                    # the task's name or text
 
 
 @dataclass
@@ -121,6 +123,8 @@ class Episode:
             'policy_sha256': self.identity.policy_sha256,
             'sim_params_sha256': self.identity.sim_params_sha256,
             'allow_unvalidated': str(self.identity.allow_unvalidated).lower(),
+            'source': self.identity.source,
+            'task': self.identity.task,
             'start_time': self.start.isoformat(),
             'stop_time': self.stop.isoformat() if self.stop else '',
             'label': self.info.label,

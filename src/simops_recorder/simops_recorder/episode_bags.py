@@ -53,6 +53,10 @@ class RecordedTopic:
     subscription: Any = None
 
 
+# The folder of discarded episodes under the root: hidden, so `episodes/*` leaves them out.
+DISCARDED = '.discarded'
+
+
 class EpisodeBags:
     """The open episode and its bag; ``identity`` and ``pending_info`` feed the next one."""
 
@@ -119,6 +123,25 @@ class EpisodeBags:
         self._log('info', f'episode stopped ({reason}): {writer.path}, {writer.message_count} '
                           f'messages, {episode.gaps.total()} lost on the wire')
         return True, str(writer.path)
+
+    def discard(self) -> tuple[bool, str]:
+        """Finish the open bag, then move it into ``<root>/.discarded/`` (kept, not deleted).
+
+        An operator's re-record (lerobot-record's left arrow): the episode leaves the
+        dataset's folder, and nothing recorded is lost.
+        """
+        ok, where = self.stop('discarded')
+        if not ok:
+            return False, where
+        source = Path(where)
+        target = self.root / DISCARDED / source.name
+        try:
+            target.parent.mkdir(exist_ok=True)
+            source.rename(target)
+        except OSError as exc:
+            return False, f'{source} finished but not moved to {target.parent}: {exc}'
+        self._log('info', f'episode discarded: {target}')
+        return True, str(target)
 
     def fail(self, exc: Exception) -> None:
         """A write failed: close what can be closed, keep going."""
@@ -199,7 +222,8 @@ def episode_bags(settings: Any, log: Log, topic_name: Callable[[str], str] = str
         raise ConfigError(f'parameter topics is {s.topics!r}; list absolute topic names such '
                           'as /joint_states')
     identity = RecorderIdentity(s.robot, s.robot_mode, s.policy_sha256,
-                                _sim_params_hash(s.sim_params_file), s.allow_unvalidated)
+                                _sim_params_hash(s.sim_params_file), s.allow_unvalidated,
+                                s.source, s.task)
     judge = None
     if s.success_criterion != 'none':
         topics = load_topics()

@@ -1,9 +1,10 @@
 """``ros2 run simops_recorder record``: lossless episode recording to rosbag2 (node ``recorder``).
 
 The node only wires ROS I/O: raw (CDR) subscriptions whose QoS is adapted to the
-publishers' offers, the ~/start and ~/stop services, ~/episode_info, and the policy state in
-``auto`` mode. Episodes and their bags are :class:`simops_recorder.episode_bags.EpisodeBags`
-(over :class:`simops_recorder.bag_writer.BagWriter`). Parameters:
+publishers' offers, the ~/start, ~/stop and ~/discard services, ~/episode_info, and the
+policy state in ``auto`` mode. Episodes and their bags are
+:class:`simops_recorder.episode_bags.EpisodeBags` (over
+:class:`simops_recorder.bag_writer.BagWriter`). Parameters:
 ``config/parameters/recorder.yaml`` (table in docs/interfaces.md).
 """
 
@@ -67,6 +68,7 @@ class Recorder(Node):
 
         self.create_service(Trigger, '~/start', self._on_start)
         self.create_service(Trigger, '~/stop', self._on_stop)
+        self.create_service(Trigger, '~/discard', self._on_discard)
         self.create_subscription(String, '~/episode_info', self._on_episode_info, 10)
         self.auto = AutoEpisodes(p.auto_stop_grace, p.auto_min_duration)
         self._policy_state = ''
@@ -181,6 +183,12 @@ class Recorder(Node):
 
     def _on_stop(self, request: Trigger.Request, response: Trigger.Response) -> Any:
         response.success, response.message = self.stop_episode('stopped')
+        return response
+
+    def _on_discard(self, request: Trigger.Request, response: Trigger.Response) -> Any:
+        if self.bags.writer is not None:
+            self._drain()
+        response.success, response.message = self.bags.discard()
         return response
 
     def _on_episode_info(self, msg: String) -> None:
