@@ -46,3 +46,4 @@ def test_speed_and_frame_commands() -> None:
     assert [keys.press(k, 0.0) for k in 'exq\x03'] == ['enable', 'disable', 'quit', 'quit']
     assert [keys.press(k, 0.0) for k in '[]yn\x7f'] == ['record', 'keep', 'success', 'failure',
                                                         'discard']   # lerobot-record's keys
+    assert [keys.press(k, 0.0) for k in 'gh'] == ['close', 'open']

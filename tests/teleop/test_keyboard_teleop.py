@@ -36,8 +36,16 @@ def test_keys_drive_twists_and_enable_and_the_terminal_comes_back(
         response.success, response.message = True, 'ACTIVE' if request.data else 'DISABLED'
         return response
 
+    hands: list[bool] = []
+
+    def on_gripper(request: SetBool.Request, response: SetBool.Response) -> SetBool.Response:
+        hands.append(request.data)
+        response.success, response.message = True, 'closed' if request.data else 'opened'
+        return response
+
     with ros_probe.paused():
         ros_probe.node.create_service(SetBool, '/teleop/enable', on_enable)
+        ros_probe.node.create_service(SetBool, '/teleop/gripper', on_gripper)
     master, slave = pty.openpty()
     proc = subprocess.Popen([str(installed_executable('simops_teleop',
                                                       'simops-teleop-keyboard'))],
@@ -76,6 +84,11 @@ def test_keys_drive_twists_and_enable_and_the_terminal_comes_back(
         os.write(master, b'x')
         assert wait_until(lambda: 'disable: DISABLED' in read(), 10), read()
         assert asked == [True, False]
+        os.write(master, b'g')
+        assert wait_until(lambda: 'close: closed' in read(), 10), read()
+        os.write(master, b'h')
+        assert wait_until(lambda: 'open: opened' in read(), 10), read()
+        assert hands == [True, False]
         os.write(master, b'q')
         assert proc.wait(20) == 0, read()
     finally:

@@ -1,6 +1,6 @@
 """The teleop node over real DDS, driving the real simulator: DISABLED until ~/enable, a
 twist moves the hand that way, a stale input brakes it to rest, the dead-man gates /joy, a
-joint jog moves its joints."""
+joint jog moves its joints, the service and a button open and close the hand."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from ros_helpers import NodeProcess, RosProbe, wait_until
 from sensor_msgs.msg import Joy
 from sim_helpers import qos, settled, start_sim, subscribe_states, topic
 from std_msgs.msg import Int8
+from std_srvs.srv import SetBool
 
 from simops_core.robot_spec import load_robot_spec
 
@@ -118,3 +119,39 @@ def test_a_joint_jog_moves_only_its_joints_and_a_bad_one_is_ignored(
         assert teleop.stop() == 0, teleop.output
         assert sim.stop() == 0, sim.output
     assert "~/delta_joint_cmds: no arm joint 'elbow'" in teleop.output
+
+
+def test_the_hand_opens_and_closes_from_the_service_and_a_joystick_button(
+        ros_probe: RosProbe, tmp_path: Path) -> None:
+    """~/gripper true closes the hand to its width_min, false opens it to width_max (sent
+    with the arm's targets on /joint_commands); a press of gripper_button toggles it."""
+    states = subscribe_states(ros_probe)
+    joys = ros_probe.publisher('/joy', Joy, 10)
+
+    def width() -> float:
+        msg = ros_probe.messages(states)[-1]
+        return float(sum(p for n, p in zip(msg.name, msg.position, strict=True)
+                         if n in SPEC.gripper.joints))
+
+    def hand(close: bool) -> None:
+        with ros_probe.paused():
+            client = ros_probe.node.create_client(SetBool, '/teleop/gripper')
+        assert client.wait_for_service(timeout_sec=20)
+        future = client.call_async(SetBool.Request(data=close))
+        assert wait_until(future.done, 10) and future.result().success
+
+    with start_sim(tmp_path) as sim, NodeProcess.ros2_run(
+            'simops_teleop', 'teleop', '--ros-args', '-p', 'gripper_button:=1',
+            log_path=tmp_path / 'teleop.log') as teleop:
+        assert wait_until(lambda: ros_probe.messages(states) and joys.get_subscription_count(),
+                          60), teleop.output
+        assert call_enable(ros_probe, True, node='/teleop').success
+        hand(True)
+        assert wait_until(lambda: width() < SPEC.gripper.width_min + 0.002, 10), width()
+        hand(False)
+        assert wait_until(lambda: width() > SPEC.gripper.width_max - 0.002, 10), width()
+        for pressed in (1, 0):   # a press and a release: one toggle
+            send(joys.publish, lambda p=pressed: Joy(axes=[0.0] * 6, buttons=[0, p]), 0.2)
+        assert wait_until(lambda: width() < SPEC.gripper.width_min + 0.002, 10), width()
+        assert teleop.stop() == 0, teleop.output
+        assert sim.stop() == 0, sim.output

@@ -23,12 +23,16 @@ DEFAULT_MODEL = ROBOT_SCENE
 COMMAND_INTERFACES = ('float64_array', 'joint_trajectory')
 # teleop:=<device>: the teleop node in place of the policy, set up for the device. Joy
 # layouts and dead-man buttons: spacenav_node's spacenav/joy (the left button) and an
-# Xbox-style pad as joy_linux reads it (LB, button 4); the keyboard front end
-# (simops-teleop-keyboard, run in a terminal) sends twists, which need no dead-man.
+# Xbox-style pad as joy_linux reads it (LB, button 4); the hand toggles on the SpaceMouse's
+# right button and the pad's A; the keyboard front end (simops-teleop-keyboard, run in a
+# terminal) sends twists, which need no dead-man, and its own hand keys.
 TELEOP_DEVICES: dict[str, dict[str, str | int]] = {
-    'spacemouse': {'joy_layout': 'spacenav', 'deadman_button': 0, 'joy': '/spacenav/joy'},
-    'gamepad': {'joy_layout': 'gamepad', 'deadman_button': 4, 'joy': '/joy'},
-    'keyboard': {'joy_layout': 'spacenav', 'deadman_button': -1, 'joy': '/joy'},
+    'spacemouse': {'joy_layout': 'spacenav', 'deadman_button': 0, 'gripper_button': 1,
+                   'joy': '/spacenav/joy'},
+    'gamepad': {'joy_layout': 'gamepad', 'deadman_button': 4, 'gripper_button': 0,
+                'joy': '/joy'},
+    'keyboard': {'joy_layout': 'spacenav', 'deadman_button': -1, 'gripper_button': -1,
+                 'joy': '/joy'},
 }
 # Layouts of the sim profile: one arm, or franka_ros2's fr3_duo (its arms by namespace).
 LAYOUTS = {'single': (), 'fr3_duo': ('left', 'right')}

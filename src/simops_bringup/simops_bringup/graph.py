@@ -156,6 +156,8 @@ class _Nodes:
             'robot': _spec(args), 'model': robot_model(args['robot']),
             'command_interface': args['command_interface'],
             'joy_layout': device['joy_layout'], 'deadman_button': device['deadman_button'],
+            'gripper_button': device['gripper_button'], 'gripper': flags['gripper'],
+            'franka_ros2': args['franka_ros2'],
             'start_enabled': flags['start_enabled'], 'use_sim_time': flags['use_sim_time']})
         if device['joy'] == '/joy':
             return node

@@ -13,7 +13,8 @@ r f   linear +z / -z      j l   angular +z / -z (yaw)
 
 ``space`` stops; ``+`` and ``-`` scale the speed by 1.25 (within (0, 1] of the teleop
 node's caps); ``t`` toggles the frame between the robot's base and the TCP; ``e`` enables
-the teleop node, ``x`` disables it; ``q`` (or Ctrl-C) quits. Recording demonstrations, as
+the teleop node, ``x`` disables it; ``g`` closes the hand, ``h`` opens it; ``q`` (or Ctrl-C)
+quits. Recording demonstrations, as
 lerobot-record's keys do through the recorder's services: ``[`` starts an episode, ``]``
 stops (keeps) it, ``y`` and ``n`` mark it a success or a failure, backspace discards it.
 A direction lasts :data:`KEY_TIMEOUT` after its key was last seen (teleop_twist_keyboard's
@@ -36,11 +37,11 @@ DIRECTIONS = {'w': (0, 1.0), 's': (0, -1.0), 'a': (1, 1.0), 'd': (1, -1.0),
               'i': (4, 1.0), 'k': (4, -1.0), 'j': (5, 1.0), 'l': (5, -1.0)}
 COMMANDS = {' ': 'stop', '+': 'faster', '-': 'slower', 't': 'frame', 'e': 'enable',
             'x': 'disable', 'q': 'quit', '\x03': 'quit', '[': 'record', ']': 'keep',
-            'y': 'success', 'n': 'failure', '\x7f': 'discard'}
+            'y': 'success', 'n': 'failure', '\x7f': 'discard', 'g': 'close', 'h': 'open'}
 RECORDING = ('record', 'keep', 'success', 'failure', 'discard')   # the recorder's commands
 HELP = ('keys: w/s a/d r/f move x y z, u/o i/k j/l turn about x y z, space stops, +/- speed, '
-        't base/TCP frame, e enable, x disable, [ record, ] keep, y success, n failure, '
-        'backspace discard, q quit')
+        't base/TCP frame, e enable, x disable, g close hand, h open hand, [ record, ] keep, '
+        'y success, n failure, backspace discard, q quit')
 
 
 @dataclass

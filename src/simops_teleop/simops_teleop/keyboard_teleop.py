@@ -5,7 +5,8 @@
 Reads keys from the terminal (:mod:`simops_teleop.keyboard_keys` says which), publishes the
 twist they ask for on ``<node>/delta_twist_cmds`` (geometry_msgs/TwistStamped, in the
 robot's base frame or its TCP frame) at ``--rate`` Hz, faster than the teleop node's input
-timeout, and calls ``<node>/enable`` (std_srvs/SetBool) for ``e`` and ``x``, and the
+timeout, and calls ``<node>/enable`` (std_srvs/SetBool) for ``e`` and ``x`` and
+``<node>/gripper`` for ``g`` (close) and ``h`` (open), and the
 recorder's ``~/start``, ``~/stop`` and ``~/discard`` (std_srvs/Trigger) and
 ``~/episode_info`` (``{"success": true|false}``) for the recording keys. The speed caps
 are the teleop node's defaults (``config/parameters/teleop.yaml``). It needs a terminal on
@@ -86,6 +87,7 @@ def _run(probe: Any, keys: KeyboardTwist, frames: tuple[str, str], node: str, re
 
     publisher = probe.node.create_publisher(TwistStamped, f'{node}/delta_twist_cmds', 10)
     enable = probe.node.create_client(SetBool, f'{node}/enable')
+    hand = probe.node.create_client(SetBool, f'{node}/gripper')
     services = {command: probe.node.create_client(Trigger, f'{recorder}/{name}')
                 for command, name in RECORDER_SERVICES.items()}
     info = probe.node.create_publisher(String, f'{recorder}/episode_info', 10)
@@ -107,6 +109,8 @@ def _run(probe: Any, keys: KeyboardTwist, frames: tuple[str, str], node: str, re
                         return EXIT_OK
                     if command in ('enable', 'disable'):
                         _say(_call(enable, SetBool.Request(data=command == 'enable'), command))
+                    elif command in ('close', 'open'):
+                        _say(_call(hand, SetBool.Request(data=command == 'close'), command))
                     elif command in RECORDER_SERVICES:
                         _say(_call(services[command], Trigger.Request(), command))
                     elif command in RECORDING:   # success, failure: the episode's outcome

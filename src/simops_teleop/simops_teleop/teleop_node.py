@@ -10,7 +10,11 @@ them:
 - ``~/delta_joint_cmds`` (control_msgs/JointJog): velocities (rad/s) of named arm joints,
   by moveit_servo's rules (:func:`~simops_teleop.servo_law.jog_command`);
 - ``/joy`` (sensor_msgs/Joy): axes scaled to the speed caps by ``joy_layout``; with
-  ``deadman_button`` >= 0 the arm moves only while that button is held.
+  ``deadman_button`` >= 0 the arm moves only while that button is held; a press of
+  ``gripper_button`` toggles the hand;
+- ``~/gripper`` (std_srvs/SetBool): true closes the hand, false opens it (its width range);
+  the width goes with the arm's targets, as the policy's does (on ``/joint_commands``, or as
+  franka_gripper goals beside the trajectory).
 
 At ``teleop_rate`` Hz it turns the newest input into joint velocities (at the current
 target), integrates them over the period into the next target, runs it through
@@ -28,6 +32,7 @@ from __future__ import annotations
 
 import threading
 import time
+from typing import Any
 
 import numpy as np
 from control_msgs.msg import JointJog
@@ -36,9 +41,11 @@ from rclpy.node import Node
 from rclpy.qos import QoSProfile
 from sensor_msgs.msg import Joy
 from std_msgs.msg import Int8
+from std_srvs.srv import SetBool
 
 from simops_core import safety
 from simops_core.command_line import ConfigError
+from simops_core.franka_ros2 import franka_release
 from simops_core.motion_supervisor import MotionSupervisor, stand_still
 from simops_core.policy_step import StepSettings
 from simops_core.robot_spec import load_robot_spec
@@ -89,8 +96,11 @@ class TeleopNode(Node):
                                                     StepSettings.velocity_scale,
                                                     StepSettings.joint_limit_margin)
         self.mapping = safety.ActionMapping.target_steps(len(self.spec.arm_joints))
+        hand = franka_release(s.franka_ros2).gripper_action(self.spec.name) if s.gripper else None
         self._publish = ArmCommandPublisher(self, topics, s.command_interface,
-                                            self.spec.arm_joints, self.period, chained=True)
+                                            self.spec.arm_joints, self.period, True, hand)
+        self._width: float | None = None   # the hand's target (m), once commanded
+        self._button = False               # gripper_button held at the last /joy
         self._measured = ArmPositions(self, topics['joint_states'], self.spec, STALE_STATE)
         self._lock = threading.Lock()   # inputs and the supervisor: callbacks vs. the timer
         self._twist = np.zeros(6)       # newest input: a twist (m/s, rad/s) or a jog (rad/s)
@@ -101,6 +111,8 @@ class TeleopNode(Node):
         self.create_subscription(JointJog, '~/delta_joint_cmds', self._on_jog, 10)
         self.create_subscription(Joy, '/joy', self._on_joy, 10)
         self._status = self.create_publisher(Int8, '~/status', 10)
+        if s.gripper:
+            self.create_service(SetBool, '~/gripper', self._on_gripper)
         self._safety: safety.SafetyState | None = None
         self.supervisor = MotionSupervisor(s.start_enabled, RAMP)
         self._report_mode = ModeReport(self, self.supervisor, '~/state', QoSProfile(
@@ -126,8 +138,22 @@ class TeleopNode(Node):
         self._take(np.array([v.x, v.y, v.z, w.x, w.y, w.z], dtype=float),
                    frame == self._tcp_frame)
 
+    def _on_gripper(self, request: SetBool.Request, response: SetBool.Response) -> Any:
+        grip = self.spec.gripper
+        with self._lock:
+            self._width = grip.width_min if request.data else grip.width_max
+        response.success, response.message = True, f'hand to {self._width:g} m'
+        return response
+
     def _on_joy(self, msg: Joy) -> None:
         s = self.settings
+        button = s.gripper_button
+        pressed = s.gripper and 0 <= button < len(msg.buttons) and bool(msg.buttons[button])
+        if pressed and not self._button:   # a press toggles the hand
+            grip = self.spec.gripper
+            with self._lock:
+                self._width = grip.width_max if self._width == grip.width_min else grip.width_min
+        self._button = pressed
         twist = joy_twist(list(msg.axes), list(msg.buttons), s.joy_layout, s.deadman_button,
                           self.servo)
         if twist is None:
@@ -168,7 +194,7 @@ class TeleopNode(Node):
         else:
             held = stand_still(self.supervisor, decision, self._safety, self.limits, self._lock)
             if held is not None:
-                self._publish(held.target)
+                self._publish(held.target, self._width)
             self._safety = held if held is not None or decision.publish else None
         self._status.publish(Int8(data=int(status)))
         self._report_mode()
@@ -193,7 +219,7 @@ class TeleopNode(Node):
         out = safety.step(self._safety, result.velocity * self.period, measured, blend,
                           self.limits, self.mapping)
         self._safety = out.state
-        self._publish(out.state.target)
+        self._publish(out.state.target, self._width)
         return result.status
 
 
