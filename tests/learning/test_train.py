@@ -55,9 +55,11 @@ def test_policy_module_applies_the_expert_law() -> None:
 
 def test_cli_exports_both_formats_with_cards(tmp_path: Path) -> None:
     stem = tmp_path / 'tiny'
+    calibration = REPO / 'config/sim_params/standin_hidden.yaml'   # a fit's, say
     run = subprocess.run([str(REPO / '.venv/bin/simops-train'), '--out', str(stem),
                           '--goals', '20', '--updates', '5', '--eval-episodes', '1',
-                          '--workers', '1'], capture_output=True, text=True, timeout=300)
+                          '--workers', '1', '--sim-params', str(calibration)],
+                         capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr
     assert 'labelled 20 goals' in run.stdout and 'chose gain' in run.stdout
     pt_card = load_policy_card(stem.with_suffix('.yaml'), SPEC.joint_names, SPEC.arm_joints)
@@ -65,6 +67,8 @@ def test_cli_exports_both_formats_with_cards(tmp_path: Path) -> None:
     assert pt_card.sha256 == file_sha256(stem.with_suffix('.pt'))
     assert pt2_card.sha256 == file_sha256(stem.with_suffix('.pt2'))
     assert pt_card.training['seed'] == 0 and pt_card.training['goals'] == 20
+    assert pt_card.training['sim_params'] == {'path': str(calibration),
+                                              'sha256': file_sha256(calibration)}
     scripted = load_policy(stem.with_suffix('.pt'), pt_card)
     exported = load_policy(stem.with_suffix('.pt2'), pt2_card)
     obs = np.random.default_rng(0).normal(size=pt_card.observation_size).astype(np.float32)
@@ -78,6 +82,12 @@ def test_cli_rejects_bad_arguments(tmp_path: Path) -> None:
                          capture_output=True, text=True, timeout=120)
     assert run.returncode == 2 and run.stderr.startswith('simops-train: error:'), run.stderr
     assert 'randomization.mass' in run.stderr
+    physics = tmp_path / 'fit.yaml'
+    physics.write_text('version: 1\ncommand_delay: -1\n')
+    run = subprocess.run([str(REPO / '.venv/bin/simops-train'), '--sim-params', str(physics)],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 2 and 'command_delay' in run.stderr, run.stderr
+    assert len(run.stderr.strip().splitlines()) == 1
 
 
 def test_shipped_policy_and_cards() -> None:

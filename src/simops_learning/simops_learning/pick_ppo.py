@@ -55,9 +55,10 @@ class DecisionEnv(VecEnv):
     """
 
     def __init__(self, policy: PickPolicy, num_envs: int, randomization: DomainRandomization,
-                 seed: int, robot: str = 'fr3') -> None:
+                 seed: int, robot: str = 'fr3', sim_params: str | None = None) -> None:
         self.policy = policy
-        self.envs = [FR3PickPlaceEnv(randomization=randomization, robot=robot)
+        self.envs = [FR3PickPlaceEnv(randomization=randomization, robot=robot,
+                                     sim_params_file=sim_params)
                      for _ in range(num_envs)]
         self.num_envs, self.num_actions = num_envs, DECISION_SIZE
         self.max_episode_length = MAX_EPISODE_STEPS
@@ -104,8 +105,10 @@ class DecisionEnv(VecEnv):
 
 def fine_tune(policy: PickPolicy, iterations: int, randomization: DomainRandomization,
               hidden: tuple[int, ...], seed: int, config: PPOConfig | None = None,
-              log: Callable[[str], None] = print) -> float:
+              log: Callable[[str], None] = print, sim_params: str | None = None) -> float:
     """Fine-tune ``policy``'s network in place for ``iterations`` PPO iterations.
+
+    ``sim_params``: the SimParams YAML of the training physics (None: nominal).
 
     ``config.critic_warmup`` iterations first train only the critic.
 
@@ -113,7 +116,8 @@ def fine_tune(policy: PickPolicy, iterations: int, randomization: DomainRandomiz
     """
     c = config or PPOConfig()
     seeded_torch(seed)   # RSL-RL samples its actions from torch's global stream
-    env = DecisionEnv(policy, c.num_envs, randomization, seed * 1_000_003 + 700_000)
+    env = DecisionEnv(policy, c.num_envs, randomization, seed * 1_000_003 + 700_000,
+                      sim_params=sim_params)
     cfg = {
         'algorithm': {'class_name': 'PPO', 'learning_rate': c.learning_rate,
                       'num_learning_epochs': c.num_learning_epochs,

@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from simops_core.promotion import file_entry
 from simops_core.robot_spec import gripper_width
 from simops_core.tasks import TASKS
 from simops_learning.network import export_policy
@@ -66,6 +67,7 @@ class PickTrainConfig:
     gains: PickGains = field(default_factory=PickGains)
     randomization: DomainRandomization = field(
         default_factory=lambda: default_randomization(TASKS['pick_place'].randomization))
+    sim_params: str | None = None    # SimParams YAML of the training physics (None: nominal)
 
 
 @dataclass(frozen=True)
@@ -107,7 +109,8 @@ def rollout(job: RolloutJob) -> Rollouts:
     """Worker: run the job's episodes, labelling every visited state with the expert."""
     torch.set_num_threads(1)
     config = job.config
-    env = FR3PickPlaceEnv(randomization=config.randomization, robot=config.robot)
+    env = FR3PickPlaceEnv(randomization=config.randomization, robot=config.robot,
+                          sim_params_file=config.sim_params)
     expert = PickExpert(new_policy(env, config).law, config.gains)
     module = None if job.policy is None else torch.jit.load(io.BytesIO(job.policy))
     observations, actions, successes = [], [], []
@@ -209,7 +212,8 @@ def train_pick(config: PickTrainConfig, log: Log = print) -> tuple[PickPolicy, d
         ppo_success = None
         if config.ppo_iterations:
             ppo_success = fine_tune(policy, config.ppo_iterations, config.randomization,
-                                    config.hidden, config.seed, log=log)
+                                    config.hidden, config.seed, log=log,
+                                    sim_params=config.sim_params)
         final = run_round(pool, config, scripted(policy), base + 900_000, config.eval_episodes,
                           0.0, 1.0)
     success = float(np.mean(final.successes))
@@ -228,6 +232,7 @@ def train_pick(config: PickTrainConfig, log: Log = print) -> tuple[PickPolicy, d
         'randomized_success': success, 'eval_episodes': config.eval_episodes,
         'randomization': {**asdict(config.randomization),
                           'ramp_times': list(config.randomization.ramp_times)},
+        'sim_params': file_entry(config.sim_params),   # the training physics, by sha256
         'wall_time_s': round(time.monotonic() - started, 1),
     }
     return policy, metadata
@@ -242,7 +247,7 @@ def train_pick_and_export(args: argparse.Namespace, randomization: DomainRandomi
                              episodes=args.episodes, eval_episodes=args.eval_episodes,
                              updates=args.updates, workers=args.workers,
                              ppo_iterations=args.ppo_iterations,
-                             randomization=randomization)
+                             randomization=randomization, sim_params=args.sim_params)
     policy, metadata = train_pick(config, log=lambda line: print(line, flush=True))
     env = FR3PickPlaceEnv(robot=config.robot)
     stem = Path(args.out or f'models/policy/{config.robot}_{env.task}')

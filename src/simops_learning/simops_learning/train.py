@@ -31,6 +31,8 @@ import numpy as np
 import torch
 
 from simops_core.command_line import EXIT_FAILED, EXIT_OK, EXIT_USAGE, CommandLineParser, exit_codes
+from simops_core.promotion import file_entry
+from simops_core.sim_params import SimParamsError, load_sim_params
 from simops_core.tasks import DEFAULT_TASK, TASK_NAMES, TASKS
 from simops_learning.expert import ExpertGains, ReachExpert
 from simops_learning.network import PosturePolicy, export_policy
@@ -65,6 +67,7 @@ class TrainConfig:
     workers: int = 2
     gains: ExpertGains = field(default_factory=ExpertGains)
     randomization: DomainRandomization = field(default_factory=default_randomization)
+    sim_params: str | None = None    # SimParams YAML of the training physics (None: nominal)
 
 
 def label_goals(robot: str, goals: np.ndarray) -> np.ndarray:
@@ -83,13 +86,15 @@ class EvalJob:
     seeds: tuple[int, ...]
     randomization: DomainRandomization
     robot: str
+    sim_params: str | None = None
 
 
 def evaluate(job: EvalJob) -> list[bool]:
     """Worker: success per episode of the scripted policy under full randomisation."""
     torch.set_num_threads(1)
     module = torch.jit.load(io.BytesIO(job.policy))
-    env = FR3ReachEnv(randomization=job.randomization, robot=job.robot)
+    env = FR3ReachEnv(randomization=job.randomization, robot=job.robot,
+                      sim_params_file=job.sim_params)
     successes = []
     for seed in job.seeds:
         obs, info = env.reset(seed=seed, options={'level': 1.0})
@@ -171,7 +176,7 @@ def train(config: TrainConfig, log: Any = print) -> tuple[PosturePolicy, dict[st
             torch.jit.save(torch.jit.script(policy), buffer)
             seeds = [config.seed * 1_000_003 + 500_000 + i for i in range(config.eval_episodes)]
             jobs = [EvalJob(buffer.getvalue(), tuple(seeds[w::config.workers]),
-                            config.randomization, config.robot)
+                            config.randomization, config.robot, config.sim_params)
                     for w in range(config.workers)]
             results[gain] = float(np.mean([s for part in pool.map(evaluate, jobs)
                                            for s in part]))
@@ -193,6 +198,7 @@ def train(config: TrainConfig, log: Any = print) -> tuple[PosturePolicy, dict[st
         'randomization': {**asdict(config.randomization),
                           'ramp_times': list(config.randomization.ramp_times)},
         'eval_episodes': config.eval_episodes,
+        'sim_params': file_entry(config.sim_params),   # the training physics, by sha256
         'wall_time_s': round(time.monotonic() - started, 1),
     }
     return policy, metadata
@@ -228,6 +234,8 @@ def main(argv: list[str] | None = None) -> int:
                         help='randomised rollouts per candidate gain (pick_place: of the '
                              'final policy)')
     parser.add_argument('--workers', type=int, default=defaults.workers)
+    parser.add_argument('--sim-params', help='SimParams YAML of the training physics (a fit\'s '
+                        'calibration; randomisation is drawn around it); default: nominal')
     parser.add_argument('--randomization', type=Path,
                         help='YAML with a "randomization" mapping (e.g. the dr_suggestion.yaml '
                              'that simops-validate writes); default: the built-in ranges of '
@@ -243,17 +251,19 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return EXIT_USAGE
     try:
+        if args.sim_params:
+            load_sim_params(args.sim_params)
         randomization = (load_randomization(args.randomization, key='randomization')
                          if args.randomization
                          else default_randomization(TASKS[args.task].randomization))
-    except ValueError as exc:
+    except (ValueError, SimParamsError) as exc:
         print(f'simops-train: error: {exc}', file=sys.stderr)
         return EXIT_USAGE
     if args.task == 'pick_place':
         return train_pick_and_export(args, randomization)
     config = TrainConfig(robot=args.robot, seed=args.seed, goals=args.goals, updates=args.updates,
                          eval_episodes=args.eval_episodes, workers=args.workers,
-                         randomization=randomization)
+                         randomization=randomization, sim_params=args.sim_params)
     policy, metadata = train(config, log=lambda line: print(line, flush=True))
     env = FR3ReachEnv(robot=config.robot)
     stem = Path(args.out or f'models/policy/{config.robot}_reach')
