@@ -49,6 +49,7 @@ setup(
             'simops-demo = simops_bringup.demo.cli:main',
             'simops-launch = simops_bringup.runner:main',
             'simops-recover = simops_bringup.recover:main',
+            'simops-pipeline = simops_bringup.pipeline:main',
         ],
     },
 )

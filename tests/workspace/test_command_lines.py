@@ -18,6 +18,7 @@ EXECUTABLES = [('simops_sim', 'sim', 'sim'), ('simops_policy', 'policy', 'policy
                ('simops_teleop', 'simops-teleop-keyboard', 'simops-teleop-keyboard'),
                ('simops_bringup', 'simops-launch', 'simops-launch'),
                ('simops_bringup', 'simops-demo', 'simops-demo'),
+               ('simops_bringup', 'simops-pipeline', 'simops-pipeline'),
                ('simops_learning', 'simops-train', 'simops-train'),
                ('simops_learning', 'simops-validate', 'simops-validate'),
                ('simops_learning', 'simops-promote', 'simops-promote')]

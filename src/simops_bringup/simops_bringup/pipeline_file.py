@@ -1,0 +1,164 @@
+"""A pipeline file: one task's loop as code, checked field by field (no rclpy).
+
+``pipelines/<robot>_<task>.yaml`` says what ``simops-pipeline run`` does with the existing
+commands, in order: calibrate (``fit`` on the bags, or a given SimParams), train
+(``simops-train`` in that physics), gate (``simops-validate`` against it) and promote
+(``simops-promote``)::
+
+    version: 1
+    robot: fr3                     # config/robot/<robot>.yaml
+    task: reach                    # simops_core.tasks
+    calibration:                   # optional; none: the model's nominal physics
+      bags: [recordings/excite]    # fitted with fit's defaults, or
+      holdout: []                  #   evaluated only
+      sim_params: null             # a SimParams file instead of bags
+    train: {seed: 0, goals: 4000, updates: 20000, eval_episodes: 60, workers: 2}
+    gate:
+      grid: {friction: [0.3, 0.8, 1.5], mass: [0.5, 1, 1.5], delay: [0, 1, 2, 3]}
+      episodes: 30
+      seed: 0
+      thresholds: {pass_mean: 0.85, pass_min: 0.6, marginal_mean: 0.7}
+      workers: 2
+    promote: true                  # a PASS appends the policy's promotion record
+
+Relative paths are relative to the file. Every error is one line naming the file and the
+field (:class:`PipelineError`, exit 2).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from simops_core.command_line import ConfigError, UsageError
+from simops_core.tasks import TASK_NAMES
+from simops_core.yaml_fields import Fields
+
+PIPELINE_VERSION = 1
+TOP_LEVEL = ('version', 'robot', 'task', 'calibration', 'train', 'gate', 'promote')
+CALIBRATION_FIELDS = ('bags', 'holdout', 'sim_params')
+# simops-train's options a pipeline may set (counts; pick_place's rounds and episodes, PPO)
+TRAIN_FIELDS = ('seed', 'goals', 'updates', 'eval_episodes', 'rounds', 'episodes',
+                'ppo_iterations', 'workers')
+GATE_FIELDS = ('grid', 'episodes', 'seed', 'thresholds', 'workers')
+THRESHOLD_FIELDS = ('pass_mean', 'pass_min', 'marginal_mean')
+
+
+class PipelineError(ConfigError):
+    """A pipeline file is missing or malformed; the message names the file and the field."""
+
+
+@dataclass(frozen=True)
+class Pipeline:
+    """A checked pipeline file; paths absolute. See the module docstring."""
+
+    path: Path
+    robot: str
+    task: str
+    bags: tuple[Path, ...] = ()
+    holdout: tuple[Path, ...] = ()
+    sim_params: Path | None = None
+    train: dict[str, int] = field(default_factory=dict)
+    grid: tuple[str, ...] = ()
+    episodes: int = 30
+    gate_seed: int = 0
+    thresholds: dict[str, float] = field(default_factory=dict)
+    gate_workers: int = 2
+    promote: bool = True
+
+    @property
+    def name(self) -> str:
+        """The pipeline's name: its file's stem."""
+        return self.path.stem
+
+
+def load_pipeline(path: str | Path, robots: tuple[str, ...]) -> Pipeline:
+    """Read and check the pipeline file at ``path``; ``robots``: the robot specs there are."""
+    path = Path(path).resolve()
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except FileNotFoundError:
+        raise PipelineError(f'pipeline file {path} does not exist') from None
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        message = str(exc).replace('\n', ' ')
+        raise PipelineError(f'{path}: cannot parse the pipeline: {message}') from None
+    check = Fields(str(path), PipelineError)
+    root = check.mapping(raw, '')
+    check.known(root, TOP_LEVEL, '')
+    if root.get('version') != PIPELINE_VERSION or isinstance(root.get('version'), bool):
+        check.fail('version', f'must be {PIPELINE_VERSION}, got {root.get("version")!r}')
+    robot = check.choice(root, 'robot', robots)
+    task = check.choice(root, 'task', TASK_NAMES)
+    calibration = check.mapping(root.get('calibration') or {}, 'calibration')
+    check.known(calibration, CALIBRATION_FIELDS, 'calibration')
+    bags = _paths(check, path, calibration, 'bags')
+    holdout = _paths(check, path, calibration, 'holdout')
+    sim_params = calibration.get('sim_params')
+    if sim_params is not None:
+        if not isinstance(sim_params, str) or not sim_params:
+            check.fail('calibration.sim_params', f'must be a file path, got {sim_params!r}')
+        if bags:
+            check.fail('calibration', 'gives both bags and sim_params; choose one')
+        sim_params = _existing(check, path.parent / sim_params, 'calibration.sim_params')
+    if holdout and not bags:
+        check.fail('calibration.holdout', 'needs bags to fit')
+    train = check.mapping(root.get('train') or {}, 'train')
+    check.known(train, TRAIN_FIELDS, 'train')
+    counts = {key: _count(check, train, key, f'train.{key}', 0 if key in ('seed',
+                                                                          'ppo_iterations')
+                          else 1) for key in train}
+    gate = check.mapping(root.get('gate') or {}, 'gate')
+    check.known(gate, GATE_FIELDS, 'gate')
+    axes = check.mapping(gate.get('grid') or {}, 'gate.grid')
+    if not all(isinstance(v, list) and v for v in axes.values()):
+        check.fail('gate.grid', f'maps each axis to a list of values, got {axes!r}')
+    grid = [f'{name}={",".join(str(v) for v in values)}' for name, values in axes.items()]
+    _check_grid(check, grid)
+    thresholds = check.mapping(gate.get('thresholds') or {}, 'gate.thresholds')
+    check.known(thresholds, THRESHOLD_FIELDS, 'gate.thresholds')
+    levels = {key: check.number(thresholds, key, f'gate.thresholds.{key}', 0.0)
+              for key in thresholds}
+    if any(v > 1.0 for v in levels.values()):
+        check.fail('gate.thresholds', f'are success fractions within [0, 1], got {levels}')
+    promote = root.get('promote', True)
+    if not isinstance(promote, bool):
+        check.fail('promote', f'must be true or false, got {promote!r}')
+    return Pipeline(
+        path, robot, task, bags, holdout, sim_params, counts, tuple(grid),
+        _count(check, gate, 'episodes', 'gate.episodes') if 'episodes' in gate else 30,
+        _count(check, gate, 'seed', 'gate.seed', 0) if 'seed' in gate else 0, levels,
+        _count(check, gate, 'workers', 'gate.workers') if 'workers' in gate else 2, promote)
+
+
+def _paths(check: Fields, path: Path, table: dict[str, Any], key: str) -> tuple[Path, ...]:
+    values = table.get(key) or []
+    if not isinstance(values, list) or not all(isinstance(v, str) and v for v in values):
+        check.fail(f'calibration.{key}', f'must be a list of bag folders, got {values!r}')
+    return tuple(_existing(check, path.parent / v, f'calibration.{key}') for v in values)
+
+
+def _existing(check: Fields, path: Path, where: str) -> Path:
+    if not path.exists():
+        check.fail(where, f'names {path}, which does not exist')
+    return path.resolve()
+
+
+def _count(check: Fields, table: dict[str, Any], key: str, where: str, minimum: int = 1
+           ) -> int:
+    value = table[key]
+    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+        check.fail(where, f'must be a whole number >= {minimum}, got {value!r}')
+    return value
+
+
+def _check_grid(check: Fields, grid: list[str]) -> None:
+    """The gate's grid as simops-validate reads it (its own parser, one line per error)."""
+    from simops_learning.validate import parse_grid
+
+    try:
+        parse_grid(grid)
+    except UsageError as exc:
+        check.fail('gate.grid', str(exc))

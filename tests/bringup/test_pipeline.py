@@ -1,0 +1,108 @@
+"""simops-pipeline: the pipeline file, checked in one line, and the loop run by DVC.
+
+The run is a small real one on the stand-in: a recorded excitation fitted with ``fit``, a
+tiny reach policy trained in that physics, gated against it (thresholds at zero: only a
+protective stop fails it) and promoted. A rerun runs nothing; a changed bag re-runs ``fit``
+and everything after it.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+from ros_helpers import REPO, installed_executable
+from sysid_helpers import simulate, write_bag
+
+from simops_bringup.arguments import robot_names
+from simops_bringup.pipeline_file import PipelineError, load_pipeline
+from simops_core.promotion import check_deployable
+
+STAGES = ('calibrate', 'train', 'gate', 'promote')
+
+
+def pipeline_file(tmp_path: Path, **changes: object) -> Path:
+    body = {'version': 1, 'robot': 'fr3', 'task': 'reach',
+            'calibration': {'bags': ['bags/excite']},
+            'train': {'seed': 0, 'goals': 40, 'updates': 100, 'eval_episodes': 1,
+                      'workers': 1},
+            'gate': {'grid': {'friction': [1.0]}, 'episodes': 2, 'workers': 1,
+                     'thresholds': {'pass_mean': 0.0, 'pass_min': 0.0,
+                                    'marginal_mean': 0.0}},
+            'promote': True}
+    body.update(changes)
+    path = tmp_path / 'fr3_reach.yaml'
+    path.write_text(yaml.safe_dump(body))
+    return path
+
+
+def pipeline(*args: object) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(installed_executable('simops_bringup', 'simops-pipeline')),
+                           *map(str, args)], capture_output=True, text=True, timeout=900,
+                          cwd=REPO)
+
+
+@pytest.mark.parametrize(('changes', 'message'), [
+    ({'version': 2}, "field 'version' must be 1"),
+    ({'robot': 'ur5'}, "field 'robot' must be one of"),
+    ({'task': 'stack'}, "field 'task' must be one of"),
+    ({'colour': 'red'}, "field 'colour' is not a known field"),
+    ({'calibration': {'bags': ['nowhere']}}, "field 'calibration.bags' names"),
+    ({'calibration': {'bags': 'bags/excite'}}, "field 'calibration.bags' must be a list"),
+    ({'calibration': {'bags': ['bags/excite'], 'sim_params': 'x.yaml'}},
+     "field 'calibration' gives both bags and sim_params"),
+    ({'calibration': {'sim_params': 'x.yaml'}}, "field 'calibration.sim_params' names"),
+    ({'train': {'goals': 0}}, "field 'train.goals' must be a whole number >= 1"),
+    ({'train': {'epochs': 3}}, "field 'train.epochs' is not a known field"),
+    ({'gate': {'grid': {'gravity': [1.0]}}}, "field 'gate.grid' grid axis 'gravity=1.0'"),
+    ({'gate': {'grid': {'delay': [0.5]}}}, "field 'gate.grid' delay is in whole"),
+    ({'gate': {'thresholds': {'pass_mean': 1.5}}}, "field 'gate.thresholds' are success"),
+    ({'promote': 'yes'}, "field 'promote' must be true or false"),
+])
+def test_each_malformed_pipeline_file_gets_one_line(tmp_path: Path, changes: dict,
+                                                    message: str) -> None:
+    (tmp_path / 'bags/excite').mkdir(parents=True)
+    path = pipeline_file(tmp_path, **changes)
+    with pytest.raises(PipelineError, match=message):
+        load_pipeline(path, robot_names())
+    result = pipeline('status', path, '--dir', tmp_path / 'run')
+    assert result.returncode == 2, result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1 and message.split("'")[1] in (
+        result.stderr), result.stderr
+
+
+def test_the_shipped_pipeline_files_are_valid() -> None:
+    for path in sorted((REPO / 'pipelines').glob('*.yaml')):
+        loaded = load_pipeline(path, robot_names())
+        assert path.stem == f'{loaded.robot}_{loaded.task}'
+
+
+def test_a_rerun_does_nothing_and_a_new_bag_reruns_fit_and_everything_after(
+        tmp_path: Path) -> None:
+    write_bag(tmp_path / 'bags/excite', simulate(8.0, seed=1))
+    path, run = pipeline_file(tmp_path), tmp_path / 'run'
+
+    first = pipeline('run', path, '--dir', run)
+    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
+    assert all(f"Running stage '{stage}'" in first.stdout for stage in STAGES), first.stdout
+    policy = run / 'policy/fr3_reach.pt'
+    record = check_deployable(policy, policy.with_suffix('.yaml'), run / 'calibration.yaml')
+    assert record.sha('pipeline') is not None
+
+    again = pipeline('run', path, '--dir', run)
+    assert again.returncode == 0, again.stderr
+    assert 'Running stage' not in again.stdout, again.stdout
+    status = pipeline('status', path, '--dir', run)
+    assert status.returncode == 0 and 'up to date' in status.stdout, status.stdout
+
+    shutil.rmtree(tmp_path / 'bags/excite')
+    write_bag(tmp_path / 'bags/excite', simulate(8.0, seed=2))   # a new recording
+    stale = pipeline('status', path, '--dir', run)
+    assert stale.returncode == 1 and 'calibrate' in stale.stdout, stale.stdout
+    third = pipeline('run', path, '--dir', run)
+    assert third.returncode == 0, third.stdout[-3000:] + third.stderr[-3000:]
+    assert all(f"Running stage '{stage}'" in third.stdout for stage in STAGES), third.stdout
+    check_deployable(policy, policy.with_suffix('.yaml'), run / 'calibration.yaml')
