@@ -8,13 +8,16 @@ and everything after it.
 
 from __future__ import annotations
 
+import os
 import shutil
+import signal
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
 import yaml
-from ros_helpers import REPO, installed_executable
+from ros_helpers import REPO, installed_executable, wait_until
 from sysid_helpers import simulate, write_bag
 
 from simops_bringup.arguments import robot_names
@@ -106,3 +109,27 @@ def test_a_rerun_does_nothing_and_a_new_bag_reruns_fit_and_everything_after(
     assert third.returncode == 0, third.stdout[-3000:] + third.stderr[-3000:]
     assert all(f"Running stage '{stage}'" in third.stdout for stage in STAGES), third.stdout
     check_deployable(policy, policy.with_suffix('.yaml'), run / 'calibration.yaml')
+
+
+def test_ctrl_c_stops_the_running_stage_in_one_line(tmp_path: Path) -> None:
+    """SIGINT to the terminal's process group while training: every process ends, exit 130,
+    no traceback from the stage's tool or its workers."""
+    path = pipeline_file(tmp_path, calibration={}, train={'goals': 400, 'updates': 100,
+                                                           'eval_episodes': 1, 'workers': 2})
+    log = tmp_path / 'run.log'
+    with log.open('w') as out:
+        proc = subprocess.Popen([str(installed_executable('simops_bringup', 'simops-pipeline')),
+                                 'run', str(path), '--dir', str(tmp_path / 'run')], stdout=out,
+                                stderr=subprocess.STDOUT, cwd=REPO, start_new_session=True)
+    try:
+        assert wait_until(lambda: "Running stage 'train'" in log.read_text(), 60), (
+            log.read_text())
+        time.sleep(3.0)   # its workers are starting or labelling
+        os.killpg(proc.pid, signal.SIGINT)
+        assert proc.wait(60) == 130, log.read_text()
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    text = log.read_text()
+    assert 'Traceback' not in text, text
+    assert text.rstrip().endswith('simops-pipeline: interrupted; the running stage was stopped')

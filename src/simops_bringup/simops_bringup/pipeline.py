@@ -19,17 +19,20 @@ DVC (`dvc.org <https://dvc.org>`_: ``dvc.yaml`` stages, ``dvc repro``, ``dvc sta
 hashes every stage's commands, dependencies (the bags, the physics, the policy) and
 parameters (the file's sections, copied to ``pipeline.yaml`` in the folder): a rerun with
 nothing changed runs nothing, and a changed bag re-runs ``fit`` and everything after it.
-Each stage prints as it runs. ``status`` says which stages are stale and why. Ctrl-C stops
-the running stage (DVC ends it) and exits 130.
+Each stage prints as it runs. ``status`` says which stages are stale and why. Ctrl-C ends
+the running stage and everything it started, and exits 130.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +65,7 @@ CALIBRATION = 'calibration.yaml'
 GATE = 'gate'
 # DVC reports nothing to anyone: no telemetry from a lab machine.
 DVC_ENV = {'DVC_NO_ANALYTICS': '1'}
+GRACE = 10.0   # s a stopped stage has to end before SIGKILL
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -163,11 +167,14 @@ def prepare(pipeline: Pipeline, folder: Path, dvc: str) -> None:
 
 def _run(dvc: str, folder: Path, pipeline: Pipeline) -> int:
     print(f'{PROG}: {pipeline.name} in {folder}', flush=True)
-    proc = subprocess.Popen([dvc, 'repro'], cwd=folder, env=_env())
+    # DVC and the stages run in a session of their own: Ctrl-C reaches this process alone,
+    # which ends them all with SIGTERM (a tool taking SIGINT while it still imports, or in
+    # a worker, would print a traceback), and DVC's own stage lock is freed with them.
+    proc = subprocess.Popen([dvc, 'repro'], cwd=folder, env=_env(), start_new_session=True)
     try:
         code = proc.wait()
-    except KeyboardInterrupt:   # the terminal's SIGINT reached DVC too: it stops the stage
-        proc.wait()
+    except KeyboardInterrupt:
+        _stop(proc)
         print(f'{PROG}: interrupted; the running stage was stopped', file=sys.stderr)
         return EXIT_INTERRUPTED
     report = folder / GATE / 'validation.json'
@@ -186,6 +193,25 @@ def _run(dvc: str, folder: Path, pipeline: Pipeline) -> int:
     print(f'{PROG}: done; the gate said PASS'
           + (f', promoted: {folder / "policy"}' if pipeline.promote else ''), flush=True)
     return EXIT_OK
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    """End DVC's session, and return once no process of it is left.
+
+    SIGTERM to every process in it (the tools end as on Ctrl-C), then SIGKILL to what is
+    left after :data:`GRACE` s.
+    """
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, sig)
+        end = time.monotonic() + GRACE
+        while time.monotonic() < end:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(0.1)
+            try:
+                os.killpg(proc.pid, 0)   # anyone left in the session?
+            except ProcessLookupError:
+                return
 
 
 def _done(dvc: str, folder: Path, stage: str) -> bool:

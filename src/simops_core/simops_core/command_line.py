@@ -9,7 +9,9 @@ options are refused (argparse would otherwise take ``--mode`` for ``--model``).
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
+from types import FrameType
 from typing import NoReturn
 
 # The exit codes every SimOps executable shares; each one's own codes (3 and up, with their
@@ -70,3 +72,17 @@ def fail(prog: str, code: int, message: str) -> int:
     """Print the one-line error ``prog: error: message`` to stderr and return ``code``."""
     print(f'{prog}: error: {" ".join(message.split())}', file=sys.stderr)
     return code
+
+
+def terminate_as_interrupt() -> None:
+    """From now on SIGTERM raises KeyboardInterrupt, so a tool ends as on Ctrl-C.
+
+    What stops a tool from outside (``simops-pipeline`` ending a stage, a scheduler) then
+    takes the same path as Ctrl-C: its workers stopped, one line, exit 130, no half-written
+    output and no leaked semaphores.
+    """
+    signal.signal(signal.SIGTERM, _interrupt)
+
+
+def _interrupt(signum: int, frame: FrameType | None) -> NoReturn:
+    raise KeyboardInterrupt

@@ -21,15 +21,17 @@ propagates. Progress lines (tasks done, items per second, time left) go to ``pro
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import fcntl
 import multiprocessing
 import os
 import shutil
+import signal
 import socket
 import struct
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from typing import Any, NoReturn, Protocol
@@ -180,6 +182,21 @@ def _connect(ray: Any, address: str, workers: int | None) -> None:
         raise ExecutorError(f'cannot reach the Ray cluster at {address}: '
                             f'{str(exc).splitlines()[0]}; start one with `ray start --head '
                             '--node-ip-address 127.0.0.1`, or pass --ray local') from None
+
+
+@contextlib.contextmanager
+def interrupts_ignored() -> Iterator[None]:
+    """Ignore SIGINT inside (pool workers started here inherit it from their first instruction).
+
+    The terminal sends Ctrl-C to the whole process group: a worker that took it would print
+    its own traceback beside the parent's one line, even while it still imports. Started
+    inside this block, the workers ignore it, and the parent, which handles it, ends them.
+    """
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def make_executor(ray: str | None, workers: int) -> LocalExecutor | RayExecutor:

@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from simops_core.executor import interrupts_ignored
 from simops_core.promotion import file_entry
 from simops_core.robot_spec import gripper_width
 from simops_core.tasks import TASKS
@@ -186,7 +187,9 @@ def train_pick(config: PickTrainConfig, log: Log = print) -> tuple[PickPolicy, d
     base = config.seed * 1_000_003
     level, history = 0.0, []
     context = multiprocessing.get_context('spawn')
-    with context.Pool(config.workers) as pool:
+    with interrupts_ignored():   # Ctrl-C is this process's to handle
+        pool = context.Pool(config.workers)
+    with pool:
         data = run_round(pool, config, None, base, config.episodes, 1.0, level)
         log(f'round 0: expert {np.mean(data.successes):.0%} success, {len(data.actions)} '
             f'samples, {time.monotonic() - started:.0f} s')

@@ -30,7 +30,16 @@ from typing import Any
 import numpy as np
 import torch
 
-from simops_core.command_line import EXIT_FAILED, EXIT_OK, EXIT_USAGE, CommandLineParser, exit_codes
+from simops_core.command_line import (
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_USAGE,
+    CommandLineParser,
+    exit_codes,
+    terminate_as_interrupt,
+)
+from simops_core.executor import interrupts_ignored
 from simops_core.promotion import file_entry
 from simops_core.sim_params import SimParamsError, load_sim_params
 from simops_core.tasks import DEFAULT_TASK, TASK_NAMES, TASKS
@@ -46,7 +55,8 @@ from simops_sim.randomization import (
 )
 
 EXIT_CODES = {EXIT_OK: 'trained and exported', EXIT_FAILED: 'the export failed',
-              EXIT_USAGE: 'bad command line or randomisation file'}
+              EXIT_USAGE: 'bad command line, randomisation or sim params file',
+              EXIT_INTERRUPTED: 'interrupted (Ctrl-C): every worker stopped, nothing written'}
 GOAL_MARGIN = 0.01        # m the sampled goals extend beyond the workspace on every side
 HELD_OUT = 0.1            # fraction of the goals kept for the error estimate
 
@@ -150,7 +160,9 @@ def train(config: TrainConfig, log: Any = print) -> tuple[PosturePolicy, dict[st
     goals = rng.uniform(WORKSPACE_LOW - GOAL_MARGIN, WORKSPACE_HIGH + GOAL_MARGIN,
                         (config.goals, 3))
     context = multiprocessing.get_context('spawn')
-    with context.Pool(config.workers) as pool:
+    with interrupts_ignored():   # Ctrl-C is this process's to handle
+        pool = context.Pool(config.workers)
+    with pool:
         chunks = np.array_split(goals, config.workers * 4)
         postures = np.concatenate(pool.map(partial(label_goals, config.robot), chunks))
         log(f'labelled {len(goals)} goals with the IK expert in '
@@ -206,6 +218,16 @@ def train(config: TrainConfig, log: Any = print) -> tuple[PosturePolicy, dict[st
 
 def main(argv: list[str] | None = None) -> int:
     """CLI entry point; see ``simops-train --help``."""
+    terminate_as_interrupt()
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:   # the workers ignore it; leaving the pool ends them
+        print('simops-train: interrupted; every worker stopped, nothing written',
+              file=sys.stderr)
+        return EXIT_INTERRUPTED
+
+
+def _main(argv: list[str] | None) -> int:
     defaults = TrainConfig()
     parser = CommandLineParser(
         'simops-train', 'Train the reach policy of an FR3 or Panda from the IK expert and '

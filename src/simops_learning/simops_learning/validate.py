@@ -31,6 +31,7 @@ from simops_core.command_line import (
     CommandLineParser,
     UsageError,
     exit_codes,
+    terminate_as_interrupt,
 )
 from simops_core.executor import (
     Executor,
@@ -187,6 +188,7 @@ def validate(policy: Path, card: Path, sim_params: Path | None, grid: dict[str, 
 
 def main(argv: list[str] | None = None) -> int:
     """CLI entry point; see ``simops-validate --help``."""
+    terminate_as_interrupt()
     parser = CommandLineParser(
         'simops-validate',
         'Validate a policy over a grid of physics conditions.',

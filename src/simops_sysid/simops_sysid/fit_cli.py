@@ -34,12 +34,14 @@ from simops_core.bag_reader import BagError, bag_sha256
 from simops_core.command_line import (
     EXIT_CONFIG,
     EXIT_DATA,
+    EXIT_INTERRUPTED,
     EXIT_OK,
     CommandLineParser,
     ConfigError,
     UsageError,
     exit_codes,
     fail,
+    terminate_as_interrupt,
 )
 from simops_core.paths import ROBOT_SCENE, resolve_resource
 from simops_core.robot_spec import RobotSpec, load_robot_spec
@@ -96,6 +98,7 @@ EXIT_CODES = {
                           'result was saved where the last line says',
     EXIT_CHECK: 'the check before the fit failed: a fitted joint barely moved, or a parameter '
                 'does not change the replay\n     (--skip-check fits anyway)',
+    EXIT_INTERRUPTED: 'interrupted (Ctrl-C); nothing written',
 }
 MAX_THREADS = 256
 MODES = ('auto', 'trajectory', 'torque')
@@ -176,6 +179,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the fit; return one of the exit codes listed in ``--help``."""
+    terminate_as_interrupt()
     parser = build_parser()
     options = parser.parse_args(argv)
     logging.getLogger('absl').setLevel(logging.ERROR)  # mujoco.sysid's per-sequence notes
@@ -187,6 +191,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _fail(EXIT_DATA, str(exc))
     except (ConfigError, FileNotFoundError) as exc:
         return _fail(EXIT_CONFIG, str(exc))
+    except KeyboardInterrupt:   # Ctrl-C: nothing was written (outputs come at the end)
+        return _fail(EXIT_INTERRUPTED, 'interrupted; nothing written')
 
 
 def _fail(code: int, message: str) -> int:
