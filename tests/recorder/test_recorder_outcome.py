@@ -8,6 +8,7 @@ from types import SimpleNamespace
 import yaml
 from rosbags.typesys import Stores, get_typestore
 
+from simops_core.parameter_schema import defaults, load_parameter_schema
 from simops_recorder.bag_writer import StoredTopic
 from simops_recorder.episode_bags import RecordedTopic, episode_bags
 from simops_recorder.outcome import OutcomeJudge
@@ -50,11 +51,12 @@ def test_the_closest_approach_decides_as_in_the_env() -> None:
 
 
 def test_an_unlabelled_episode_is_labelled_and_an_operator_label_wins(tmp_path: Path) -> None:
-    settings = SimpleNamespace(
-        compression='none', storage='mcap', topics=['/goal_pose', '/object_pose'],
-        robot='fr3', robot_mode='sim', policy_sha256='', sim_params_file='',
-        root=str(tmp_path), split_duration=0.0, split_size=0,
-        success_criterion='pick_place', success_radius=0.02)
+    settings = SimpleNamespace(**{   # the node's parameters: the schema's defaults, then these
+        **defaults(load_parameter_schema('recorder')),
+        'compression': 'none', 'storage': 'mcap', 'topics': ['/goal_pose', '/object_pose'],
+        'robot': 'fr3', 'robot_mode': 'sim', 'policy_sha256': '', 'sim_params_file': '',
+        'root': str(tmp_path), 'split_duration': 0.0, 'split_size': 0,
+        'success_criterion': 'pick_place', 'success_radius': 0.02})
     bags = episode_bags(settings, lambda *_: None)
     topics = []
     for name in ('/goal_pose', '/object_pose'):
