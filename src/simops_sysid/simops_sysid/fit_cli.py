@@ -555,10 +555,10 @@ def _start_delay(sample: residual.Problem, params: sysid.ParameterDict, base: Si
 
     The profile (:func:`evaluation.delay_profile`, on the check's sample of the training data)
     runs over 0 to the bound every :data:`DELAY_GRID` s, plus the controller law's guess from
-    the efforts (:func:`estimate_delay`) where they carry a trace of the commands, then every
-    physics step ``dt`` around its valleys (:func:`evaluation.refined_delays`); the starts
-    are the valleys of the whole (:func:`evaluation.delay_starts`). ``params`` starts at the
-    lowest.
+    the efforts (:func:`estimate_delay`) where they carry a trace of the commands, else
+    every physics step ``dt`` around its valleys (:func:`evaluation.refined_delays`); the
+    starts are the valleys of the whole (:func:`evaluation.delay_starts`). ``params`` starts
+    at the lowest.
     """
     guesses = [g for r in recordings if np.any(r.effort[:, :7])
                and (g := estimate_delay(r, dt, fit_parameters.MAX_DELAY, robot.gain_p,
@@ -570,7 +570,10 @@ def _start_delay(sample: residual.Problem, params: sysid.ParameterDict, base: Si
     coarse = evaluation.delay_profile(sample, params, values, delays)
     relative = ' '.join(f'{d * 1e3:g}:{c / coarse.min():.2f}'
                         for d, c in zip(delays, coarse, strict=True))
-    fine = evaluation.refined_delays(delays, coarse, dt, fit_parameters.MAX_DELAY)
+    # without the efforts' guess (which places the delay to a step where they carry a trace
+    # of the commands), the profile is refined to a step around its valleys
+    fine = (np.zeros(0) if guesses else
+            evaluation.refined_delays(delays, coarse, dt, fit_parameters.MAX_DELAY))
     costs = np.concatenate((coarse, evaluation.delay_profile(sample, params, values, fine)))
     order = np.argsort(np.concatenate((delays, fine)))
     delays, costs = np.concatenate((delays, fine))[order], costs[order]
@@ -580,8 +583,8 @@ def _start_delay(sample: residual.Problem, params: sysid.ParameterDict, base: Si
     best = starts[0]
     params[fit_parameters.DELAY].update_from_vector(np.array([best]))
     print(f'command delay starts from {best * 1e3:.1f} ms, the lowest of its profile '
-          f'(ms:position error relative to the coarse lowest, {relative}; then every '
-          f'{dt * 1e3:g} ms around its valleys)'
+          f'(ms:position error relative to the coarse lowest, {relative}'
+          + (f'; then every {dt * 1e3:g} ms around its valleys' if fine.size else '') + ')'
           + ('' if guesses else '; the efforts carry no trace of the commands')
           + ('' if len(starts) == 1 else '; the fit starts from each valley: '
              + ', '.join(f'{d * 1e3:g} ms' for d in starts)), flush=True)
