@@ -30,6 +30,7 @@ from simops_learning.rollout import BATCH, run_episodes, run_episodes_batched
 from simops_learning.validate import validate
 from simops_policy.model import load_policy
 from simops_sim.randomization import Conditions
+from simops_sim.sim_profiles import VALIDATION, apply_profile
 
 POLICY = Path('models/policy/fr3_reach.pt')
 GRID = {'friction': [0.3, 1.5], 'delay': [0.0, 2.0]}   # 4 configurations
@@ -37,8 +38,12 @@ PHYSICS_PER_CONTROL = 50   # 1 kHz physics, 20 Hz control
 
 
 def raw_rates(steps: int) -> tuple[float, float]:
-    """Physics steps/s of the bare scene: in C (mujoco.rollout) and from a Python loop."""
-    model = mujoco.MjModel.from_xml_path(str(resolve_resource('models/fr3/scene.xml')))
+    """Physics steps/s of the bare scene in C (mujoco.rollout) and from a Python loop.
+
+    The scene runs with the gate's options (the validation sim).
+    """
+    model = apply_profile(mujoco.MjModel.from_xml_path(
+        str(resolve_resource('models/fr3/scene.xml'))), VALIDATION)
     data = mujoco.MjData(model)
     mujoco.mj_resetDataKeyframe(model, data, model.key('home').id)
     mujoco.mj_forward(model, data)

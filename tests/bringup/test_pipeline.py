@@ -64,6 +64,9 @@ def pipeline(*args: object) -> subprocess.CompletedProcess[str]:
     ({'gate': {'grid': {'delay': [0.5]}}}, "field 'gate.grid' delay is in whole"),
     ({'gate': {'thresholds': {'pass_mean': 1.5}}}, "field 'gate.thresholds' are success"),
     ({'promote': 'yes'}, "field 'promote' must be true or false"),
+    ({'sims': {'training': 'turbo'}}, "field 'sims.training' must be one of"),
+    ({'sims': {'gap': 1}}, "field 'sims.gap' must be true or false"),
+    ({'sims': {'render': True}}, "field 'sims.render' is not a known field"),
 ])
 def test_each_malformed_pipeline_file_gets_one_line(tmp_path: Path, changes: dict,
                                                     message: str) -> None:

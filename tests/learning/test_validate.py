@@ -102,7 +102,7 @@ def test_failing_policy_fails_with_feedback(tmp_path: Path) -> None:
     assert run.returncode == 4, run.stderr
     assert 'verdict: FAIL' in run.stdout
     # progress: configurations done, episodes per second, time left
-    assert 'validating: 2/2 configurations' in run.stderr
+    assert 'validating (validation sim): 2/2 configurations' in run.stderr
     assert 'episodes/s' in run.stderr and 's left' in run.stderr
     result = json.loads((tmp_path / 'r' / 'validation.json').read_text())
     assert result['verdict'] == 'fail' and result['min_success'] == 0.0
@@ -144,3 +144,19 @@ def test_shipped_policy_reaches_nominal_goals() -> None:
     model = load_policy(POLICY, env.card)
     results = run_episodes(env, model.infer, range(10), seed=123)
     assert np.mean([r.success for r in results]) >= 0.9, results
+
+
+def test_sim_gap_reports_the_training_sim_per_cell(tmp_path: Path) -> None:
+    """--sim-gap runs the same cells in the training sim; the verdict stays the validation's."""
+    run = subprocess.run([VALIDATE, '--policy', str(POLICY), '--grid', 'delay=0,3',
+                          '--episodes', '4', '--workers', '2', '--out', str(tmp_path),
+                          '--sim-gap', '--verdict-exit-zero'],
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    assert 'validating (training sim): 2/2 configurations' in run.stderr
+    result = json.loads((tmp_path / 'validation.json').read_text())
+    assert result['sim_profile']['name'] == 'validation'
+    for cell in result['configs']:
+        assert cell['sim_gap'] == pytest.approx(cell['training_success'] - cell['success'])
+    assert result['sim_gap_max'] == max(abs(c['sim_gap']) for c in result['configs'])
+    assert 'sim-to-sim gap' in (tmp_path / 'validation.md').read_text()

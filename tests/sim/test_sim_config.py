@@ -36,6 +36,7 @@ CASES = {
     'params for an unknown joint': (
         lambda t: [f'sim_params_file:={write(t, "p.yaml", PARAMS_UNKNOWN)}'], 'fr3_joint9'),
     'unknown sync_mode': (lambda t: ['sync_mode:=turbo'], 'sync_mode'),
+    'unknown sim profile': (lambda t: ['sim_profile:=turbo'], "no sim profile 'turbo'"),
     'missing keyframe': (lambda t: ['initial_keyframe:=sitting'], 'keyframe'),
     'out-of-range parameter': (lambda t: ['joint_state_rate:=-5.0'], 'joint_state_rate'),
     'absurd mass scale': (lambda t: [f'sim_params_file:={write(t, "p.yaml", PARAMS_MASS)}'],

@@ -49,6 +49,8 @@ from simops_core.command_line import (
     exit_codes,
     fail,
 )
+from simops_core.paths import resolve_resource
+from simops_sim.sim_profiles import SIM_PROFILES_FILE
 
 PROG = 'simops-pipeline'
 EXIT_MARGINAL, EXIT_FAIL = 3, 4   # simops-validate's verdict codes: nothing was promoted
@@ -113,13 +115,15 @@ def stages(pipeline: Pipeline) -> dict[str, Any]:
     elif pipeline.sim_params is not None:
         physics = [str(pipeline.sim_params)]
     sim = f' --sim-params {_q(physics[0])}' if physics else ''
+    profiles = str(resolve_resource(SIM_PROFILES_FILE))   # the simulators' options
     train = ' '.join(f'--{key.replace("_", "-")} {value}'
                      for key, value in pipeline.train.items())
     out['train'] = {
         'cmd': _command('simops-train', f'--task {pipeline.task} --robot {pipeline.robot} '
-                        f'--out policy/{stem}{sim}', train),
-        'deps': physics or [],
-        'params': [{PARAMS: ['robot', 'task', 'train']}],
+                        f'--out policy/{stem}{sim} --sim-profile {pipeline.training_sim}',
+                        train),
+        'deps': [*physics, profiles],
+        'params': [{PARAMS: ['robot', 'task', 'sims', 'train']}],
         'outs': policy}
     thresholds = ' '.join(f'--{key.replace("_", "-")} {value:g}'
                           for key, value in pipeline.thresholds.items())
@@ -127,10 +131,11 @@ def stages(pipeline: Pipeline) -> dict[str, Any]:
     out['gate'] = {
         'cmd': _command('simops-validate', f'--policy {policy[0]} --robot {pipeline.robot}'
                         f'{sim} --episodes {pipeline.episodes} --seed {pipeline.gate_seed} '
-                        f'--workers {pipeline.gate_workers} --out {GATE} --verdict-exit-zero',
-                        grid, thresholds),
-        'deps': [*policy, *physics],
-        'params': [{PARAMS: ['gate']}],
+                        f'--workers {pipeline.gate_workers} --out {GATE} --verdict-exit-zero '
+                        f'--sim-profile {pipeline.validation_sim}'
+                        + (' --sim-gap' if pipeline.sim_gap else ''), grid, thresholds),
+        'deps': [*policy, *physics, profiles],
+        'params': [{PARAMS: ['sims', 'gate']}],
         'outs': [f'{GATE}/validation.md', f'{GATE}/validation_heatmap.png'],
         'metrics': [{f'{GATE}/validation.json': {'cache': False}}]}
     if pipeline.promote:
@@ -156,6 +161,8 @@ def prepare(pipeline: Pipeline, folder: Path, dvc: str) -> None:
               'calibration': {'bags': [str(b) for b in pipeline.bags],
                               'holdout': [str(h) for h in pipeline.holdout],
                               'sim_params': str(pipeline.sim_params or '')},
+              'sims': {'training': pipeline.training_sim,
+                       'validation': pipeline.validation_sim, 'gap': pipeline.sim_gap},
               'train': dict(pipeline.train),
               'gate': {'grid': list(pipeline.grid), 'episodes': pipeline.episodes,
                        'seed': pipeline.gate_seed, 'workers': pipeline.gate_workers,

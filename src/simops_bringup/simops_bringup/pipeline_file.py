@@ -12,6 +12,10 @@ commands, in order: calibrate (``fit`` on the bags, or a given SimParams), train
       bags: [recordings/excite]    # fitted with fit's defaults, or
       holdout: []                  #   evaluated only
       sim_params: null             # a SimParams file instead of bags
+    sims:                          # optional: the profiles of config/sim_profiles.yaml
+      training: training           #   simops-train's simulator
+      validation: validation       #   the gate's
+      gap: false                   #   also gate in the training sim: the sim-to-sim gap
     train: {seed: 0, goals: 4000, updates: 20000, eval_episodes: 60, workers: 2}
     gate:
       grid: {friction: [0.3, 0.8, 1.5], mass: [0.5, 1, 1.5], delay: [0, 1, 2, 3]}
@@ -36,9 +40,11 @@ import yaml
 from simops_core.command_line import ConfigError, UsageError
 from simops_core.tasks import TASK_NAMES
 from simops_core.yaml_fields import Fields
+from simops_sim.sim_profiles import TRAINING, VALIDATION, load_sim_profiles
 
 PIPELINE_VERSION = 1
-TOP_LEVEL = ('version', 'robot', 'task', 'calibration', 'train', 'gate', 'promote')
+TOP_LEVEL = ('version', 'robot', 'task', 'calibration', 'sims', 'train', 'gate', 'promote')
+SIMS_FIELDS = ('training', 'validation', 'gap')
 CALIBRATION_FIELDS = ('bags', 'holdout', 'sim_params')
 # simops-train's options a pipeline may set (counts; pick_place's rounds and episodes, PPO)
 TRAIN_FIELDS = ('seed', 'goals', 'updates', 'eval_episodes', 'rounds', 'episodes',
@@ -68,6 +74,9 @@ class Pipeline:
     thresholds: dict[str, float] = field(default_factory=dict)
     gate_workers: int = 2
     promote: bool = True
+    training_sim: str = TRAINING
+    validation_sim: str = VALIDATION
+    sim_gap: bool = False
 
     @property
     def name(self) -> str:
@@ -105,6 +114,16 @@ def load_pipeline(path: str | Path, robots: tuple[str, ...]) -> Pipeline:
         sim_params = _existing(check, path.parent / sim_params, 'calibration.sim_params')
     if holdout and not bags:
         check.fail('calibration.holdout', 'needs bags to fit')
+    sims = check.mapping(root.get('sims') or {}, 'sims')
+    check.known(sims, SIMS_FIELDS, 'sims')
+    profiles = tuple(load_sim_profiles())
+    training_sim = check.choice(sims, 'training', profiles, 'sims.training') \
+        if 'training' in sims else TRAINING
+    validation_sim = check.choice(sims, 'validation', profiles, 'sims.validation') \
+        if 'validation' in sims else VALIDATION
+    sim_gap = sims.get('gap', False)
+    if not isinstance(sim_gap, bool):
+        check.fail('sims.gap', f'must be true or false, got {sim_gap!r}')
     train = check.mapping(root.get('train') or {}, 'train')
     check.known(train, TRAIN_FIELDS, 'train')
     counts = {key: _count(check, train, key, f'train.{key}', 0 if key in ('seed',
@@ -130,7 +149,8 @@ def load_pipeline(path: str | Path, robots: tuple[str, ...]) -> Pipeline:
         path, robot, task, bags, holdout, sim_params, counts, tuple(grid),
         _count(check, gate, 'episodes', 'gate.episodes') if 'episodes' in gate else 30,
         _count(check, gate, 'seed', 'gate.seed', 0) if 'seed' in gate else 0, levels,
-        _count(check, gate, 'workers', 'gate.workers') if 'workers' in gate else 2, promote)
+        _count(check, gate, 'workers', 'gate.workers') if 'workers' in gate else 2, promote,
+        training_sim, validation_sim, sim_gap)
 
 
 def _paths(check: Fields, path: Path, table: dict[str, Any], key: str) -> tuple[Path, ...]:

@@ -14,7 +14,7 @@ of the shared physics), with the task's scene, reward and safety accounting:
   ``GRASP_BONUS`` while both fingers touch the cube and it is off the table, minus twice the
   cube–goal distance (m, placing), minus ``ACTION_COST`` · |action|², plus ``SUCCESS_BONUS``
   on success.
-- **Safety**, measured every ``SAMPLE_STEPS`` physics steps (100 Hz) and reported per episode
+- **Safety**, measured every ``SAMPLE_PERIOD`` (10 ms, 100 Hz) and reported per episode
   in ``info``: ``peak_joint_speed`` (rad/s, largest arm joint), ``peak_contact_force`` (N, the
   largest normal force between the hand or fingers and anything but the cube: MuJoCo's
   contact forces) and ``unsafe`` when they exceed ``SAFE_JOINT_SPEED`` (1.5 rad/s) or
@@ -46,7 +46,7 @@ GRASP_BONUS = 0.5
 ACTION_COST = 0.01
 SAFE_JOINT_SPEED = 1.5                             # rad/s
 SAFE_CONTACT_FORCE = 20.0                          # N
-SAMPLE_STEPS = 10                                  # physics steps between safety samples
+SAMPLE_PERIOD = 0.01                               # s between safety samples
 PICK_HISTORY = 3                                   # observation frames of the pick card
 LEFT_FINGER, RIGHT_FINGER = 'fr3_leftfinger', 'fr3_rightfinger'
 
@@ -59,7 +59,7 @@ class FR3PickPlaceEnv(FR3ReachEnv):
 
     task = 'pick_place'
     card_history = PICK_HISTORY
-    sample_steps = SAMPLE_STEPS
+    sample_period = SAMPLE_PERIOD
 
     def __init__(self, **kwargs: Any) -> None:
         kwargs.setdefault('max_episode_steps', MAX_EPISODE_STEPS)
@@ -106,7 +106,7 @@ class FR3PickPlaceEnv(FR3ReachEnv):
     # --- stepping and safety -------------------------------------------------------------
 
     def _sample(self) -> None:
-        """After each chunk of ``SAMPLE_STEPS`` physics steps: peak joint speed and force."""
+        """After each ``SAMPLE_PERIOD`` of physics steps: peak joint speed and force."""
         physics = self.physics
         speeds = physics.data.qvel[physics.index.dof_adr[:physics.index.arm_dof]]
         self.peak_speed = max(self.peak_speed, float(np.max(np.abs(speeds))))

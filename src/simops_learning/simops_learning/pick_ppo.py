@@ -27,6 +27,7 @@ from simops_learning.pick_env import MAX_EPISODE_STEPS, FR3PickPlaceEnv
 from simops_learning.pick_network import MOVE_UNIT, PickPolicy
 from simops_learning.seeding import seeded_torch
 from simops_sim.randomization import DomainRandomization
+from simops_sim.sim_profiles import TRAINING
 
 DECISION_SIZE = 4   # the grasp point's step (3, in MOVE_UNIT) and the gripper command
 
@@ -55,10 +56,11 @@ class DecisionEnv(VecEnv):
     """
 
     def __init__(self, policy: PickPolicy, num_envs: int, randomization: DomainRandomization,
-                 seed: int, robot: str = 'fr3', sim_params: str | None = None) -> None:
+                 seed: int, robot: str = 'fr3', sim_params: str | None = None,
+                 profile: str = TRAINING) -> None:
         self.policy = policy
         self.envs = [FR3PickPlaceEnv(randomization=randomization, robot=robot,
-                                     sim_params_file=sim_params)
+                                     sim_params_file=sim_params, profile=profile)
                      for _ in range(num_envs)]
         self.num_envs, self.num_actions = num_envs, DECISION_SIZE
         self.max_episode_length = MAX_EPISODE_STEPS
@@ -105,10 +107,12 @@ class DecisionEnv(VecEnv):
 
 def fine_tune(policy: PickPolicy, iterations: int, randomization: DomainRandomization,
               hidden: tuple[int, ...], seed: int, config: PPOConfig | None = None,
-              log: Callable[[str], None] = print, sim_params: str | None = None) -> float:
+              log: Callable[[str], None] = print, sim_params: str | None = None,
+              profile: str = TRAINING) -> float:
     """Fine-tune ``policy``'s network in place for ``iterations`` PPO iterations.
 
-    ``sim_params``: the SimParams YAML of the training physics (None: nominal).
+    ``sim_params``: the SimParams YAML of the training physics (None: nominal); ``profile``
+    the simulator's options (:mod:`simops_sim.sim_profiles`).
 
     ``config.critic_warmup`` iterations first train only the critic.
 
@@ -117,7 +121,7 @@ def fine_tune(policy: PickPolicy, iterations: int, randomization: DomainRandomiz
     c = config or PPOConfig()
     seeded_torch(seed)   # RSL-RL samples its actions from torch's global stream
     env = DecisionEnv(policy, c.num_envs, randomization, seed * 1_000_003 + 700_000,
-                      sim_params=sim_params)
+                      sim_params=sim_params, profile=profile)
     cfg = {
         'algorithm': {'class_name': 'PPO', 'learning_rate': c.learning_rate,
                       'num_learning_epochs': c.num_learning_epochs,

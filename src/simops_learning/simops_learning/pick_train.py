@@ -43,6 +43,7 @@ from simops_learning.pick_network import MOVE_UNIT, PickPolicy
 from simops_learning.pick_ppo import PPOConfig, fine_tune
 from simops_learning.seeding import seeded_torch
 from simops_sim.randomization import DomainRandomization, default_randomization
+from simops_sim.sim_profiles import TRAINING, profile_entry
 
 Log = Callable[[str], None]
 
@@ -69,6 +70,7 @@ class PickTrainConfig:
     randomization: DomainRandomization = field(
         default_factory=lambda: default_randomization(TASKS['pick_place'].randomization))
     sim_params: str | None = None    # SimParams YAML of the training physics (None: nominal)
+    profile: str = TRAINING          # the simulator's options (simops_sim.sim_profiles)
 
 
 @dataclass(frozen=True)
@@ -111,7 +113,7 @@ def rollout(job: RolloutJob) -> Rollouts:
     torch.set_num_threads(1)
     config = job.config
     env = FR3PickPlaceEnv(randomization=config.randomization, robot=config.robot,
-                          sim_params_file=config.sim_params)
+                          sim_params_file=config.sim_params, profile=config.profile)
     expert = PickExpert(new_policy(env, config).law, config.gains)
     module = None if job.policy is None else torch.jit.load(io.BytesIO(job.policy))
     observations, actions, successes = [], [], []
@@ -216,7 +218,7 @@ def train_pick(config: PickTrainConfig, log: Log = print) -> tuple[PickPolicy, d
         if config.ppo_iterations:
             ppo_success = fine_tune(policy, config.ppo_iterations, config.randomization,
                                     config.hidden, config.seed, log=log,
-                                    sim_params=config.sim_params)
+                                    sim_params=config.sim_params, profile=config.profile)
         final = run_round(pool, config, scripted(policy), base + 900_000, config.eval_episodes,
                           0.0, 1.0)
     success = float(np.mean(final.successes))
@@ -236,6 +238,7 @@ def train_pick(config: PickTrainConfig, log: Log = print) -> tuple[PickPolicy, d
         'randomization': {**asdict(config.randomization),
                           'ramp_times': list(config.randomization.ramp_times)},
         'sim_params': file_entry(config.sim_params),   # the training physics, by sha256
+        'sim_profile': profile_entry(config.profile),
         'wall_time_s': round(time.monotonic() - started, 1),
     }
     return policy, metadata
@@ -250,7 +253,8 @@ def train_pick_and_export(args: argparse.Namespace, randomization: DomainRandomi
                              episodes=args.episodes, eval_episodes=args.eval_episodes,
                              updates=args.updates, workers=args.workers,
                              ppo_iterations=args.ppo_iterations,
-                             randomization=randomization, sim_params=args.sim_params)
+                             randomization=randomization, sim_params=args.sim_params,
+                             profile=args.sim_profile)
     policy, metadata = train_pick(config, log=lambda line: print(line, flush=True))
     env = FR3PickPlaceEnv(robot=config.robot)
     stem = Path(args.out or f'models/policy/{config.robot}_{env.task}')

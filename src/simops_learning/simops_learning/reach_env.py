@@ -47,6 +47,7 @@ from simops_learning.curriculum import Curriculum
 from simops_learning.reach_card import HISTORY, parse_card, reach_card
 from simops_sim.physics import Physics
 from simops_sim.randomization import Conditions, DomainRandomization
+from simops_sim.sim_profiles import VALIDATION, apply_profile, sim_profile, steps_per_period
 from simops_sim.trajectory_plan import TrajectoryPlan, point_goal
 
 ENV_ID = TASKS['reach'].env_id
@@ -74,13 +75,15 @@ class FR3ReachEnv(gym.Env):
     ``randomization`` and ``curriculum``: domain randomisation per episode (``None``: the
     fixed ``conditions``); ``safety``: the policy node's settings. The ramp blends in over
     control ticks: tick ``k`` after a reset has ``blend = min(k * period / ramp_time, 1)``,
-    what the node sees with on-time ticks.
+    what the node sees with on-time ticks. ``profile``: the simulator's MuJoCo options
+    (:mod:`simops_sim.sim_profiles`; ``'training'`` for speed, ``'validation'`` as the
+    simulator node runs).
     """
 
     metadata: dict[str, Any] = {'render_modes': []}  # noqa: RUF012 - gymnasium's API
     task = 'reach'           # the task (simops_core.tasks) of the default card layout
     card_history = HISTORY   # frames of the default card layout
-    sample_steps: int | None = None   # physics steps between two _sample calls (None: 1 period)
+    sample_period: float | None = None   # s between two _sample calls (None: 1 period)
 
     def __init__(self, card_path: str | Path | None = None,
                  sim_params_file: str | Path | None = None,
@@ -91,7 +94,7 @@ class FR3ReachEnv(gym.Env):
                  max_episode_steps: int = MAX_EPISODE_STEPS,
                  success_radius: float = SUCCESS_RADIUS,
                  robot: str = 'fr3', model: str | None = None,
-                 keyframe: str = DEFAULT_KEYFRAME) -> None:
+                 keyframe: str = DEFAULT_KEYFRAME, profile: str = VALIDATION) -> None:
         self.spec_robot = load_robot_spec(robot)
         spec = self.spec_robot
         self.card: PolicyCard = (
@@ -105,7 +108,9 @@ class FR3ReachEnv(gym.Env):
         self.policy_step = PolicyStep(self.card, spec, self.safety)
         self.ramp_time = self.safety.ramp_time   # this episode's (randomised) ramp, s
         model = model or ROBOT_SCENE.format(robot=robot)
-        mj_model = mujoco.MjModel.from_xml_path(str(resolve_resource(model)))
+        self.profile = sim_profile(profile)
+        mj_model = apply_profile(mujoco.MjModel.from_xml_path(str(resolve_resource(model))),
+                                 self.profile)
         self.physics = Physics(mj_model, spec, reflexes=True)
         fitted = load_sim_params(sim_params_file) if sim_params_file else SimParams()
         self.base_params = merge_sim_params(self.physics.nominal, fitted)
@@ -116,7 +121,7 @@ class FR3ReachEnv(gym.Env):
         self.max_episode_steps = max_episode_steps
         self.success_radius = success_radius
         self.period = 1.0 / self.card.control_rate
-        self.substeps = max(1, round(self.period / self.physics.timestep))
+        self.substeps = steps_per_period(self.physics.timestep, self.period, profile)
         self.episodes = 0
         self.goal = np.zeros(3)
         self._applied: Conditions | None = None
@@ -170,14 +175,15 @@ class FR3ReachEnv(gym.Env):
         """Place the scene's objects after the keyframe reset (the reach task leaves them)."""
 
     def _advance(self) -> None:
-        """Run one control period of physics steps, in chunks of ``sample_steps``."""
+        """Run one control period of physics steps, in chunks of ``sample_period``."""
         for chunk in self.chunks():
             self.physics.step(chunk)
             self._sample()
 
     def chunks(self) -> list[int]:
         """The physics steps of one control period, cut where the env samples its figures."""
-        size = self.sample_steps or self.substeps
+        size = (max(1, round(self.sample_period / self.physics.timestep))
+                if self.sample_period else self.substeps)
         return [min(size, self.substeps - done) for done in range(0, self.substeps, size)]
 
     def _sample(self) -> None:

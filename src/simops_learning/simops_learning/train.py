@@ -53,6 +53,13 @@ from simops_sim.randomization import (
     default_randomization,
     load_randomization,
 )
+from simops_sim.sim_profiles import (
+    SIM_PROFILES_FILE,
+    TRAINING,
+    SimProfileError,
+    profile_entry,
+    sim_profile,
+)
 
 EXIT_CODES = {EXIT_OK: 'trained and exported', EXIT_FAILED: 'the export failed',
               EXIT_USAGE: 'bad command line, randomisation or sim params file',
@@ -78,6 +85,7 @@ class TrainConfig:
     gains: ExpertGains = field(default_factory=ExpertGains)
     randomization: DomainRandomization = field(default_factory=default_randomization)
     sim_params: str | None = None    # SimParams YAML of the training physics (None: nominal)
+    profile: str = TRAINING          # the simulator's options (simops_sim.sim_profiles)
 
 
 def label_goals(robot: str, goals: np.ndarray) -> np.ndarray:
@@ -97,6 +105,7 @@ class EvalJob:
     randomization: DomainRandomization
     robot: str
     sim_params: str | None = None
+    profile: str = TRAINING
 
 
 def evaluate(job: EvalJob) -> list[bool]:
@@ -104,7 +113,7 @@ def evaluate(job: EvalJob) -> list[bool]:
     torch.set_num_threads(1)
     module = torch.jit.load(io.BytesIO(job.policy))
     env = FR3ReachEnv(randomization=job.randomization, robot=job.robot,
-                      sim_params_file=job.sim_params)
+                      sim_params_file=job.sim_params, profile=job.profile)
     successes = []
     for seed in job.seeds:
         obs, info = env.reset(seed=seed, options={'level': 1.0})
@@ -188,7 +197,8 @@ def train(config: TrainConfig, log: Any = print) -> tuple[PosturePolicy, dict[st
             torch.jit.save(torch.jit.script(policy), buffer)
             seeds = [config.seed * 1_000_003 + 500_000 + i for i in range(config.eval_episodes)]
             jobs = [EvalJob(buffer.getvalue(), tuple(seeds[w::config.workers]),
-                            config.randomization, config.robot, config.sim_params)
+                            config.randomization, config.robot, config.sim_params,
+                            config.profile)
                     for w in range(config.workers)]
             results[gain] = float(np.mean([s for part in pool.map(evaluate, jobs)
                                            for s in part]))
@@ -211,6 +221,7 @@ def train(config: TrainConfig, log: Any = print) -> tuple[PosturePolicy, dict[st
                           'ramp_times': list(config.randomization.ramp_times)},
         'eval_episodes': config.eval_episodes,
         'sim_params': file_entry(config.sim_params),   # the training physics, by sha256
+        'sim_profile': profile_entry(config.profile),
         'wall_time_s': round(time.monotonic() - started, 1),
     }
     return policy, metadata
@@ -258,6 +269,9 @@ def _main(argv: list[str] | None) -> int:
     parser.add_argument('--workers', type=int, default=defaults.workers)
     parser.add_argument('--sim-params', help='SimParams YAML of the training physics (a fit\'s '
                         'calibration; randomisation is drawn around it); default: nominal')
+    parser.add_argument('--sim-profile', default=TRAINING,
+                        help='the simulator the policy is trained in: a profile of '
+                             f'{SIM_PROFILES_FILE} (default: {TRAINING}, built for speed)')
     parser.add_argument('--randomization', type=Path,
                         help='YAML with a "randomization" mapping (e.g. the dr_suggestion.yaml '
                              'that simops-validate writes); default: the built-in ranges of '
@@ -275,17 +289,19 @@ def _main(argv: list[str] | None) -> int:
     try:
         if args.sim_params:
             load_sim_params(args.sim_params)
+        sim_profile(args.sim_profile)
         randomization = (load_randomization(args.randomization, key='randomization')
                          if args.randomization
                          else default_randomization(TASKS[args.task].randomization))
-    except (ValueError, SimParamsError) as exc:
+    except (ValueError, SimParamsError, SimProfileError) as exc:
         print(f'simops-train: error: {exc}', file=sys.stderr)
         return EXIT_USAGE
     if args.task == 'pick_place':
         return train_pick_and_export(args, randomization)
     config = TrainConfig(robot=args.robot, seed=args.seed, goals=args.goals, updates=args.updates,
                          eval_episodes=args.eval_episodes, workers=args.workers,
-                         randomization=randomization, sim_params=args.sim_params)
+                         randomization=randomization, sim_params=args.sim_params,
+                         profile=args.sim_profile)
     policy, metadata = train(config, log=lambda line: print(line, flush=True))
     env = FR3ReachEnv(robot=config.robot)
     stem = Path(args.out or f'models/policy/{config.robot}_reach')

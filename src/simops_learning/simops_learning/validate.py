@@ -16,7 +16,7 @@ from __future__ import annotations
 import itertools
 import sys
 import time
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +50,13 @@ from simops_learning.promote import promote
 from simops_learning.rollout import BATCH, TASK_EPISODES
 from simops_learning.validation_report import Outcome, Report, Thresholds, write_reports
 from simops_sim.randomization import Conditions, DomainRandomization, parse_randomization
+from simops_sim.sim_profiles import (
+    SIM_PROFILES_FILE,
+    TRAINING,
+    VALIDATION,
+    SimProfileError,
+    sim_profile,
+)
 
 EXIT_MARGINAL, EXIT_FAIL = 3, 4
 VERDICT_EXIT = {'pass': EXIT_OK, 'marginal': EXIT_MARGINAL, 'fail': EXIT_FAIL}
@@ -116,6 +123,7 @@ class Task:
     seed: int
     robot: str
     task: str = 'reach'
+    profile: str = VALIDATION
 
 
 _WORKER: dict[tuple[Any, ...], tuple[list[Any], Any]] = {}   # per worker process: envs, model
@@ -134,12 +142,12 @@ def run_task(task: Task) -> tuple[int, list[Outcome]]:
     from simops_learning.rollout import run_episodes_batched
     from simops_policy.model import load_policy
 
-    key = (task.task, task.card, task.sim_params, task.robot, task.policy)
+    key = (task.task, task.card, task.sim_params, task.robot, task.policy, task.profile)
     if key not in _WORKER:
         _WORKER.clear()
         kind = env_class(task.task)
-        envs = [kind(card_path=task.card, sim_params_file=task.sim_params, robot=task.robot)
-                for _ in range(BATCH)]
+        envs = [kind(card_path=task.card, sim_params_file=task.sim_params, robot=task.robot,
+                     profile=task.profile) for _ in range(BATCH)]
         _WORKER[key] = envs, load_policy(task.policy, envs[0].card)
     envs, model = _WORKER[key]
     results = run_episodes_batched(envs[:len(task.episodes)], model.infer, task.episodes,
@@ -150,8 +158,10 @@ def run_task(task: Task) -> tuple[int, list[Outcome]]:
 def validate(policy: Path, card: Path, sim_params: Path | None, grid: dict[str, list[float]],
              episodes: int, workers: int, seed: int, robot: str = 'fr3',
              progress: bool = True, task: str = 'reach',
-             executor: Executor | None = None) -> Report:
+             executor: Executor | None = None, profile: str = VALIDATION) -> Report:
     """Run the grid of ``task`` (:mod:`simops_core.tasks`); return the report, unwritten.
+
+    ``profile``: the simulator the episodes run in (:mod:`simops_sim.sim_profiles`).
 
     Each configuration's episodes run in chunks of up to 60, one task each, on ``executor``
     (default: ``workers`` local processes); every configuration gets every episode exactly
@@ -160,7 +170,7 @@ def validate(policy: Path, card: Path, sim_params: Path | None, grid: dict[str, 
     configs = grid_conditions(grid)
     chunk = max(1, min(episodes, TASK_EPISODES))
     tasks = [Task(i, c, range(start, min(start + chunk, episodes)), policy, card, sim_params,
-                  seed, robot, task)
+                  seed, robot, task, profile)
              for i, c in enumerate(configs) for start in range(0, episodes, chunk)]
     left = [sum(t.config == i for t in tasks) for i in range(len(configs))]
     tally = Tally(len(configs))
@@ -173,7 +183,8 @@ def validate(policy: Path, card: Path, sim_params: Path | None, grid: dict[str, 
             tally.done += 1
         tally.units += len(part)
         if progress:
-            print(f'\rvalidating: {tally.line("episodes").replace("tasks", "configurations")}',
+            print(f'\rvalidating ({profile} sim): '
+                  f'{tally.line("episodes").replace("tasks", "configurations")}',
                   end='', file=sys.stderr, flush=True)
 
     parts = (executor or LocalExecutor(workers)).map(run_task, tasks, on_result)
@@ -182,8 +193,9 @@ def validate(policy: Path, card: Path, sim_params: Path | None, grid: dict[str, 
     results: list[list[Outcome]] = [[] for _ in configs]
     for config, part in parts:
         results[config] += part
-    return Report.build(policy, file_sha256(policy), sim_params, grid, configs, results,
-                        episodes, seed, time.monotonic() - started)
+    report = Report.build(policy, file_sha256(policy), sim_params, grid, configs, results,
+                          episodes, seed, time.monotonic() - started)
+    return replace(report, profile=profile)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -203,6 +215,12 @@ def main(argv: list[str] | None = None) -> int:
                         help=f'NAME=V1,V2,... axes from {", ".join(AXES)} (default reach: '
                              f'{" ".join(DEFAULT_GRID)}; pick_place: {" ".join(PICK_GRID)})')
     parser.add_argument('--episodes', type=int, default=30, help='episodes per configuration')
+    parser.add_argument('--sim-profile', default=VALIDATION,
+                        help=f'the simulator that judges: a profile of {SIM_PROFILES_FILE} '
+                             f'(default: {VALIDATION}, built for fidelity)')
+    parser.add_argument('--sim-gap', action='store_true',
+                        help=f'also run the grid in the {TRAINING} sim and report the '
+                             'sim-to-sim gap per cell (the verdict stays the judging sim\'s)')
     parser.add_argument('--workers', type=int, default=2,
                         help='local worker processes (or CPUs of --ray local)')
     parser.add_argument('--ray', metavar='ADDRESS',
@@ -237,17 +255,24 @@ def main(argv: list[str] | None = None) -> int:
             raise UsageError('--episodes and --workers must be >= 1')
         thresholds = Thresholds(args.pass_mean, args.pass_min, args.marginal_mean)
         sim_params = Path(args.sim_params) if args.sim_params else None
+        sim_profile(args.sim_profile)
         if sim_params is not None:
             load_sim_params(sim_params)
         task, trained = _check_policy(policy, card, args.robot, args.task)
         grid = parse_grid(args.grid or list(GRIDS[task]))
-    except (UsageError, SimParamsError, CardError, SpecError, ValueError) as exc:
+    except (UsageError, SimParamsError, SimProfileError, CardError, SpecError,
+            ValueError) as exc:
         print(f'simops-validate: error: {exc}', file=sys.stderr)
         return EXIT_CONFIG
     try:
+        executor = make_executor(args.ray, args.workers)
         report = validate(policy, card, sim_params, grid, args.episodes, args.workers,
-                          args.seed, args.robot, task=task,
-                          executor=make_executor(args.ray, args.workers))
+                          args.seed, args.robot, task=task, executor=executor,
+                          profile=args.sim_profile)
+        if args.sim_gap:
+            report = report.with_training(validate(
+                policy, card, sim_params, grid, args.episodes, args.workers, args.seed,
+                args.robot, task=task, executor=executor, profile=TRAINING))
         report = report.judge(thresholds)
         out = Path(args.out) if args.out else policy.parent
         paths = write_reports(report, out, trained)

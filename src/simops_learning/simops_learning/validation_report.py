@@ -19,6 +19,7 @@ import numpy as np
 import yaml
 
 from simops_sim.randomization import Conditions, DomainRandomization, default_randomization
+from simops_sim.sim_profiles import VALIDATION, profile_entry, sim_profile
 
 WORST_SHOWN = 5
 Outcome = tuple[bool, float, int, int, int, float, float]
@@ -64,6 +65,8 @@ class Report:
     wall_time_s: float
     thresholds: Thresholds = field(default_factory=Thresholds)
     verdict: str = 'unjudged'
+    profile: str = VALIDATION                        # the simulator (simops_sim.sim_profiles)
+    training_success: tuple[float, ...] | None = None   # the same cells in the training sim
 
     @classmethod
     def build(cls, policy: Path, sha256: str, sim_params: Path | None,
@@ -102,6 +105,24 @@ class Report:
     def min(self) -> float:
         """Lowest success of any configuration."""
         return float(min(c.success for c in self.configs))
+
+    def with_training(self, training: Report) -> Report:
+        """A copy holding ``training``'s success per cell: the sim-to-sim gap.
+
+        ``training``: the same grid, seeds and episodes run in the training sim. The verdict
+        stays this report's.
+        """
+        if training.grid != self.grid or training.seed != self.seed:
+            raise ValueError('the training sim\'s run has another grid or seed')
+        return replace(self, training_success=tuple(c.success for c in training.configs))
+
+    @property
+    def sim_gaps(self) -> list[float] | None:
+        """Per cell: success in the training sim minus in this (validation) sim."""
+        if self.training_success is None:
+            return None
+        return [t - c.success for t, c in zip(self.training_success, self.configs,
+                                                strict=True)]
 
     def judge(self, thresholds: Thresholds) -> Report:
         """A copy with the verdict under ``thresholds``."""
@@ -161,19 +182,27 @@ class Report:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready mapping of the whole report."""
+        gaps = self.sim_gaps
+        cells = [{} if gaps is None else
+                 {'training_success': t, 'sim_gap': g}
+                 for t, g in zip(self.training_success or self.configs, gaps or self.configs,
+                                 strict=True)]
         return {
             'policy': self.policy, 'sha256': self.sha256, 'sim_params': self.sim_params,
+            'sim_profile': profile_entry(self.profile),
             'grid': self.grid, 'seed': self.seed, 'wall_time_s': self.wall_time_s,
             'thresholds': asdict(self.thresholds), 'verdict': self.verdict,
             'mean_success': self.mean, 'min_success': self.min,
             'protective_stops': self.stops, 'unsafe_episodes': self.unsafe,
-            'configs': [{**c.conditions.as_dict(), 'success': c.success,
+            **({} if gaps is None else {'sim_gap_mean': float(np.mean(gaps)),
+                                        'sim_gap_max': float(np.max(np.abs(gaps)))}),
+            'configs': [{**c.conditions.as_dict(), 'success': c.success, **cell,
                          'mean_distance_m': c.mean_distance, 'mean_steps': c.mean_steps,
                          'episodes': c.episodes, 'protective_stops': c.stops,
                          'unsafe_episodes': c.unsafe,
                          'peak_joint_speed_rad_s': _json_number(c.peak_speed),
                          'peak_contact_force_n': _json_number(c.peak_force)}
-                        for c in self.configs],
+                        for c, cell in zip(self.configs, cells, strict=True)],
         }
 
 
@@ -201,9 +230,12 @@ def write_reports(report: Report, directory: Path,
 def markdown(report: Report, heatmap: str, suggestion: Path | None) -> str:
     """The human-readable report."""
     t = report.thresholds
+    gaps = report.sim_gaps
+    options = ', '.join(f'{k} {v}' for k, v in sim_profile(report.profile).as_dict().items())
     lines = [
         '# Policy validation', '',
         f'- policy: `{report.policy}` (sha256 `{report.sha256[:16]}…`)',
+        f'- simulator: the {report.profile} profile ({options})',
         f'- physics: {report.sim_params or "model nominal"}; grid '
         + ', '.join(f'{k} = {", ".join(f"{v:g}" for v in vs)}' for k, vs in report.grid.items()),
         f'- {len(report.configs)} configurations × {report.configs[0].episodes} episodes '
@@ -215,16 +247,24 @@ def markdown(report: Report, heatmap: str, suggestion: Path | None) -> str:
         f'min {report.min:.1%}, {report.stops} protective stops, {report.unsafe} unsafe '
         'episodes (any stop or unsafe episode fails)', '',
         f'![success heatmap]({heatmap})', '',
-        '| ' + ' | '.join(report.grid) + ' | success | final distance (mm) | steps | stops | '
-        'unsafe | peak joint speed (rad/s) | peak contact force (N) |',
-        '|' + '---|' * (len(report.grid) + 7),
+        '| ' + ' | '.join(report.grid) + ' | success | '
+        + ('training sim | sim-to-sim gap | ' if gaps is not None else '')
+        + 'final distance (mm) | steps | stops | unsafe | peak joint speed (rad/s) | '
+        'peak contact force (N) |',
+        '|' + '---|' * (len(report.grid) + 7 + (2 if gaps is not None else 0)),
     ]
-    for c in report.configs:
+    for i, c in enumerate(report.configs):
         values = c.conditions.as_dict()
+        gap = ('' if gaps is None or report.training_success is None else
+               f'{report.training_success[i]:.0%} | {100 * gaps[i]:+.0f} pt | ')
         lines.append('| ' + ' | '.join(f'{values[k]:g}' for k in report.grid)
-                     + f' | {c.success:.0%} | {1000 * c.mean_distance:.1f} | '
+                     + f' | {c.success:.0%} | {gap}{1000 * c.mean_distance:.1f} | '
                      f'{c.mean_steps:.0f} | {c.stops} | {c.unsafe} | {c.peak_speed:.2f} | '
                      f'{c.peak_force:.1f} |')
+    if gaps is not None:
+        lines += ['', f'Sim-to-sim gap (success in the training sim minus in this one): '
+                  f'mean {100 * np.mean(gaps):+.1f} pt, largest {100 * np.max(np.abs(gaps)):.0f}'
+                  ' pt.']
     lines += ['', '## Worst configurations', '']
     lines += [f'- {report.axes_label(c)}: {c.success:.0%}' for c in report.worst()]
     if suggestion is not None:

@@ -53,6 +53,7 @@ from simops_sim.camera_ports import SimCameras
 from simops_sim.model_index import load_model, parse_joint_map
 from simops_sim.randomization import default_randomization
 from simops_sim.serialized_messages import ClockEncoder
+from simops_sim.sim_profiles import apply_profile
 from simops_sim.stepper import Stepper, Timing, open_viewer
 from simops_sim.world import World
 
@@ -88,7 +89,8 @@ class SimNode(Node):
         params = params if s.gripper else replace(params, end_effector='none')
         prefixes = arm_prefixes(s.arms)
         try:
-            world = World(load_model(s.model), dict.fromkeys(prefixes, self.spec),
+            world = World(apply_profile(load_model(s.model), s.sim_profile),
+                          dict.fromkeys(prefixes, self.spec),
                           dict.fromkeys(prefixes, params), reflexes=True,
                           joint_map=parse_joint_map(s.joint_map))
         except SimParamsError as exc:

@@ -1,0 +1,99 @@
+"""The training and the validation simulator: one model, the options of config/sim_profiles.yaml."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import mujoco
+import numpy as np
+import pytest
+import yaml
+
+from simops_core.paths import resolve_resource
+from simops_learning.pick_env import FR3PickPlaceEnv
+from simops_learning.reach_env import FR3ReachEnv
+from simops_sim.model_index import load_model
+from simops_sim.randomization import Conditions
+from simops_sim.sim_profiles import (
+    SimProfileError,
+    apply_profile,
+    load_sim_profiles,
+    sim_profile,
+    steps_per_period,
+)
+
+FILE = resolve_resource('config/sim_profiles.yaml')
+
+
+def test_the_profiles_file_sets_what_the_issue_asks() -> None:
+    """The fast one is coarser and shorter, the faithful one runs at 1 kHz on elliptic cones."""
+    raw = yaml.safe_load(FILE.read_text())['profiles']
+    training, validation = sim_profile('training'), sim_profile('validation')
+    assert training.as_dict() == raw['training'] and validation.as_dict() == raw['validation']
+    assert validation.timestep == 0.001 and validation.cone == 'elliptic'
+    assert training.cone == 'pyramidal' and training.timestep > validation.timestep
+    assert training.iterations < validation.iterations
+
+
+def test_apply_profile_writes_the_options() -> None:
+    model = load_model('models/fr3/scene.xml')
+    apply_profile(model, 'training')
+    assert model.opt.timestep == 0.005 and model.opt.iterations == 10
+    assert model.opt.ls_iterations == 10 and model.opt.cone == mujoco.mjtCone.mjCONE_PYRAMIDAL
+    apply_profile(model, 'validation')
+    assert model.opt.timestep == 0.001 and model.opt.iterations == 100
+    assert model.opt.cone == mujoco.mjtCone.mjCONE_ELLIPTIC
+
+
+def test_envs_run_their_profile() -> None:
+    """Same control period, different physics steps; the pick env samples at 100 Hz in both."""
+    fast, faithful = FR3ReachEnv(profile='training'), FR3ReachEnv()
+    assert fast.physics.timestep == 0.005 and fast.substeps == 10
+    assert faithful.physics.timestep == 0.001 and faithful.substeps == 50
+    assert FR3PickPlaceEnv(profile='training').chunks() == [2] * 5
+    assert FR3PickPlaceEnv().chunks() == [10] * 5
+    # the command delay is in time: 2 control periods are 20 and 100 steps
+    for env in (fast, faithful):
+        env.reset(seed=0)
+        env._set_conditions(Conditions(delay=2))
+        assert env.physics.delay_steps * env.physics.timestep == pytest.approx(0.1)
+
+
+def test_the_profiles_agree_on_a_reach() -> None:
+    """The same expert-free command, in both sims: the flange ends within 2 mm."""
+    ends = []
+    for profile in ('training', 'validation'):
+        env = FR3ReachEnv(profile=profile)
+        env.reset(seed=0, options={'goal': np.array([0.5, 0.1, 0.3]), 'ramp_time': 0.0})
+        for _ in range(40):
+            env.step(np.full(8, 0.3, np.float32))
+        ends.append(env.flange_position())
+    assert np.linalg.norm(ends[0] - ends[1]) < 0.002
+
+
+@pytest.mark.parametrize(('text', 'field'), [
+    ('version: 2\nprofiles: {}', 'version'),
+    ('version: 1\nprofiles: {training: {}, validation: {cone: round}}',
+     "'profiles.validation.cone'"),
+    ('version: 1\nprofiles: {training: {timestep: 0}, validation: {}}',
+     "'profiles.training.timestep'"),
+    ('version: 1\nprofiles: {training: {iterations: 0.5}, validation: {}}',
+     "'profiles.training.iterations'"),
+    ('version: 1\nprofiles: {training: {substeps: 3}, validation: {}}',
+     "'profiles.training.substeps'"),
+    ('version: 1\nprofiles: {training: {}}', "'profiles.validation'"),
+])
+def test_a_bad_profiles_file_gets_one_line(tmp_path: Path, text: str, field: str) -> None:
+    path = tmp_path / 'profiles.yaml'
+    path.write_text(text)
+    with pytest.raises(SimProfileError, match=field) as caught:
+        load_sim_profiles(path)
+    assert '\n' not in str(caught.value)
+
+
+def test_a_timestep_that_does_not_divide_the_period_is_refused() -> None:
+    assert steps_per_period(0.0025, 0.05) == 20
+    with pytest.raises(SimProfileError, match='does not divide the control period'):
+        steps_per_period(0.003, 0.05, 'training')
+    with pytest.raises(SimProfileError, match="no sim profile 'fast'"):
+        sim_profile('fast')
