@@ -25,6 +25,7 @@ setup(
         'console_scripts': [
             'teleop = simops_teleop.teleop_node:main',
             'simops-teleop-keyboard = simops_teleop.keyboard_teleop:main',
+            'simops-teleop-spacemouse = simops_teleop.spacemouse_teleop:main',
         ],
     },
 )

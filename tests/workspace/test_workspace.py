@@ -28,7 +28,7 @@ ROS_PACKAGES = {'rclpy', 'sensor_msgs', 'geometry_msgs', 'std_msgs', 'std_srvs',
 PIP_ONLY = {'mujoco': 'mujoco', 'torch': 'torch', 'rosbags': 'rosbags',
             'gymnasium': 'gymnasium', 'mcap': 'mcap', 'mcap_ros2': 'mcap-ros2-support',
             'rsl_rl': 'rsl-rl-lib', 'tensordict': 'tensordict', 'pyarrow': 'pyarrow',
-            'ray': 'ray'}
+            'ray': 'ray', 'pyspacemouse': 'pyspacemouse', 'easyhid': 'easyhid'}
 
 
 def imported_modules(package: str) -> set[str]:

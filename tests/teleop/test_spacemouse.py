@@ -1,0 +1,126 @@
+"""The SpaceMouse front end: spacenav's Joy layout, its missing-device lines, and a device
+lost mid-motion braking the arm through the real teleop node."""
+
+from __future__ import annotations
+
+import ctypes.util
+import subprocess
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pytest
+from easyhid import HIDException
+from geometry_msgs.msg import PoseStamped
+from policy_helpers import call_enable
+from ros_helpers import NodeProcess, RosProbe, installed_executable, wait_until
+from sensor_msgs.msg import Joy
+from sim_helpers import qos, start_sim, topic
+
+from simops_teleop.spacemouse_axes import BUTTONS, joy_fields
+from simops_teleop.spacemouse_teleop import stream
+
+PERIOD = 0.02   # s: the front end's default 50 Hz
+
+
+@dataclass
+class State:
+    """pyspacemouse's SpaceMouseState, the fields the front end reads."""
+
+    x: float = 0.0
+    y: float = 0.0
+    z: float = 0.0
+    roll: float = 0.0
+    pitch: float = 0.0
+    yaw: float = 0.0
+    buttons: list[int] = field(default_factory=lambda: [0, 0])
+
+
+class Device:
+    """A SpaceMouse held at ``state`` for ``seconds``, then unplugged (its read fails)."""
+
+    def __init__(self, state: State, seconds: float) -> None:
+        self.state, self.end = state, time.monotonic() + seconds
+
+    def read(self) -> State:
+        if time.monotonic() > self.end:
+            raise HIDException('Failed to read from HID device: -1')
+        return self.state
+
+
+def test_joy_fields_are_spacenavs_layout() -> None:
+    axes, buttons = joy_fields(State(0.5, -0.25, 1.7, 0.1, -3.0, 0.0, [1]))
+    assert axes == [0.5, -0.25, 1.0, 0.1, -1.0, 0.0]   # within [-1, 1], spacenav's order
+    assert buttons == [1, 0] and len(buttons) == BUTTONS   # a missing button is released
+    assert joy_fields(State(buttons=[0, 1, 1]))[1] == [0, 1, 1]
+
+
+def test_a_lost_device_sends_released_axes_once_and_says_why() -> None:
+    sent: list[tuple[list[float], list[int]]] = []
+    why = stream(Device(State(x=0.5, buttons=[1, 0]), 0.1).read,
+                 lambda a, b: sent.append((a, b)), PERIOD, (HIDException,))
+    assert why == 'Failed to read from HID device: -1'
+    assert 3 <= len(sent) <= 7 and all(s == ([0.5] + [0.0] * 5, [1, 0]) for s in sent[:-1])
+    assert sent[-1] == ([0.0] * 6, [0, 0])
+
+
+def test_without_a_device_it_says_so_in_one_line() -> None:
+    """No hidapi on the machine: exit 2 naming the package; hidapi but no device: exit 3."""
+    run = subprocess.run([str(installed_executable('simops_teleop',
+                                                   'simops-teleop-spacemouse'))],
+                         capture_output=True, text=True, timeout=60)
+    lines = run.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith('simops-teleop-spacemouse: error:'), run
+    if ctypes.util.find_library('hidapi-hidraw') is None:
+        assert run.returncode == 2 and 'libhidapi-hidraw0' in lines[0]
+    else:
+        assert run.returncode == 3 and 'no SpaceMouse found' in lines[0]
+
+
+@pytest.mark.parametrize('rate', ['5', '2000'])
+def test_a_rate_the_teleop_node_cannot_use_is_refused(rate: str) -> None:
+    run = subprocess.run([str(installed_executable('simops_teleop',
+                                                   'simops-teleop-spacemouse')), '--rate', rate],
+                         capture_output=True, text=True, timeout=60)
+    assert run.returncode == 2 and len(run.stderr.strip().splitlines()) == 1, run
+
+
+def test_the_spacemouse_drives_the_arm_and_unplugging_it_brakes(
+        ros_probe: RosProbe, tmp_path: Path) -> None:
+    """The front end's stream, over DDS, into the teleop node set up as teleop:=spacemouse."""
+    ros_probe.subscribe(topic('ee_pose').name, PoseStamped, qos('ee_pose'))
+    joys = ros_probe.publisher('/spacenav/joy', Joy, 10)
+
+    def publish(axes: list[float], buttons: list[int]) -> None:
+        joys.publish(Joy(axes=axes, buttons=buttons))
+
+    def hand() -> np.ndarray:
+        p = ros_probe.messages(topic('ee_pose').name)[-1].pose.position
+        return np.array([p.x, p.y, p.z])
+
+    with start_sim(tmp_path) as sim, NodeProcess.ros2_run(
+            'simops_teleop', 'teleop', '--ros-args', '-p', 'joy_layout:=spacenav',
+            '-p', 'deadman_button:=0', '-p', 'gripper_button:=1',
+            '-r', '/joy:=/spacenav/joy', log_path=tmp_path / 'teleop.log') as teleop:
+        assert wait_until(lambda: ros_probe.messages(topic('ee_pose').name)
+                          and joys.get_subscription_count(), 60), teleop.output + sim.output
+        assert call_enable(ros_probe, True, node='/teleop').success
+        time.sleep(1.0)   # ramped in
+        start = hand()
+        # the cap pushed forward by half, the left button (the dead-man) held, for 1 s
+        worker = threading.Thread(target=stream, args=(
+            Device(State(x=0.5, buttons=[1, 0]), 1.0).read, publish, PERIOD, (HIDException,)))
+        worker.start()
+        worker.join(5.0)
+        unplugged = hand()
+        moved = unplugged - start
+        assert moved[0] > 0.02 and np.abs(moved[1:]).max() < 0.2 * moved[0], (moved,
+                                                                            teleop.output)
+        time.sleep(0.3)   # braked within the input timeout and the braking
+        rest = hand()
+        time.sleep(0.5)
+        assert np.linalg.norm(hand() - rest) < 1e-3, teleop.output
+        assert teleop.stop() == 0, teleop.output
+        assert sim.stop() == 0, sim.output
