@@ -16,6 +16,14 @@ HOME = np.array([0.0, -0.785398163, 0.0, -2.35619449, 0.0, 1.57079633, 0.7853981
 T0 = 1_700_000_000.0   # s, the arm's clock at the first joint state
 
 
+TWIST_TICKS = np.arange(0.0, 60.0, 0.01) + 0.0003   # s from T0: the teleop node's 100 Hz
+
+
+def operator_twist(t: float) -> np.ndarray:
+    """The synthetic operator's twist (6,) m/s, rad/s at tick ``t`` s: unique per tick."""
+    return np.array([0.01 * t, -0.02 * t, 0.05, 0.0, 0.1 * t, -0.3])
+
+
 def joint_position(t: np.ndarray) -> np.ndarray:
     """The synthetic arm's positions (N, 7) rad at stamp times ``t`` (N,) s (from T0)."""
     return HOME + 0.2 * np.sin(np.outer(t, np.linspace(0.5, 1.1, 7)))
@@ -38,9 +46,13 @@ def _time(t: float) -> object:
 def write_episode(path: Path, duration: float = 3.0, joints: tuple[str, ...] = JOINTS,
                   latency: float = 0.002, pause: tuple[float, float] | None = None,
                   robot: str = 'fr3', storage: StoragePlugin = StoragePlugin.MCAP,
-                  success: str = 'true') -> Synthetic:
+                  success: str = 'true', teleop: bool = False) -> Synthetic:
     """A policy episode: 1 kHz joint states, 20 Hz one-point trajectories (none during
-    ``pause`` (start, end) s), 100 Hz object poses, one latched goal, custom_data."""
+    ``pause`` (start, end) s), 100 Hz object poses, one latched goal, custom_data.
+
+    With ``teleop``, a demonstration instead: no policy output, the teleop node's operator
+    twist at 100 Hz (:func:`operator_twist` at ticks 0.3 ms after each 10 ms), source teleop.
+    """
     types = STORE.types
     header = types['std_msgs/msg/Header']
     pose_t = types['geometry_msgs/msg/PoseStamped']
@@ -73,8 +85,18 @@ def write_episode(path: Path, duration: float = 3.0, joints: tuple[str, ...] = J
         action = types['std_msgs/msg/Float64MultiArray'](
             layout=types['std_msgs/msg/MultiArrayLayout'](dim=[], data_offset=0),
             data=np.append(target - HOME, 1.0))
-        messages.append((tick + latency + 1e-4, '/policy/action', action,
-                         'std_msgs/msg/Float64MultiArray'))
+        if not teleop:
+            messages.append((tick + latency + 1e-4, '/policy/action', action,
+                             'std_msgs/msg/Float64MultiArray'))
+    twist_t, twist = types['geometry_msgs/msg/TwistStamped'], types['geometry_msgs/msg/Twist']
+    vector = types['geometry_msgs/msg/Vector3']
+    for tick in TWIST_TICKS[:np.searchsorted(TWIST_TICKS, duration)] if teleop else ():
+        v = operator_twist(tick)
+        msg = twist_t(header=header(stamp=_time(T0 + tick), frame_id='fr3_link0'),
+                      twist=twist(linear=vector(x=v[0], y=v[1], z=v[2]),
+                                  angular=vector(x=v[3], y=v[4], z=v[5])))
+        messages.append((tick + latency, '/teleop/operator_twist', msg,
+                         'geometry_msgs/msg/TwistStamped'))
     for stamp in np.arange(0.0, duration, 0.01):
         msg = pose_t(header=header(stamp=_time(T0 + stamp), frame_id='fr3_link0'),
                      pose=pose(position=point(x=0.5 + stamp, y=0.0, z=0.02),
@@ -97,4 +119,7 @@ def write_episode(path: Path, duration: float = 3.0, joints: tuple[str, ...] = J
         writer.set_custom_data('simops.success', success)
         writer.set_custom_data('simops.label', 'synthetic')
         writer.set_custom_data('simops.end_reason', 'operator')
+        if teleop:
+            writer.set_custom_data('simops.source', 'teleop')
+            writer.set_custom_data('simops.task', 'put the cube on the goal')
     return Synthetic(ticks, targets, goal)

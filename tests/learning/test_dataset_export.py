@@ -14,7 +14,15 @@ from pathlib import Path
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
-from dataset_helpers import HOME, JOINTS, T0, joint_position, write_episode
+from dataset_helpers import (
+    HOME,
+    JOINTS,
+    T0,
+    TWIST_TICKS,
+    joint_position,
+    operator_twist,
+    write_episode,
+)
 from lerobot_loader import lerobot_dataset
 from ros_helpers import REPO, installed_executable
 
@@ -88,6 +96,24 @@ def test_exported_frames_match_the_bag_at_the_frame_times(tmp_path: Path) -> Non
     assert row['success'] is True and row['outcome'] == 'operator'
     assert row['label'] == 'synthetic' and row['robot'] == 'fr3'
     assert len(row['bag_sha256']) == 64 and row['tasks'] == ['reach']
+    assert np.all(np.isnan(data['operator.twist']))   # a policy's episode: no operator
+    assert info['features']['operator.twist']['names'] == ['vx', 'vy', 'vz', 'wx', 'wy', 'wz']
+
+
+def test_a_demonstration_exports_with_its_label_and_the_operators_twist(
+        tmp_path: Path) -> None:
+    """Each frame's operator.twist is the twist in force before the next frame, exactly."""
+    write_episode(tmp_path / 'bag', teleop=True, success='false')
+    result = export(tmp_path / 'bag', '--card', CARD, '--out', tmp_path / 'ds')
+    assert result.returncode == 0, result.stderr
+    data = frames(tmp_path / 'ds')
+    frame_t = data['timestamp'].astype(float)
+    ticks = TWIST_TICKS[np.searchsorted(TWIST_TICKS, frame_t + 0.05) - 1]
+    assert np.array_equal(data['operator.twist'], np.array([operator_twist(t) for t in ticks]))
+    assert np.allclose(data['source.operator_twist.stamp'] - T0, ticks, atol=1e-6)
+    assert np.all(np.isnan(data['policy.action']))
+    row = pq.read_table(tmp_path / 'ds/meta/episodes/chunk-000/file-000.parquet').to_pylist()[0]
+    assert row['success'] is False and row['tasks'] == ['put the cube on the goal']
 
 
 def test_a_pause_in_the_commands_drops_frames_and_counts_them(tmp_path: Path) -> None:

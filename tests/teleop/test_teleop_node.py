@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pytest
 from control_msgs.msg import JointJog
 from geometry_msgs.msg import PoseStamped, TwistStamped
 from policy_helpers import call_enable
@@ -55,6 +56,7 @@ def test_twists_and_the_joystick_drive_the_hand_and_a_stale_input_brakes(
         ros_probe: RosProbe, tmp_path: Path) -> None:
     ros_probe.subscribe(topic('ee_pose').name, PoseStamped, qos('ee_pose'))
     ros_probe.subscribe('/teleop/status', Int8, 10)
+    ros_probe.subscribe(topic('operator_twist').name, TwistStamped, 10)
     twists = ros_probe.publisher('/teleop/delta_twist_cmds', TwistStamped, 10)
     joys = ros_probe.publisher('/joy', Joy, 10)
     with start_sim(tmp_path) as sim, NodeProcess.ros2_run(
@@ -89,6 +91,10 @@ def test_twists_and_the_joystick_drive_the_hand_and_a_stale_input_brakes(
         send(twists.publish, lambda: twist(0.0, SPEED, f'{SPEC.name}_hand_tcp'), 1.0)
         down = hand(ros_probe) - rest
         assert down[2] < -0.6 * SPEED and np.abs(down[:2]).max() < 0.2 * -down[2], down
+        # what the recording keeps of the operator: the twist it servoed, in the base frame
+        reported = ros_probe.messages(topic('operator_twist').name)[-30:]
+        assert all(m.header.frame_id == SPEC.base_frame for m in reported)
+        assert any(m.twist.linear.z == pytest.approx(-SPEED, abs=1e-3) for m in reported)
         assert teleop.stop() == 0, teleop.output
         assert sim.stop() == 0, sim.output
 

@@ -20,6 +20,7 @@ JOINT_STATE = 'sensor_msgs/msg/JointState'
 FLOAT_ARRAY = 'std_msgs/msg/Float64MultiArray'
 TRAJECTORY = 'trajectory_msgs/msg/JointTrajectory'
 POSE = 'geometry_msgs/msg/PoseStamped'
+TWIST = 'geometry_msgs/msg/TwistStamped'
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,8 @@ arm driver's header stamps) takes each input by one stated rule:
   (:class:`~simops_core.receive_clock.ReceiveClock`: receive time less the clock offset, or
   when a late arm caught up; never before a trajectory's stamp). A frame's action is the
   newest command in force before the next frame (LeRobot's convention: the action taken
-  after observing frame ``t``); the policy's raw output on ``/policy/action`` likewise;
+  after observing frame ``t``); the policy's raw output on ``/policy/action`` and the
+  operator's twist on ``/teleop/operator_twist`` likewise;
 - **slower topics** (object pose, camera images) are held: the newest sample stamped at or
   before ``t``; latched topics (the goal pose, ``transient_local`` in config/topics.yaml)
   hold until replaced, others only up to ``max_age``. Images are read twice: for their
@@ -40,7 +41,7 @@ from simops_core.bag_reader import (
     message_typestore,
     read_bag,
 )
-from simops_core.bag_series import FLOAT_ARRAY, JOINT_STATE, POSE, TRAJECTORY
+from simops_core.bag_series import FLOAT_ARRAY, JOINT_STATE, POSE, TRAJECTORY, TWIST
 from simops_core.bag_stream import stream_messages
 from simops_core.receive_clock import ReceiveClock
 from simops_core.robot_spec import RobotSpec
@@ -62,6 +63,8 @@ DEFAULT_MAX_AGE = 0.25  # s, the oldest a held input may be at a frame
 # (near 1.8e9 s of system time a float64 resolves 0.24 us), so a tie is a tie.
 STAMP_TIE = 1e-6
 POLICY_ACTION = 'policy_action'
+OPERATOR_TWIST = 'operator_twist'
+ACTIONS = (POLICY_ACTION, OPERATOR_TWIST)   # optional, held as commands are
 IMAGE = 'sensor_msgs/msg/Image'
 
 
@@ -194,18 +197,20 @@ def bag_episode(bag: str | Path, schema: Schema, spec: RobotSpec,
             raise EpisodeError(f'{path}: {image_topics[video.input]} is {first.encoding} '
                                f'{first.width}x{first.height}; the dataset has {video.key} as '
                                f'rgb8 {video.width}x{video.height}')
-    action_topic = topics[POLICY_ACTION].name
-    wanted = {state_topic, command_topic, *pose_topics.values(), *image_topics.values()}
-    if action_topic in found:
-        wanted.add(action_topic)
+    action_topics = {name: topics[name].name for name in ACTIONS
+                     if topics[name].name in found}
+    wanted = {state_topic, command_topic, *pose_topics.values(), *image_topics.values(),
+              *action_topics.values()}
     resampler = _Resampler(schema.joints, fingers, alignment.period)
     # Slower topics are kept as float rows, never as decoded messages (an hour of 100 Hz
     # poses as message objects would take hundreds of MB).
     logs = {command_topic: _Log(found[command_topic].type, len(schema.action), schema.action)}
     logs |= {topic: _Log(POSE, 7) for topic in pose_topics.values()}
     logs |= {topic: _Log(IMAGE, 1) for topic in image_topics.values()}   # ordinal
-    if action_topic in wanted:
-        logs[action_topic] = _Log(FLOAT_ARRAY, len(schema.action))
+    if POLICY_ACTION in action_topics:
+        logs[action_topics[POLICY_ACTION]] = _Log(FLOAT_ARRAY, len(schema.action))
+    if OPERATOR_TWIST in action_topics:
+        logs[action_topics[OPERATOR_TWIST]] = _Log(TWIST, 6)
     state_type = found[state_topic].type
     try:
         for topic, log_time, data in stream_messages(path, wanted):
@@ -229,8 +234,8 @@ def bag_episode(bag: str | Path, schema: Schema, spec: RobotSpec,
                            'the episode is too short to export')
     clock = ReceiveClock(np.frombuffer(resampler.received), np.frombuffer(resampler.stamps))
     held = {'command': logs[command_topic].held(clock, not_before_stamp=True)}
-    if action_topic in logs:
-        held[POLICY_ACTION] = logs[action_topic].held(clock)
+    for name, topic in action_topics.items():
+        held[name] = logs[topic].held(clock)
     for name, topic in (pose_topics | image_topics).items():
         held[name] = logs[topic].held(clock, from_stamp=True)
     latched = {name for name, topic in pose_topics.items()
@@ -328,8 +333,8 @@ class _Log:
 
     ``type_name`` is the message type: a JointTrajectory (its first point's positions by
     ``names``, NaN for joints it does not set), a Float64MultiArray (its first ``width``
-    values), a PoseStamped (position, then quaternion x, y, z, w) or an Image (its ordinal
-    in the topic). A zero or absent stamp is NaN.
+    values), a PoseStamped (position, then quaternion x, y, z, w), a TwistStamped (linear,
+    then angular) or an Image (its ordinal in the topic). A zero or absent stamp is NaN.
     """
 
     def __init__(self, type_name: str, width: int, names: tuple[str, ...] = ()) -> None:
@@ -354,6 +359,9 @@ class _Log:
                 position, orientation = msg.pose.position, msg.pose.orientation
                 values = [position.x, position.y, position.z, orientation.x, orientation.y,
                           orientation.z, orientation.w]
+            elif self.type_name == TWIST:
+                v, w = msg.twist.linear, msg.twist.angular
+                values = [v.x, v.y, v.z, w.x, w.y, w.z]
             elif msg.points:
                 for name, value in zip(msg.joint_names, msg.points[0].positions, strict=False):
                     if name in self._column:
@@ -402,13 +410,13 @@ def _assemble(rows: np.ndarray, t0: float, schema: Schema, fingers: tuple[str, .
     for name, samples in held.items():
         # A command or action is in force over the frame when it took effect before the next
         # frame; an observed pose when it was stamped at or before the frame.
-        ahead = period if name in ('command', POLICY_ACTION) else 0.0
+        ahead = period if name in ('command', *ACTIONS) else 0.0
         side = 'left' if ahead else 'right'
         index = np.searchsorted(samples.t, t + (ahead or STAMP_TIE), side=side) - 1
         have = index >= 0
         age = np.where(have, t + ahead - samples.t[np.maximum(index, 0)], np.inf)
         stale = ~have if name in latched else ~have | (age > max_age)
-        if name != POLICY_ACTION:
+        if name not in ACTIONS:
             invalid[name] = stale
         picks[name] = np.where(stale, -1, index)
         ages[name] = age
@@ -437,6 +445,8 @@ def _assemble(rows: np.ndarray, t0: float, schema: Schema, fingers: tuple[str, .
             columns['source.command.effective'][ok, 0] = samples.t[source[ok]]
         elif name == POLICY_ACTION:
             columns['policy.action'][:] = values
+        elif name == OPERATOR_TWIST:
+            columns['operator.twist'][:] = values
         elif name.startswith('images.'):
             columns[_ordinal_key(name)] = values
         else:

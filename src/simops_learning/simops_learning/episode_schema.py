@@ -15,6 +15,8 @@ robot's base frame and SI units, named entry by entry in the card's order:
   none (a gripper driven through franka_gripper's action server is not on a topic);
 - ``policy.action``: the policy's raw output in the card's action units, NaN when the
   episode has none (an excitation);
+- ``operator.twist``: the operator's twist (m/s then rad/s, base frame) the teleop node
+  acted on, NaN when the episode has none (a policy's, an excitation);
 - ``source.<input>.stamp`` / ``.received`` (s): the header stamp and receive time of the
   message each frame's input came from (NaN where it has none); ``source.command.effective``
   (s): when the frame's command took effect on the arm;
@@ -41,6 +43,7 @@ INDEX_DTYPES = {'timestamp': 'float32', 'frame_index': 'int64', 'episode_index':
 POSE_FEATURES = {'object_position': 'observation.object_position',
                  'object_quaternion': 'observation.object_quaternion',
                  'goal_position': 'observation.goal_position'}
+TWIST_FIELDS = ('vx', 'vy', 'vz', 'wx', 'wy', 'wz')   # m/s, rad/s, base frame
 POSE_TOPICS = {'object_position': 'object_pose', 'object_quaternion': 'object_pose',
                'goal_position': 'goal_pose'}
 
@@ -88,7 +91,8 @@ class Schema:
     ``joints`` are the card's ``joint_position`` fields, ``velocity_joints`` its
     ``joint_velocity`` fields, ``gripper_width`` whether it observes the gripper width,
     ``poses`` the pose terms it has (source -> fields), ``inputs`` the inputs a frame records
-    provenance for (``joint_states``, ``command``, ``policy_action``, and ``object_pose`` /
+    provenance for (``joint_states``, ``command``, ``policy_action``, ``operator_twist``,
+    and ``object_pose`` /
     ``goal_pose`` as the pose terms need them).
     """
 
@@ -126,11 +130,12 @@ def card_schema(card: PolicyCard, cameras: tuple[tuple[str, int, int], ...] = ()
         features.append(Feature('observation.velocity', velocity))
     features += [Feature(POSE_FEATURES[name], fields) for name, fields in poses.items()]
     features += [Feature('action', card.action.fields),
-                 Feature('policy.action', card.action.fields)]
+                 Feature('policy.action', card.action.fields),
+                 Feature('operator.twist', TWIST_FIELDS)]
     pose_inputs = tuple(dict.fromkeys(POSE_TOPICS[name] for name in poses))
     videos = tuple(VideoFeature(f'observation.images.{name}', name, width, height)
                    for name, width, height in cameras)
-    inputs = ('joint_states', 'command', 'policy_action', *pose_inputs,
+    inputs = ('joint_states', 'command', 'policy_action', 'operator_twist', *pose_inputs,
               *(video.input for video in videos))
     for name in inputs:
         features += [Feature(f'source.{name}.stamp', ('s',)),

@@ -10,7 +10,8 @@ from simops_core.camera_rig import load_cameras
 from simops_core.topics import TopicSpec
 
 DEFAULT_TOPIC_KEYS = ('joint_states', 'joint_commands', 'joint_trajectory', 'object_pose',
-                      'goal_pose', 'ee_pose', 'policy_action', 'policy_state', 'diagnostics')
+                      'goal_pose', 'ee_pose', 'policy_action', 'policy_state', 'diagnostics',
+                      'operator_twist')
 
 
 def default_topics(topics: dict[str, TopicSpec]) -> list[str]:

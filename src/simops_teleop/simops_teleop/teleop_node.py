@@ -23,7 +23,8 @@ publishes it on the command topic the policy uses (the policy's default fraction
 velocity and acceleration limits). An input older than ``input_timeout``,
 a released dead-man or a halting status command zero velocity: the pipeline brakes the arm
 within its acceleration limit. ``~/status`` (std_msgs/Int8) carries moveit_servo's status
-code. It moves an arm, so it starts DISABLED, like the policy and ``excite``
+code, ``/teleop/operator_twist`` (TwistStamped, base frame) the twist it servoes each tick,
+for the recording. It moves an arm, so it starts DISABLED, like the policy and ``excite``
 (:class:`simops_core.motion_supervisor.MotionSupervisor`: ``~/enable``, ``/simops/estop``).
 Parameters: ``config/parameters/teleop.yaml``.
 """
@@ -54,6 +55,7 @@ from simops_ros.arm_positions import ArmPositions
 from simops_ros.arming import ModeReport, attach_motion_controls, resume
 from simops_ros.declarations import declare_schema
 from simops_ros.point_commands import ArmCommandPublisher
+from simops_ros.qos import qos_profile
 from simops_ros.scaffold import run_node
 from simops_sim.model_index import load_model
 from simops_teleop.joy_twist import joy_twist
@@ -111,6 +113,8 @@ class TeleopNode(Node):
         self.create_subscription(JointJog, '~/delta_joint_cmds', self._on_jog, 10)
         self.create_subscription(Joy, '/joy', self._on_joy, 10)
         self._status = self.create_publisher(Int8, '~/status', 10)
+        self._operator = self.create_publisher(TwistStamped, topics['operator_twist'].name,
+                                               qos_profile(topics['operator_twist']))
         if s.gripper:
             self.create_service(SetBool, '~/gripper', self._on_gripper)
         self._safety: safety.SafetyState | None = None
@@ -213,6 +217,8 @@ class TeleopNode(Node):
         if in_tcp:   # to the base frame, at the current target
             rotation = self.kinematics.rotation(self._safety.target)
             twist = np.concatenate((rotation @ twist[:3], rotation @ twist[3:]))
+        if not jog:
+            self._report_twist(twist)
         result = (jog_velocities(self._safety.target, twist, self.spec, self.servo) if jog
                   else twist_velocities(self.kinematics, self._safety.target, twist,
                                         self.period, self.servo))
@@ -221,6 +227,15 @@ class TeleopNode(Node):
         self._safety = out.state
         self._publish(out.state.target, self._width)
         return result.status
+
+
+    def _report_twist(self, twist: np.ndarray) -> None:
+        msg = TwistStamped()
+        msg.header.stamp = self.get_clock().now().to_msg()
+        msg.header.frame_id = self.spec.base_frame
+        v, w = msg.twist.linear, msg.twist.angular
+        v.x, v.y, v.z, w.x, w.y, w.z = (float(c) for c in twist)
+        self._operator.publish(msg)
 
 
 def main(args: list[str] | None = None) -> int:
