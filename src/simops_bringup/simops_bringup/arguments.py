@@ -25,14 +25,18 @@ COMMAND_INTERFACES = ('float64_array', 'joint_trajectory')
 # layouts and dead-man buttons: spacenav_node's spacenav/joy (the left button) and an
 # Xbox-style pad as joy_linux reads it (LB, button 4); the hand toggles on the SpaceMouse's
 # right button and the pad's A; the keyboard front end (simops-teleop-keyboard, run in a
-# terminal) sends twists, which need no dead-man, and its own hand keys.
-TELEOP_DEVICES: dict[str, dict[str, str | int]] = {
+# terminal) sends twists, which need no dead-man, and its own hand and recording keys. The
+# pad drives the recorder too (Start records, Back keeps, B discards, Y and X label a
+# success and a failure); the SpaceMouse's two buttons are taken.
+TELEOP_DEVICES: dict[str, dict[str, str | int | list[str]]] = {
     'spacemouse': {'joy_layout': 'spacenav', 'deadman_button': 0, 'gripper_button': 1,
-                   'joy': '/spacenav/joy'},
+                   'joy': '/spacenav/joy', 'record_buttons': []},
     'gamepad': {'joy_layout': 'gamepad', 'deadman_button': 4, 'gripper_button': 0,
-                'joy': '/joy'},
+                'joy': '/joy',
+                'record_buttons': ['record=7', 'keep=6', 'discard=1', 'success=3',
+                                   'failure=2']},
     'keyboard': {'joy_layout': 'spacenav', 'deadman_button': -1, 'gripper_button': -1,
-                 'joy': '/joy'},
+                 'joy': '/joy', 'record_buttons': []},
 }
 # Layouts of the sim profile: one arm, or franka_ros2's fr3_duo (its arms by namespace).
 LAYOUTS = {'single': (), 'fr3_duo': ('left', 'right')}

@@ -157,6 +157,8 @@ class _Nodes:
             'command_interface': args['command_interface'],
             'joy_layout': device['joy_layout'], 'deadman_button': device['deadman_button'],
             'gripper_button': device['gripper_button'], 'gripper': flags['gripper'],
+            **({'record_buttons': device['record_buttons']} if device['record_buttons']
+               else {}),
             'franka_ros2': args['franka_ros2'],
             'start_enabled': flags['start_enabled'], 'use_sim_time': flags['use_sim_time']})
         if device['joy'] == '/joy':

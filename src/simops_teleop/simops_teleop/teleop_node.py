@@ -11,7 +11,7 @@ them:
   by moveit_servo's rules (:func:`~simops_teleop.servo_law.jog_command`);
 - ``/joy`` (sensor_msgs/Joy): axes scaled to the speed caps by ``joy_layout``; with
   ``deadman_button`` >= 0 the arm moves only while that button is held; a press of
-  ``gripper_button`` toggles the hand;
+  ``gripper_button`` toggles the hand, of a ``record_buttons`` one drives the recorder;
 - ``~/gripper`` (std_srvs/SetBool): true closes the hand, false opens it (its width range);
   the width goes with the arm's targets, as the policy's does (on ``/joint_commands``, or as
   franka_gripper goals beside the trajectory).
@@ -55,10 +55,11 @@ from simops_ros.arm_positions import ArmPositions
 from simops_ros.arming import ModeReport, attach_motion_controls, resume
 from simops_ros.declarations import declare_schema
 from simops_ros.point_commands import ArmCommandPublisher
-from simops_ros.qos import qos_profile
 from simops_ros.scaffold import run_node
 from simops_sim.model_index import load_model
 from simops_teleop.joy_twist import joy_twist
+from simops_teleop.record_buttons import parse_record_buttons
+from simops_teleop.recorder_client import OperatorTwist, RecorderButtons
 from simops_teleop.servo_law import (
     ServoSettings,
     ServoStatus,
@@ -112,9 +113,11 @@ class TeleopNode(Node):
         self.create_subscription(TwistStamped, '~/delta_twist_cmds', self._on_twist, 10)
         self.create_subscription(JointJog, '~/delta_joint_cmds', self._on_jog, 10)
         self.create_subscription(Joy, '/joy', self._on_joy, 10)
+        self._recording = RecorderButtons(self, s.recorder, parse_record_buttons(
+            s.record_buttons, {'deadman_button': s.deadman_button,
+                               'gripper_button': s.gripper_button}))
         self._status = self.create_publisher(Int8, '~/status', 10)
-        self._operator = self.create_publisher(TwistStamped, topics['operator_twist'].name,
-                                               qos_profile(topics['operator_twist']))
+        self._report_twist = OperatorTwist(self, topics['operator_twist'], self.spec.base_frame)
         if s.gripper:
             self.create_service(SetBool, '~/gripper', self._on_gripper)
         self._safety: safety.SafetyState | None = None
@@ -158,6 +161,7 @@ class TeleopNode(Node):
             with self._lock:
                 self._width = grip.width_max if self._width == grip.width_min else grip.width_min
         self._button = pressed
+        self._recording.on_joy(msg.buttons)
         twist = joy_twist(list(msg.axes), list(msg.buttons), s.joy_layout, s.deadman_button,
                           self.servo)
         if twist is None:
@@ -227,15 +231,6 @@ class TeleopNode(Node):
         self._safety = out.state
         self._publish(out.state.target, self._width)
         return result.status
-
-
-    def _report_twist(self, twist: np.ndarray) -> None:
-        msg = TwistStamped()
-        msg.header.stamp = self.get_clock().now().to_msg()
-        msg.header.frame_id = self.spec.base_frame
-        v, w = msg.twist.linear, msg.twist.angular
-        v.x, v.y, v.z, w.x, w.y, w.z = (float(c) for c in twist)
-        self._operator.publish(msg)
 
 
 def main(args: list[str] | None = None) -> int:
