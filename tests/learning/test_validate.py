@@ -17,7 +17,7 @@ from ros_helpers import REPO
 from simops_core.command_line import UsageError
 from simops_core.policy_card import file_sha256
 from simops_learning.reach_env import FR3ReachEnv
-from simops_learning.rollout import run_episodes
+from simops_learning.rollout import FAILURE_MODES, failure_mode, run_episodes
 from simops_learning.validate import grid_conditions, parse_grid
 from simops_learning.validation_report import Report, Thresholds
 from simops_policy.model import load_policy
@@ -30,9 +30,10 @@ def report(successes: list[float], stops: int = 0) -> Report:
     """10 episodes per configuration; the last configuration's first ``stops`` stopped."""
     grid = {'mass': [0.5, 1.0, 2.0][:len(successes)]}
     configs = grid_conditions(grid)
-    results = [[(i < round(10 * s), 0.01, 50, int(k == len(successes) - 1 and i < stops), 0,
-                 float('nan'), float('nan')) for i in range(10)]
-               for k, s in enumerate(successes)]
+    results = [[(i < round(10 * s), 0.01, 50, int(stopped := k == len(successes) - 1 and i < stops),
+                 0, float('nan'), float('nan'),
+                 0 if i < round(10 * s) else 1 if stopped else FAILURE_MODES.index('timeout'))
+                for i in range(10)] for k, s in enumerate(successes)]
     return Report.build(Path('p.pt'), '0' * 64, None, grid, configs, results, 10, 0, 1.0)
 
 
@@ -61,6 +62,17 @@ def test_one_protective_stop_fails_the_gate() -> None:
     assert [c.stops for c in judged.configs] == [0, 0, 1]
     assert '1 protective stops' in judged.summary()
     assert judged.to_dict()['configs'][2]['protective_stops'] == 1
+    assert judged.to_dict()['configs'][2]['failures'] == {}   # stopped, then succeeded
+    assert report([0.5, 0.8]).failures == {'timeout': 7}
+
+
+def test_failure_modes_take_the_first_that_applies() -> None:
+    ended = {'is_success': False, 'protective_stop': '', 'unsafe': False, 'dropped': False}
+    modes = [FAILURE_MODES[failure_mode(ended | change, truncated)] for change, truncated in (
+        ({'is_success': True, 'unsafe': True}, False), ({'protective_stop': 'reflex'}, True),
+        ({'unsafe': True, 'dropped': True}, True), ({'dropped': True}, True), ({}, True),
+        ({}, False))]
+    assert modes == ['', 'protective_stop', 'unsafe', 'dropped', 'timeout', 'fault']
 
 
 def test_a_policy_that_trips_the_arm_fails_the_gate_with_its_stops_counted(
@@ -76,6 +88,7 @@ def test_a_policy_that_trips_the_arm_fails_the_gate_with_its_stops_counted(
     result = json.loads((tmp_path / 'r' / 'validation.json').read_text())
     assert result['protective_stops'] == 4
     assert [c['protective_stops'] for c in result['configs']] == [2, 2]
+    assert result['failures'] == {'protective_stop': 4}
     assert '| stops |' in (tmp_path / 'r' / 'validation.md').read_text()
 
 
@@ -107,6 +120,7 @@ def test_failing_policy_fails_with_feedback(tmp_path: Path) -> None:
     result = json.loads((tmp_path / 'r' / 'validation.json').read_text())
     assert result['verdict'] == 'fail' and result['min_success'] == 0.0
     assert result['mean_success'] == 0.0 and len(result['configs']) == 2
+    assert result['failures'] == {'timeout': 2}   # it never moved, for 200 steps each
     assert result['sha256'] == file_sha256(model)
     assert (tmp_path / 'r' / 'validation_heatmap.png').stat().st_size > 1000
     assert 'dr_suggestion.yaml' in (tmp_path / 'r' / 'validation.md').read_text()

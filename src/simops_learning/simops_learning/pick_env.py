@@ -18,7 +18,8 @@ of the shared physics), with the task's scene, reward and safety accounting:
   in ``info``: ``peak_joint_speed`` (rad/s, largest arm joint), ``peak_contact_force`` (N, the
   largest normal force between the hand or fingers and anything but the cube: MuJoCo's
   contact forces) and ``unsafe`` when they exceed ``SAFE_JOINT_SPEED`` (1.5 rad/s) or
-  ``SAFE_CONTACT_FORCE`` (20 N).
+  ``SAFE_CONTACT_FORCE`` (20 N); ``dropped`` once the cube, lifted in a grasp earlier in the
+  episode, is out of the grasp away from its goal.
 
 Frames and units: base frame, m, rad, N.
 """
@@ -78,6 +79,7 @@ class FR3PickPlaceEnv(FR3ReachEnv):
         self._force = np.zeros(6)
         self.object_start = np.zeros(3)
         self.peak_speed = self.peak_force = 0.0
+        self.was_lifted = False   # the cube was off the table in a grasp at some step
 
     # --- scene ---------------------------------------------------------------------------
 
@@ -102,6 +104,7 @@ class FR3PickPlaceEnv(FR3ReachEnv):
         mujoco.mj_forward(self.physics.model, data)
         self.object_start = np.array([x, y, yaw])
         self.peak_speed = self.peak_force = 0.0
+        self.was_lifted = False
 
     # --- stepping and safety -------------------------------------------------------------
 
@@ -163,9 +166,12 @@ class FR3PickPlaceEnv(FR3ReachEnv):
         info = super()._info(fault)
         cube = self.object_position()
         grasped = self.grasped()
+        lifted = grasped and cube[2] > CUBE_HALF + 0.005
+        self.was_lifted |= lifted
         info.update(
             reach_distance=float(np.linalg.norm(self.grasp_point() - cube)), grasped=grasped,
-            lifted=grasped and cube[2] > CUBE_HALF + 0.005, object_position=cube,
+            lifted=lifted, object_position=cube,
+            dropped=self.was_lifted and not grasped and not info['is_success'],
             peak_joint_speed=self.peak_speed, peak_contact_force=self.peak_force,
             unsafe=self.peak_speed > SAFE_JOINT_SPEED or self.peak_force > SAFE_CONTACT_FORCE)
         return info

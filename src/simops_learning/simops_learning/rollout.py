@@ -24,6 +24,10 @@ from simops_learning.reach_env import FR3ReachEnv
 from simops_sim.physics_batch import step_together
 from simops_sim.randomization import Conditions
 
+# How an episode failed, first that applies: the arm stopped itself; it broke the task's
+# safety limits; it lifted the object, then lost it; it ran out of steps; it ended early
+# otherwise (an arm joint beyond its velocity limit: the node would fault).
+FAILURE_MODES = ('', 'protective_stop', 'unsafe', 'dropped', 'timeout', 'fault')
 BATCH = 20          # envs stepped together by default (the gate's workers, simops-rollout)
 TASK_EPISODES = 60  # episodes one task runs (a new one starts in an env as one ends)
 Policy = Callable[[np.ndarray], np.ndarray]
@@ -50,7 +54,8 @@ class EpisodeResult:
     ``stops`` is 1 when the arm stopped itself (a protective stop ends the episode), else 0;
     ``unsafe`` 1 when the episode broke the task's safety limits; ``peak_speed`` (rad/s) and
     ``peak_force`` (N) the largest arm joint speed and hand contact force (NaN where the env
-    does not measure them).
+    does not measure them); ``failure`` how an unsuccessful episode failed, an index into
+    :data:`FAILURE_MODES` (0: it succeeded).
     """
 
     success: bool
@@ -60,6 +65,7 @@ class EpisodeResult:
     unsafe: int = 0
     peak_speed: float = float('nan')
     peak_force: float = float('nan')
+    failure: int = 0
 
 
 def run_episodes(env: FR3ReachEnv, policy: Policy, episodes: range, seed: int,
@@ -77,7 +83,7 @@ def run_episodes(env: FR3ReachEnv, policy: Policy, episodes: range, seed: int,
             steps += 1
             if terminated or truncated:
                 break
-        results.append(episode_result(info, steps))
+        results.append(episode_result(info, steps, truncated))
     return results
 
 
@@ -126,7 +132,7 @@ def run_episodes_batched(envs: Sequence[FR3ReachEnv], policy: Policy, episodes: 
                 on_step(envs[slot], episode, inputs[slot], actions[slot], info)
             running[slot][1:] = [obs, steps + 1]
             if terminated or truncated:
-                results[episode] = episode_result(info, steps + 1)
+                results[episode] = episode_result(info, steps + 1, truncated)
                 del running[slot]
                 if pending:
                     start(slot)
@@ -143,10 +149,28 @@ def _start(env: FR3ReachEnv, episode: int, seed: int, conditions: Conditions | N
     return env.reset(seed=seed * 1_000_003 + episode, options=options)
 
 
-def episode_result(info: dict[str, Any], steps: int) -> EpisodeResult:
-    """The :class:`EpisodeResult` of an episode that ended with ``info`` after ``steps``."""
+def episode_result(info: dict[str, Any], steps: int, truncated: bool) -> EpisodeResult:
+    """The :class:`EpisodeResult` of an episode that ended with ``info`` after ``steps``.
+
+    ``truncated``: it ended because it ran out of steps.
+    """
     return EpisodeResult(
         bool(info['is_success']), info['distance'], steps,
         int(info['protective_stop'] != ''), int(info.get('unsafe', False)),
         float(info.get('peak_joint_speed', float('nan'))),
-        float(info.get('peak_contact_force', float('nan'))))
+        float(info.get('peak_contact_force', float('nan'))), failure_mode(info, truncated))
+
+
+def failure_mode(info: dict[str, Any], truncated: bool) -> int:
+    """How the episode that ended with ``info`` failed: an index into FAILURE_MODES."""
+    if info['is_success']:
+        mode = ''
+    elif info['protective_stop']:
+        mode = 'protective_stop'
+    elif info.get('unsafe', False):
+        mode = 'unsafe'
+    elif info.get('dropped', False):
+        mode = 'dropped'
+    else:
+        mode = 'timeout' if truncated else 'fault'
+    return FAILURE_MODES.index(mode)

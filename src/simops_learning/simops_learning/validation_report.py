@@ -11,6 +11,7 @@ Success rates are fractions in [0, 1].
 from __future__ import annotations
 
 import json
+from collections import Counter
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -18,13 +19,15 @@ from typing import Any
 import numpy as np
 import yaml
 
+from simops_learning.rollout import FAILURE_MODES
 from simops_sim.randomization import Conditions, DomainRandomization, default_randomization
 from simops_sim.sim_profiles import VALIDATION, profile_entry, sim_profile
 
 WORST_SHOWN = 5
-Outcome = tuple[bool, float, int, int, int, float, float]
+Outcome = tuple[bool, float, int, int, int, float, float, int]
 """One episode: success, distance (m), steps, stopped, unsafe, peak joint speed (rad/s),
-peak hand contact force (N): :class:`~simops_learning.rollout.EpisodeResult` as a tuple."""
+peak hand contact force (N), failure mode (an index into FAILURE_MODES):
+:class:`~simops_learning.rollout.EpisodeResult` as a tuple."""
 SUGGESTION_MARGIN = 1.25      # factor beyond the worst values a suggested range reaches
 
 
@@ -50,6 +53,7 @@ class ConfigResult:
     unsafe: int = 0                # episodes beyond the task's safety limits
     peak_speed: float = float('nan')   # rad/s, largest arm joint speed of any episode
     peak_force: float = float('nan')   # N, largest hand contact force of any episode
+    failures: dict[str, int] = field(default_factory=dict)   # failed episodes by mode
 
 
 @dataclass(frozen=True)
@@ -78,11 +82,13 @@ class Report:
         for cond, outcome in zip(conditions, results, strict=True):
             if len(outcome) != episodes:
                 raise RuntimeError(f'{cond}: {len(outcome)} of {episodes} episodes returned')
-            success, distance, steps, stops, unsafe, speed, force = (
+            success, distance, steps, stops, unsafe, speed, force, failure = (
                 np.array(column, dtype=float) for column in zip(*outcome, strict=True))
+            modes = Counter(FAILURE_MODES[int(code)] for code in failure if code)
             configs.append(ConfigResult(
                 cond, float(success.mean()), float(distance.mean()), float(steps.mean()),
-                episodes, int(stops.sum()), int(unsafe.sum()), _peak(speed), _peak(force)))
+                episodes, int(stops.sum()), int(unsafe.sum()), _peak(speed), _peak(force),
+                {mode: modes[mode] for mode in FAILURE_MODES[1:] if modes[mode]}))
         return cls(str(policy), sha256, str(sim_params) if sim_params else None, grid,
                    tuple(configs), seed, round(wall_time, 1))
 
@@ -100,6 +106,14 @@ class Report:
     def unsafe(self) -> int:
         """Episodes beyond the task's safety limits, over the grid."""
         return sum(c.unsafe for c in self.configs)
+
+    @property
+    def failures(self) -> dict[str, int]:
+        """Failed episodes over the grid by how they failed (FAILURE_MODES; none left out)."""
+        total = Counter()
+        for c in self.configs:
+            total.update(c.failures)
+        return {mode: total[mode] for mode in FAILURE_MODES[1:] if total[mode]}
 
     @property
     def min(self) -> float:
@@ -194,12 +208,13 @@ class Report:
             'thresholds': asdict(self.thresholds), 'verdict': self.verdict,
             'mean_success': self.mean, 'min_success': self.min,
             'protective_stops': self.stops, 'unsafe_episodes': self.unsafe,
+            'failures': self.failures,
             **({} if gaps is None else {'sim_gap_mean': float(np.mean(gaps)),
                                         'sim_gap_max': float(np.max(np.abs(gaps)))}),
             'configs': [{**c.conditions.as_dict(), 'success': c.success, **cell,
                          'mean_distance_m': c.mean_distance, 'mean_steps': c.mean_steps,
                          'episodes': c.episodes, 'protective_stops': c.stops,
-                         'unsafe_episodes': c.unsafe,
+                         'unsafe_episodes': c.unsafe, 'failures': c.failures,
                          'peak_joint_speed_rad_s': _json_number(c.peak_speed),
                          'peak_contact_force_n': _json_number(c.peak_force)}
                         for c, cell in zip(self.configs, cells, strict=True)],
@@ -249,9 +264,9 @@ def markdown(report: Report, heatmap: str, suggestion: Path | None) -> str:
         f'![success heatmap]({heatmap})', '',
         '| ' + ' | '.join(report.grid) + ' | success | '
         + ('training sim | sim-to-sim gap | ' if gaps is not None else '')
-        + 'final distance (mm) | steps | stops | unsafe | peak joint speed (rad/s) | '
-        'peak contact force (N) |',
-        '|' + '---|' * (len(report.grid) + 7 + (2 if gaps is not None else 0)),
+        + 'final distance (mm) | steps | stops | unsafe | failures | peak joint speed (rad/s)'
+        ' | peak contact force (N) |',
+        '|' + '---|' * (len(report.grid) + 8 + (2 if gaps is not None else 0)),
     ]
     for i, c in enumerate(report.configs):
         values = c.conditions.as_dict()
@@ -259,18 +274,24 @@ def markdown(report: Report, heatmap: str, suggestion: Path | None) -> str:
                f'{report.training_success[i]:.0%} | {100 * gaps[i]:+.0f} pt | ')
         lines.append('| ' + ' | '.join(f'{values[k]:g}' for k in report.grid)
                      + f' | {c.success:.0%} | {gap}{1000 * c.mean_distance:.1f} | '
-                     f'{c.mean_steps:.0f} | {c.stops} | {c.unsafe} | {c.peak_speed:.2f} | '
-                     f'{c.peak_force:.1f} |')
+                     f'{c.mean_steps:.0f} | {c.stops} | {c.unsafe} | '
+                     f'{_modes(c.failures)} | {c.peak_speed:.2f} | {c.peak_force:.1f} |')
     if gaps is not None:
         lines += ['', f'Sim-to-sim gap (success in the training sim minus in this one): '
                   f'mean {100 * np.mean(gaps):+.1f} pt, largest {100 * np.max(np.abs(gaps)):.0f}'
                   ' pt.']
+    lines += ['', f'Failed episodes by how they failed: {_modes(report.failures)}.']
     lines += ['', '## Worst configurations', '']
     lines += [f'- {report.axes_label(c)}: {c.success:.0%}' for c in report.worst()]
     if suggestion is not None:
         lines += ['', f'Suggested randomisation update: `{suggestion.name}` '
                   f'({report.suggestion()["note"]}).']
     return '\n'.join(lines) + '\n'
+
+
+def _modes(failures: dict[str, int]) -> str:
+    """``timeout 3, dropped 1``, or ``none``."""
+    return ', '.join(f'{mode.replace("_", " ")} {n}' for mode, n in failures.items()) or 'none'
 
 
 def _peak(values: np.ndarray) -> float:
