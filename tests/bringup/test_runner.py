@@ -31,6 +31,7 @@ NS_REMAPS = ['-r', '/joint_states:=joint_states', '-r', '/joint_commands:=joint_
              '-r', '/fr3_arm_controller/joint_trajectory:=fr3_arm_controller/joint_trajectory',
              '-r', '/object_pose:=object_pose', '-r', '/ee_pose:=ee_pose',
              '-r', '/goal_pose:=goal_pose', '-r', '/policy/action:=policy/action',
+             '-r', '/teleop/operator_twist:=teleop/operator_twist',
              '-r', '/policy/state:=policy/state', '-r', '/simops/estop:=simops/estop',
              '-r', ROBOT_STATE_REMAP]
 
@@ -49,6 +50,7 @@ NS1_REMAPS = ['-r', '/joint_states:=franka/joint_states', '-r', '/joint_commands
               '-r', '/fr3_arm_controller/joint_trajectory:=fr3_arm_controller/joint_trajectory',
               '-r', '/object_pose:=object_pose', '-r', '/ee_pose:=ee_pose',
               '-r', '/goal_pose:=goal_pose', '-r', '/policy/action:=policy/action',
+              '-r', '/teleop/operator_twist:=teleop/operator_twist',
               '-r', '/policy/state:=policy/state', '-r', '/simops/estop:=simops/estop',
               '-r', ROBOT_STATE_REMAP]
 # real_robot's arm_setup, as the runner starts it without a namespace
