@@ -63,6 +63,47 @@ def test_both_command_interfaces_reach_the_simulator(ros_probe: RosProbe, tmp_pa
     assert np.all(moved > 0.2 * (t1 - t0)), (interface, t1 - t0, moved)
 
 
+@pytest.mark.parametrize('interface', ['float64_array', 'joint_trajectory'])
+def test_on_a_slow_simulator_the_policy_ticks_on_sim_time(ros_probe: RosProbe, tmp_path: Path,
+                                                          interface: str) -> None:
+    """A simulator slower than the wall clock (a busy machine; here ``realtime_factor:=0.25``):
+    the policy ticks every 50 ms of sim time, so the arm moves at the policy's 0.4 rad/s of
+    sim time. Ticking on the wall clock, it sent 20 targets per second of wall time, four
+    times the speed in sim time, and the trajectory's first segment, reached from the lagging
+    measured state, tripped the simulator's velocity reflex (a protective stop)."""
+    installed_executable('simops_sim', 'sim')
+    model, _ = write_policy(tmp_path, [0.4] * 7 + [0.0])
+    topic = TOPICS['joint_states'].name
+    ros_probe.subscribe(topic, JointState, qos('joint_states'))
+    watch(ros_probe)
+    index = JointIndex(SPEC.arm_joints)
+
+    def measured() -> tuple[float, np.ndarray]:
+        msg = ros_probe.messages(topic)[-1]
+        return stamp(msg), index.select(msg.name, msg.position, np.zeros(7))
+
+    with NodeProcess.ros2_run('simops_sim', 'sim', '--ros-args', '-p', 'realtime_factor:=0.25',
+                              log_path=tmp_path / 'sim.log') as sim, \
+            NodeProcess.ros2_run('simops_policy', 'policy', '--ros-args',
+                                 '-p', f'model_path:={model}', '-p', 'ramp_time:=0.5',
+                                 '-p', 'start_enabled:=true',
+                                 '-p', f'command_interface:={interface}',
+                                 '-p', 'use_sim_time:=true',
+                                 log_path=tmp_path / 'policy.log') as node:
+        wait_state(ros_probe, node, 'RUNNING', timeout=30)
+        ros_probe.wait_for_messages(topic, 1, timeout=30)
+        time.sleep(1.0)   # past the tracking lag's rise
+        t0, start = measured()
+        time.sleep(4.0)
+        t1, end = measured()
+        assert node.stop() == 0, node.output
+        assert sim.stop() == 0, sim.output
+    assert [m.data for m in ros_probe.messages(STATE)][-1] == 'RUNNING', node.output[-2000:]
+    assert 0.5 < t1 - t0 < 1.5, (t0, t1)   # 4 s of wall time at a quarter of real time
+    speed = (end - start) / (t1 - t0)
+    assert np.all((speed > 0.3) & (speed < 0.5)), (interface, t1 - t0, speed)
+
+
 def test_the_gripper_width_goes_to_franka_gripper_as_paced_goals(ros_probe: RosProbe,
                                                                   tmp_path: Path) -> None:
     """On joint_trajectory the arm goes on the controller's topic and the hand to

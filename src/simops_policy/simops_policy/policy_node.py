@@ -1,9 +1,9 @@
 """``ros2 run simops_policy policy``: a trained policy at a fixed rate behind the safety layer.
 
 Wiring over :class:`simops_core.policy_step.PolicyStep` (the envs' tick too), the modes,
-``inputs``, ``scene_feeds``, ``loop_stats``: a control thread on absolute deadlines polls the
-inputs, ticks, publishes, and sends diagnostics in its slack (a warning while an unpromoted
-policy runs). A tick with no newer joint state sends nothing; a stale input holds the arm.
+``inputs``, ``scene_feeds``, ``loop_stats``: a control thread on deadlines (sim time's under
+use_sim_time) polls inputs, ticks, publishes, sends diagnostics in its slack (a warning while
+an unpromoted policy runs). No newer joint state: no command; a stale input holds the arm.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from simops_policy.loading import load_deployment
 from simops_policy.loop_stats import LoopStats
 from simops_policy.scene_feeds import SceneFeeds
 from simops_ros.arming import ModeReport, attach_motion_controls
-from simops_ros.control_thread import raise_thread_priority, run_periodic
+from simops_ros.control_thread import raise_thread_priority, run_periodic, sim_clock
 from simops_ros.declarations import declare_schema
 from simops_ros.diagnostics import diagnostic_array, status_name
 from simops_ros.point_commands import ArmCommandPublisher
@@ -108,21 +108,19 @@ class PolicyNode(Node):
     def _on_goal_pose(self, msg: PoseStamped) -> None:
         pose = self.inputs.pose(msg)
         if isinstance(pose, str):
-            self._bad_message('goal_pose', pose)
-            return
+            return self._bad_message('goal_pose', pose)
         with self._lock:
             self._goal = pose[0]
 
-    # --- control thread ------------------------------------------------------------------
-
     def _control_loop(self) -> None:
+        """The control thread: ticks on wall-clock deadlines, or on sim time's (use_sim_time)."""
         self._scheduling = raise_thread_priority()
         run_periodic(self.period, self._running, self._guarded_tick, self._publish_diagnostics,
-                     DIAGNOSTICS_PERIOD, self._overran)
+                     DIAGNOSTICS_PERIOD, self._overran, sim_clock(self))
 
-    def _guarded_tick(self, now: float) -> None:
+    def _guarded_tick(self, now: float, paced: bool) -> None:
         try:
-            self._tick(now)
+            self._tick(now, paced)
         except Exception as exc:  # never die with the arm mid-motion
             with self._lock:
                 self.supervisor.fault(f'control tick failed: {exc}')
@@ -132,8 +130,8 @@ class PolicyNode(Node):
         with self._lock:
             self._stats.overruns += periods
 
-    def _tick(self, now: float) -> None:
-        """One control period: poll inputs, let the supervisor decide, act, publish state."""
+    def _tick(self, now: float, paced: bool) -> None:
+        """One period: poll, decide, act, publish; unpaced (short of a sim period): inputs only."""
         looked_ns = time.time_ns()   # inputs' ages count to here, not to a later pause
         self._joint_states.take_newest()
         self._feeds.take(self._bad_message)
@@ -143,6 +141,8 @@ class PolicyNode(Node):
             if self._goal is not None:
                 self.step.raw.goal_position[:] = self._goal
             ready, not_ready = self._readiness(looked_ns)
+            if ready and not paced:
+                return self._report_mode()
             decision = self.supervisor.tick(now, ready, not_ready, self.step.state is not None)
         if decision.run:
             self._run_policy(decision)
