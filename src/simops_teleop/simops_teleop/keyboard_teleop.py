@@ -81,17 +81,17 @@ def main(argv: list[str] | None = None) -> int:
 def _run(probe: Any, keys: KeyboardTwist, frames: tuple[str, str], node: str, recorder: str,
          period: float) -> int:
     """Publish the keys' twist every ``period`` s until ``q``; the terminal in raw mode."""
-    from geometry_msgs.msg import TwistStamped
     from std_msgs.msg import String
     from std_srvs.srv import SetBool, Trigger
 
-    publisher = probe.node.create_publisher(TwistStamped, f'{node}/delta_twist_cmds', 10)
+    from simops_teleop.stamped_twist import TwistPublisher
+
+    publish = TwistPublisher(probe.node, f'{node}/delta_twist_cmds', 10, frames[0])
     enable = probe.node.create_client(SetBool, f'{node}/enable')
     hand = probe.node.create_client(SetBool, f'{node}/gripper')
     services = {command: probe.node.create_client(Trigger, f'{recorder}/{name}')
                 for command, name in RECORDER_SERVICES.items()}
     info = probe.node.create_publisher(String, f'{recorder}/episode_info', 10)
-    message = TwistStamped()
     print(f'{PROG}: {HELP}', flush=True)
     stdin = sys.stdin.fileno()
     saved = termios.tcgetattr(stdin)
@@ -119,23 +119,15 @@ def _run(probe: Any, keys: KeyboardTwist, frames: tuple[str, str], node: str, re
                     elif command is not None:
                         _say(f'speed {keys.speed:.2f} of the caps, frame '
                              f'{frames[keys.in_tcp]}')
-            _publish(probe, publisher, message, keys.twist(now), frames[keys.in_tcp])
+            publish(keys.twist(now), frames[keys.in_tcp])
             deadline = max(deadline, now - period)
     finally:
         termios.tcsetattr(stdin, termios.TCSADRAIN, saved)
-        _publish(probe, publisher, message, np.zeros(6), frames[keys.in_tcp])
+        publish(np.zeros(6), frames[keys.in_tcp])
 
 
 def _read(stdin: int) -> str:
     return os.read(stdin, 64).decode(errors='replace')
-
-
-def _publish(probe: Any, publisher: Any, message: Any, twist: Any, frame: str) -> None:
-    message.header.stamp = probe.node.get_clock().now().to_msg()
-    message.header.frame_id = frame
-    linear, angular = message.twist.linear, message.twist.angular
-    linear.x, linear.y, linear.z, angular.x, angular.y, angular.z = (float(v) for v in twist)
-    publisher.publish(message)
 
 
 def _call(client: Any, request: Any, command: str) -> str:

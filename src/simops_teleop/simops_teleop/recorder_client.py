@@ -1,7 +1,6 @@
-"""What a teleop node gives the recorder: button presses and the operator's twist (rclpy).
+"""What a teleop node's buttons ask of the recorder (rclpy).
 
-:class:`OperatorTwist` publishes the twist the node servoes (``operator_twist`` of
-config/topics.yaml), which the recorder records. :class:`RecorderButtons` turns ``/joy``
+:class:`RecorderButtons` turns ``/joy``
 presses (:mod:`simops_teleop.record_buttons`) into calls of the recorder's ``~/start``,
 ``~/stop`` and ``~/discard`` (std_srvs/Trigger) and messages on its ``~/episode_info``
 (std_msgs/String), and logs each answer. Calls are asynchronous: a tick never waits for
@@ -13,32 +12,11 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-import numpy as np
-from geometry_msgs.msg import TwistStamped
 from rclpy.node import Node
 from std_msgs.msg import String
 from std_srvs.srv import Trigger
 
-from simops_core.topics import TopicSpec
-from simops_ros.qos import qos_profile
 from simops_teleop.record_buttons import LABELS, SERVICES, presses
-
-
-class OperatorTwist:
-    """Publishes a twist (6,) m/s, rad/s in ``frame`` on ``topic``, stamped now."""
-
-    def __init__(self, node: Node, topic: TopicSpec, frame: str) -> None:
-        self.node, self.frame = node, frame
-        self._publisher = node.create_publisher(TwistStamped, topic.name, qos_profile(topic))
-
-    def __call__(self, twist: np.ndarray) -> None:
-        """Publish ``twist``: linear x, y, z then angular x, y, z."""
-        msg = TwistStamped()
-        msg.header.stamp = self.node.get_clock().now().to_msg()
-        msg.header.frame_id = self.frame
-        v, w = msg.twist.linear, msg.twist.angular
-        v.x, v.y, v.z, w.x, w.y, w.z = (float(c) for c in twist)
-        self._publisher.publish(msg)
 
 
 class RecorderButtons:

@@ -55,11 +55,12 @@ from simops_ros.arm_positions import ArmPositions
 from simops_ros.arming import ModeReport, attach_motion_controls, resume
 from simops_ros.declarations import declare_schema
 from simops_ros.point_commands import ArmCommandPublisher
+from simops_ros.qos import qos_profile
 from simops_ros.scaffold import run_node
 from simops_sim.model_index import load_model
 from simops_teleop.joy_twist import joy_twist
 from simops_teleop.record_buttons import parse_record_buttons
-from simops_teleop.recorder_client import OperatorTwist, RecorderButtons
+from simops_teleop.recorder_client import RecorderButtons
 from simops_teleop.servo_law import (
     ServoSettings,
     ServoStatus,
@@ -68,6 +69,7 @@ from simops_teleop.servo_law import (
     jog_velocities,
     twist_velocities,
 )
+from simops_teleop.stamped_twist import TwistPublisher
 
 NODE_NAME = 'teleop'
 STALE_STATE = 0.1   # s; an older joint state means hold
@@ -117,7 +119,9 @@ class TeleopNode(Node):
             s.record_buttons, {'deadman_button': s.deadman_button,
                                'gripper_button': s.gripper_button}))
         self._status = self.create_publisher(Int8, '~/status', 10)
-        self._report_twist = OperatorTwist(self, topics['operator_twist'], self.spec.base_frame)
+        operator = topics['operator_twist']   # what the node servoes, for the recorder
+        self._report_twist = TwistPublisher(self, operator.name, qos_profile(operator),
+                                            self.spec.base_frame)
         if s.gripper:
             self.create_service(SetBool, '~/gripper', self._on_gripper)
         self._safety: safety.SafetyState | None = None
