@@ -17,9 +17,9 @@ from ros_helpers import REPO
 from simops_core.command_line import UsageError
 from simops_core.policy_card import file_sha256
 from simops_learning.reach_env import FR3ReachEnv
-from simops_learning.rollout import FAILURE_MODES, failure_mode, run_episodes
+from simops_learning.rollout import failure_mode, run_episodes
 from simops_learning.validate import grid_conditions, parse_grid
-from simops_learning.validation_report import Report, Thresholds
+from simops_learning.validation_report import FAILURE_MODES, Report, Thresholds
 from simops_policy.model import load_policy
 from simops_sim.randomization import Conditions, load_randomization
 

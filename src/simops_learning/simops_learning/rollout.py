@@ -21,13 +21,10 @@ from typing import Any
 import numpy as np
 
 from simops_learning.reach_env import FR3ReachEnv
+from simops_learning.validation_report import FAILURE_MODES
 from simops_sim.physics_batch import step_together
 from simops_sim.randomization import Conditions
 
-# How an episode failed, first that applies: the arm stopped itself; it broke the task's
-# safety limits; it lifted the object, then lost it; it ran out of steps; it ended early
-# otherwise (an arm joint beyond its velocity limit: the node would fault).
-FAILURE_MODES = ('', 'protective_stop', 'unsafe', 'dropped', 'timeout', 'fault')
 BATCH = 20          # envs stepped together by default (the gate's workers, simops-rollout)
 TASK_EPISODES = 60  # episodes one task runs (a new one starts in an env as one ends)
 Policy = Callable[[np.ndarray], np.ndarray]

@@ -19,11 +19,14 @@ from typing import Any
 import numpy as np
 import yaml
 
-from simops_learning.rollout import FAILURE_MODES
 from simops_sim.randomization import Conditions, DomainRandomization, default_randomization
 from simops_sim.sim_profiles import VALIDATION, profile_entry, sim_profile
 
 WORST_SHOWN = 5
+# How an episode failed, first that applies: the arm stopped itself; it broke the task's
+# safety limits; it lifted the object, then lost it; it ran out of steps; it ended early
+# otherwise (an arm joint beyond its velocity limit: the node would fault).
+FAILURE_MODES = ('', 'protective_stop', 'unsafe', 'dropped', 'timeout', 'fault')
 Outcome = tuple[bool, float, int, int, int, float, float, int]
 """One episode: success, distance (m), steps, stopped, unsafe, peak joint speed (rad/s),
 peak hand contact force (N), failure mode (an index into FAILURE_MODES):
