@@ -25,6 +25,7 @@ from launch_helpers import (
 )
 from policy_helpers import TOPICS, qos
 from ros_helpers import RosProbe, wait_until
+from sim_helpers import stamp
 
 from simops_learning.reach_env import SUCCESS_RADIUS
 
@@ -60,18 +61,18 @@ def test_two_arms_one_physics_two_policies_and_no_leaks(launch: object,
          for arm, goal in ARMS.items() if ros_probe.messages(arm_topic(arm, 'ee_pose'))},
         proc.output[-3000:])
 
-    # Each policy commands its arm at 20 Hz of its own clock, the wall clock (its control
-    # thread sleeps on absolute monotonic deadlines, as on the real arm). Sim time is not
-    # that clock: on two loaded cores the simulator of two arms runs a few percent slower
-    # than real time, and 20 commands per wall second are then more per sim second. The
-    # command count between two of its /diagnostics, timed by their arrival here.
+    # Each policy commands its arm at 20 Hz of sim time, the clock it runs on (the graph's
+    # use_sim_time): on two loaded cores the simulator of two arms runs slower than real
+    # time, and a policy on wall-clock deadlines sent more commands per sim second than its
+    # rate. The command count between two of its /diagnostics, timed by their stamps (sim
+    # time).
     arrivals: list[tuple[float, DiagnosticArray]] = []
     ros_probe.node.create_subscription(DiagnosticArray, DIAGNOSTICS,
                                        lambda msg: arrivals.append((time.monotonic(), msg)), 100)
 
     def loop(arm: str) -> list[tuple[float, int]]:
-        return [(at, int({kv.key: kv.value for kv in status.values}['commands']))
-                for at, d in list(arrivals) for status in d.status
+        return [(stamp(d), int({kv.key: kv.value for kv in status.values}['commands']))
+                for _, d in list(arrivals) for status in d.status
                 if status.name == f'{arm}/policy: control loop']
 
     assert wait_until(lambda: all(loop(arm) for arm in ARMS), 10)

@@ -1,4 +1,5 @@
-"""The control thread's deadlines on sim time: one tick per period of the simulator's clock."""
+"""The control thread's deadlines on sim time: one tick per period of the simulator's clock,
+read from the newest joint state's stamp."""
 
 from __future__ import annotations
 
@@ -8,8 +9,11 @@ import threading
 import time
 
 import pytest
+from rclpy.serialization import serialize_message
+from sensor_msgs.msg import JointState
 
-from simops_ros.control_thread import SIM_FALLBACK, SimDeadlines, run_periodic
+from simops_ros.control_thread import SIM_CATCH_UP, SIM_FALLBACK, SimDeadlines, run_periodic
+from simops_ros.polled import header_stamp
 
 
 def test_deadlines_follow_a_clock_that_starts_stalls_jumps_and_goes_back() -> None:
@@ -19,9 +23,12 @@ def test_deadlines_follow_a_clock_that_starts_stalls_jumps_and_goes_back() -> No
     assert deadlines.due(3.049) is None
     assert deadlines.due(3.049) is None            # a stalled clock: nothing due
     assert deadlines.due(3.050) == 0
-    assert deadlines.due(3.230) == 2               # 3.10 and 3.15 missed, 3.20 due
-    assert deadlines.due(3.249) is None
+    # a simulator catching up: 3.10, 3.15 and 3.20 fall due, one per reading
+    assert [deadlines.due(3.230) for _ in range(4)] == [0, 0, 0, None]
     assert deadlines.due(3.250) == 0
+    assert deadlines.due(3.300 + (SIM_CATCH_UP + 1) * 0.05) == SIM_CATCH_UP + 1   # skipped
+    assert deadlines.due(3.649) is None
+    assert deadlines.due(3.650) == 0
     assert deadlines.due(0.5) == 0                 # a reset simulator: re-anchored there
     assert deadlines.due(0.549) is None
     assert deadlines.due(0.550) == 0
@@ -91,3 +98,14 @@ def test_a_paused_clock_gets_supervising_ticks_on_the_wall_clock() -> None:
     gaps = [b - a for a, b in itertools.pairwise(unpaced)]
     assert all(gap >= SIM_FALLBACK * period for gap in gaps), gaps
     assert len(unpaced) >= 5, ticks
+
+
+@pytest.mark.parametrize('sec, nanosec', [(0, 0), (3, 50_000_000), (1_795_000_000, 999_999_999)])
+def test_the_stamp_of_a_serialised_joint_state_is_read_without_decoding_it(
+        sec: int, nanosec: int) -> None:
+    """What paces the policy under use_sim_time: the newest joint state's header stamp."""
+    msg = JointState(name=['a', 'b'], position=[1.0, 2.0])
+    msg.header.stamp.sec, msg.header.stamp.nanosec = sec, nanosec
+    msg.header.frame_id = 'base'
+    assert header_stamp(serialize_message(msg)) == sec + 1e-9 * nanosec
+    assert header_stamp(b'\x00\x01\x00\x00') == 0.0

@@ -28,7 +28,7 @@ from simops_policy.loading import load_deployment
 from simops_policy.loop_stats import LoopStats
 from simops_policy.scene_feeds import SceneFeeds
 from simops_ros.arming import ModeReport, attach_motion_controls
-from simops_ros.control_thread import raise_thread_priority, run_periodic, sim_clock
+from simops_ros.control_thread import raise_thread_priority, run_periodic
 from simops_ros.declarations import declare_schema
 from simops_ros.diagnostics import diagnostic_array, status_name
 from simops_ros.point_commands import ArmCommandPublisher
@@ -113,10 +113,11 @@ class PolicyNode(Node):
             self._goal = pose[0]
 
     def _control_loop(self) -> None:
-        """The control thread: ticks on wall-clock deadlines, or on sim time's (use_sim_time)."""
         self._scheduling = raise_thread_priority()
+        sim_now = self._joint_states.newest_stamp if self.get_parameter(
+            'use_sim_time').value else None   # ticks on the states' sim time, or the wall's
         run_periodic(self.period, self._running, self._guarded_tick, self._publish_diagnostics,
-                     DIAGNOSTICS_PERIOD, self._overran, sim_clock(self))
+                     DIAGNOSTICS_PERIOD, self._overran, sim_now)
 
     def _guarded_tick(self, now: float, paced: bool) -> None:
         try:
@@ -190,17 +191,16 @@ class PolicyNode(Node):
                              decision.restart, decision.blend, self.inputs.gripper_width())
         if tick.out is None or tick.action is None:
             return self._stop(tick.problem, tick.fault)
-        out, action = tick.out, tick.action
-        self._publish_command(out.state)
+        self._publish_command(tick.out.state)
         done_ns = time.time_ns()
-        self._action_pub.publish(Float64MultiArray(data=action.tolist()))
+        self._action_pub.publish(Float64MultiArray(data=tick.action.tolist()))
         with self._lock:
             self._stats.tick_done(received_ns, tick_ns, done_ns, tick.inference)
-        if out.fault:
+        if tick.out.fault:
             with self._lock:
                 self._stats.fault('nonfinite_action')
                 self.supervisor.hold_once('non-finite policy output')
-            self._warn('nonfinite', f'policy output {action.tolist()} is not finite; holding')
+            self._warn('nonfinite', f'policy output {tick.action.tolist()} is not finite; holding')
 
     def _stop(self, reason: str, fault: str | None = None) -> None:
         """Hold this tick (``fault`` None) or FAULT until ``~/enable``; publish the held target."""

@@ -8,13 +8,12 @@ import threading
 import time
 from collections.abc import Callable
 
-from rclpy.node import Node
-
 FIFO_PRIORITY = 10   # SCHED_FIFO priority of a control thread, when permitted
 NICE = -10           # else its nice value, when permitted
 STOP_POLL = 0.1      # s, longest sleep before a stop is noticed
 SIM_POLL = 0.001     # s between readings of a sim clock (/clock comes at up to 1 kHz)
 SIM_FALLBACK = 2.0   # periods of wall time without a sim-time tick before a supervising one
+SIM_CATCH_UP = 5     # periods of sim time a control thread catches up, one tick each
 
 
 def sleep_until(deadline: float, running: threading.Event) -> bool:
@@ -45,18 +44,14 @@ def raise_thread_priority() -> str:
     return 'nice'
 
 
-def sim_clock(node: Node) -> Callable[[], float] | None:
-    """``node``'s ROS clock (s) under ``use_sim_time``, for :func:`run_periodic`; else None."""
-    clock = node.get_clock()
-    return ((lambda: 1e-9 * clock.now().nanoseconds)
-            if node.get_parameter('use_sim_time').value else None)
-
-
 class SimDeadlines:
     """Deadlines ``period`` s apart on a clock that may stand still or jump: sim time.
 
     The first reading above zero (a clock that has been set) is due at once; a clock that
     jumped back by more than a period (a reset simulator) re-anchors the deadlines there.
+    A simulator catching up on a hiccup runs its clock faster than the wall's: deadlines
+    passed meanwhile fall due one per reading, up to :data:`SIM_CATCH_UP` periods behind;
+    further behind, they are skipped.
     """
 
     def __init__(self, period: float) -> None:
@@ -64,16 +59,17 @@ class SimDeadlines:
         self._deadline: float | None = None
 
     def due(self, now: float) -> int | None:
-        """None if the deadline is still ahead of ``now`` (s); else the whole periods missed."""
+        """None if the deadline is still ahead of ``now`` (s); else the periods skipped."""
         if now <= 0.0:
             return None
         if self._deadline is None or now < self._deadline - self.period:
             self._deadline = now
         if now < self._deadline:
             return None
-        missed = math.floor((now - self._deadline) / self.period)
-        self._deadline += (missed + 1) * self.period
-        return missed
+        behind = math.floor((now - self._deadline) / self.period)
+        skipped = behind if behind > SIM_CATCH_UP else 0
+        self._deadline += (skipped + 1) * self.period
+        return skipped
 
 
 def run_periodic(period: float, running: threading.Event, tick: Callable[[float, bool], None],
@@ -86,11 +82,12 @@ def run_periodic(period: float, running: threading.Event, tick: Callable[[float,
     ``slack_period`` s (diagnostics). When ticks overran whole periods, those are skipped to
     keep the phase and ``missed(count)`` is told.
 
-    ``sim_now`` (s): the node's ROS clock under ``use_sim_time``. The deadlines are then on
-    that clock (:class:`SimDeadlines`), as a controller manager on sim time updates: a
-    simulator slower than the wall clock gets one tick per period of its own time, not
-    more. Where :data:`SIM_FALLBACK` periods of wall time pass without one (a paused,
-    stalled or absent simulator), ``tick(wake, False)`` runs, to supervise only.
+    ``sim_now`` (s): the simulator's time under ``use_sim_time`` (a node reads it from the
+    stamp of its newest measured state, so a tick always has the state of its period). The
+    deadlines are then on that clock (:class:`SimDeadlines`), as a controller manager on sim
+    time updates: a simulator slower than the wall clock gets one tick per period of its own
+    time, not more. Where :data:`SIM_FALLBACK` periods of wall time pass without one (a
+    paused, stalled or absent simulator), ``tick(wake, False)`` runs, to supervise only.
     """
     if sim_now is not None:
         return _run_on_sim_time(period, running, tick, slack, slack_period, missed, sim_now)

@@ -6,6 +6,7 @@ runs them; a control loop that needs only the newest message takes it at its tic
 
 from __future__ import annotations
 
+import struct
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -71,6 +72,15 @@ class Polled:
         self.received_ns = newest[1]['received_timestamp'] or time.time_ns()
         return True
 
+    def newest_stamp(self) -> float:
+        """Take the newest message; its ``header.stamp`` (s), 0 for none or one too short.
+
+        For message types that begin with a std_msgs/Header (JointState): read from the CDR
+        bytes without decoding the rest (encapsulation, then ``sec``, ``nanosec``).
+        """
+        self.take_newest()
+        return 0.0 if self.raw is None else header_stamp(self.raw)
+
     def read(self, check: Callable[[Any], T]) -> T | str:
         """``check(message)`` on the newest message, or the problem if its bytes don't decode."""
         self.read_ns = self.received_ns
@@ -79,3 +89,16 @@ class Polled:
         except Exception as exc:  # bytes rclpy cannot decode
             return f'undecodable message ({exc})'
         return check(message)
+
+
+def header_stamp(raw: bytes) -> float:
+    """The ``header.stamp`` (s) of a serialised message that begins with a std_msgs/Header.
+
+    Read from the CDR bytes (encapsulation, then ``sec`` int32, ``nanosec`` uint32); 0 for
+    bytes too short to hold it.
+    """
+    if len(raw) < 12:
+        return 0.0
+    order = '<' if raw[1] & 1 else '>'   # CDR_LE or CDR_BE
+    sec, nanosec = struct.unpack_from(f'{order}iI', raw, 4)
+    return sec + 1e-9 * nanosec
