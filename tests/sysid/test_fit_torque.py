@@ -120,7 +120,7 @@ def test_an_arm_without_its_hand_carrying_a_tool_is_fitted_from_torques(tmp_path
     com = np.array([fitted.payload.com_x, fitted.payload.com_y, fitted.payload.com_z])
     assert np.linalg.norm(com - [tool.com_x, tool.com_y, tool.com_z]) < 0.01
     def total(path: Path) -> float:   # held-out torque RMS over the arm joints, N*m
-        held = load_sim_params(path).provenance['torque_rms_nm']['holdout']['fitted']
+        held = load_sim_params(path).provenance['torque_rms_nm_filtered']['holdout']['fitted']
         return float(np.sqrt(np.mean(np.square(list(held.values())))))
 
     assert total(tmp_path / 'tool.yaml') < TORQUE_NOISE   # the noise, filtered like the efforts

@@ -66,6 +66,7 @@ from simops_sysid import (
     residual,
     sysid_model,
 )
+from simops_sysid.actuator_fit import ActuatorFitError
 from simops_sysid.fit_report import diagnose, write_report
 from simops_sysid.lag import estimate_delay
 from simops_sysid.recording import (
@@ -78,7 +79,7 @@ from simops_sysid.recording import (
     split_sequences,
 )
 from simops_sysid.torque_fit import TorqueDataError
-from simops_sysid.torque_run import run_torque
+from simops_sysid.torque_run import ACTUATOR_MODELS, run_torque
 
 PROG = 'fit'
 EXIT_FIT = 5          # the fit produced no usable result
@@ -93,7 +94,8 @@ EXIT_CODES = {
                'not match,\n     NaN/Inf values, values outside the joint limits, '
                'non-monotonic stamps, too little data)',
     EXIT_FIT: 'the fit produced no usable result (non-finite, or outside the physical '
-              'ranges of SimParams)',
+              'ranges of SimParams),\n     or the learned actuator model was refused (worse '
+              'held out than the parametric one, or too little data)',
     EXIT_SAVED_ELSEWHERE: 'fitted, but writing --out or --report failed at the end; the '
                           'result was saved where the last line says',
     EXIT_CHECK: 'the check before the fit failed: a fitted joint barely moved, or a parameter '
@@ -128,6 +130,10 @@ def build_parser() -> argparse.ArgumentParser:
                              'bag names)')
     parser.add_argument('--model', default='',
                         help='MJCF the simulator runs (default models/<robot>/scene.xml)')
+    parser.add_argument('--actuator-model', choices=ACTUATOR_MODELS, default='none',
+                        help='torque mode: also learn what the torque sensors read beyond the '
+                             'rigid body and friction, as a causal linear filter per joint '
+                             '(linear), scored on held-out raw efforts; none (default)')
     parser.add_argument('--end-effector', choices=END_EFFECTORS, default=END_EFFECTORS[0],
                         help='what the recorded arm carries on its flange: the Franka Hand '
                              'of the model (default) or none; a tool is --params payload')
@@ -350,6 +356,8 @@ def plan_fit(options: argparse.Namespace) -> Plan:
         print(f'mode {mode}: {options.bag[0]} has '
               + ('commands' if mode == 'trajectory' else 'no commands, so the efforts alone'),
               flush=True)
+    if options.actuator_model != 'none' and mode != 'torque':
+        raise UsageError('--actuator-model is fitted in torque mode: add --mode torque')
     return Plan(robot, topics, kinds, joint_names,
                 [robot.arm_joints.index(j) for j in joint_names], model, hashes, mode)
 
@@ -362,9 +370,12 @@ def fit_torque(plan: Plan, options: argparse.Namespace) -> SimParams:
         print(f'check: warning: {warning}', flush=True)
     try:
         return run_torque(options.bag, options.holdout, plan.robot, plan.model, plan.topics,
-                          plan.hashes, options.end_effector, 'payload' in plan.kinds)
+                          plan.hashes, options.end_effector, 'payload' in plan.kinds,
+                          options.actuator_model)
     except TorqueDataError as exc:
         raise DataError(str(exc)) from None
+    except ActuatorFitError as exc:
+        raise RefusedError(EXIT_FIT, str(exc)) from None
 
 
 def fit_trajectory(plan: Plan, options: argparse.Namespace) -> TrajectoryFit | None:

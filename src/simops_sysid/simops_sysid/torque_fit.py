@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import mujoco
 import numpy as np
@@ -79,14 +79,17 @@ class JointFriction:
 class TorqueData:
     """Regression samples (N, 7): measured ``effort`` and ``rigid_body`` N*m, ``qd`` rad/s.
 
-    ``motion`` (N, 3, 9) is the filtered position (rad, m), velocity and acceleration of
-    every joint, what :func:`inverse_dynamics` needs to recompute ``rigid_body``.
+    ``effort`` and ``qd`` are filtered (:data:`FILTER_WINDOW`); ``raw`` (N, 7) N*m are the
+    same efforts as measured, unfiltered, at the recorded rate (what published figures
+    score). ``motion`` (N, 3, 9) is the filtered position (rad, m), velocity and acceleration
+    of every joint, what :func:`inverse_dynamics` needs to recompute ``rigid_body``.
     """
 
     effort: np.ndarray
     rigid_body: np.ndarray
     qd: np.ndarray
     motion: np.ndarray
+    raw: np.ndarray
 
 
 def torque_data(model: mujoco.MjModel, index: ModelIndex, t: np.ndarray, q: np.ndarray,
@@ -113,11 +116,11 @@ def torque_data(model: mujoco.MjModel, index: ModelIndex, t: np.ndarray, q: np.n
                               f'needs at least {(2 * edge + MIN_SAMPLES) * period:.1f} s')
     qdd = savgol_filter(qd, window, 3, deriv=1, delta=period, axis=0)
     qd = savgol_filter(qd, window, 3, axis=0)
-    effort = savgol_filter(effort, window, 3, axis=0)   # filtered like the acceleration
+    filtered = savgol_filter(effort, window, 3, axis=0)   # filtered like the acceleration
     keep = slice(edge, t.size - edge)
     motion = np.stack((q[keep], qd[keep], qdd[keep]), axis=1)
-    return TorqueData(effort[keep, :arm], inverse_dynamics(model, index, motion),
-                      qd[keep, :arm], motion)
+    return TorqueData(filtered[keep, :arm], inverse_dynamics(model, index, motion),
+                      qd[keep, :arm], motion, np.array(effort[keep, :arm], dtype=float))
 
 
 def inverse_dynamics(model: mujoco.MjModel, index: ModelIndex, motion: np.ndarray
@@ -169,8 +172,8 @@ def fit_payload(rigid_body: RigidBodyFn, index: ModelIndex, data: TorqueData,
         theta = np.clip(theta + solved[:4], *PAYLOAD_LIMITS)
         if np.all(np.abs(solved[:4]) < PAYLOAD_TOLERANCE):
             break
-    return theta, TorqueData(data.effort, inverse_dynamics(rigid_body(theta), index,
-                                                          data.motion), data.qd, data.motion)
+    return theta, replace(data, rigid_body=inverse_dynamics(rigid_body(theta), index,
+                                                           data.motion))
 
 
 def rigid_body_model(model: mujoco.MjModel, index: ModelIndex) -> mujoco.MjModel:
@@ -226,12 +229,22 @@ def fit_friction(data: TorqueData, nominal: np.ndarray | None = None) -> list[Jo
     return out
 
 
-def apply_friction(data: TorqueData, fits: list[JointFriction]) -> np.ndarray:
-    """Torque RMS (7,) N*m of ``data`` after the friction of ``fits`` (held-out checks)."""
+def friction_torque(qd: np.ndarray, fits: list[JointFriction]) -> np.ndarray:
+    """The friction and offset (n, 7) N*m of ``fits`` at joint speeds ``qd`` (n, 7) rad/s."""
     levels = np.array([[f.coulomb for f in fits], [f.transition for f in fits]])
     viscous, offset = (np.array([getattr(f, key) for f in fits]) for key in ('viscous', 'offset'))
-    model = nominal_friction(data.qd, levels) + viscous * data.qd + offset
-    return np.sqrt(np.mean((data.effort - data.rigid_body - model) ** 2, axis=0))
+    return nominal_friction(qd, levels) + viscous * qd + offset
+
+
+def apply_friction(data: TorqueData, fits: list[JointFriction], raw: bool = False
+                   ) -> np.ndarray:
+    """Torque RMS (7,) N*m of ``data`` after the friction of ``fits`` (held-out checks).
+
+    Against the filtered efforts, or with ``raw`` the unfiltered ones.
+    """
+    measured = data.raw if raw else data.effort
+    model = data.rigid_body + friction_torque(data.qd, fits)
+    return np.sqrt(np.mean((measured - model) ** 2, axis=0))
 
 
 def friction_params(joints: tuple[str, ...], fits: list[JointFriction]) -> SimParams:

@@ -2,9 +2,12 @@
 
 Reads the arm's joint states (no commands needed), regresses the efforts on the model's
 rigid-body inverse dynamics (:mod:`simops_sysid.torque_fit`), prints per-joint torque RMS
-before (the model's nominal friction) and after the fit, on training and held-out data (the last
-:data:`HELD_FRACTION` of each training bag when no ``--holdout`` is given), and returns the
-SimParams to write.
+before (the model's nominal friction) and after the fit, on training and held-out data (the
+last :data:`HELD_FRACTION` of each training bag when no ``--holdout`` is given), and returns
+the SimParams to write. Figures are on the raw efforts at the recorded rate, as published
+identifications score; the friction is fitted to filtered ones, whose figures are labelled.
+With ``--actuator-model linear`` it also learns what the torque sensors read beyond the
+parametric model (:mod:`simops_sysid.actuator_fit`) and scores it the same way.
 """
 
 from __future__ import annotations
@@ -24,8 +27,11 @@ from simops_core.sim_params import END_EFFECTORS, PayloadParams, SimParams, merg
 from simops_core.topics import TopicSpec
 from simops_sim.model_index import ModelIndex, index_model
 from simops_sim.model_params import apply_sim_params, nominal_sim_params
+from simops_sysid import actuator_fit
+from simops_sysid.actuator_fit import ActuatorFitError, ActuatorPart, LinearActuator
 from simops_sysid.recording import States, load_states
 from simops_sysid.torque_fit import (
+    FILTER_WINDOW,
     PAYLOAD_START,
     JointFriction,
     TorqueData,
@@ -33,6 +39,7 @@ from simops_sysid.torque_fit import (
     fit_friction,
     fit_payload,
     friction_params,
+    friction_torque,
     inverse_dynamics,
     nominal_friction,
     rigid_body_model,
@@ -41,15 +48,22 @@ from simops_sysid.torque_fit import (
 
 HELD_FRACTION = 0.2   # of each training bag held out when no --holdout is given
 PAYLOAD_ROUNDS = 2    # payload fits, each followed by a friction fit (new transitions)
+ACTUATOR_MODELS = ('none', 'linear')   # --actuator-model: none, or a learned linear filter
 
 
 def run_torque(bags: Sequence[Path], holdout: Sequence[Path], robot: RobotSpec,
                model_path: Path, topics: dict[str, TopicSpec], hashes: dict[Path, str],
-               end_effector: str = END_EFFECTORS[0], payload: bool = False) -> SimParams:
+               end_effector: str = END_EFFECTORS[0], payload: bool = False,
+               actuator_model: str = 'none') -> SimParams:
     """Fit friction and offsets to ``bags``, evaluate on ``holdout``; the SimParams to write.
 
     ``end_effector`` (one of :data:`END_EFFECTORS`) is what the recorded arm carries;
-    ``payload``: fit a load at the flange too (:func:`fit_payload`).
+    ``payload``: fit a load at the flange too (:func:`fit_payload`); ``actuator_model``
+    (one of :data:`ACTUATOR_MODELS`): also learn what the torque sensors read beyond the
+    parametric model (:mod:`simops_sysid.actuator_fit`). Figures are on the raw efforts at
+    the recorded rate; the filtered ones (what the friction is fitted to) are labelled.
+    Raises :class:`~simops_sysid.actuator_fit.ActuatorFitError` for a learned model that
+    does worse held out than the parametric one.
     """
     started = time.monotonic()
     model = mujoco.MjModel.from_xml_path(str(model_path))
@@ -66,9 +80,10 @@ def run_torque(bags: Sequence[Path], holdout: Sequence[Path], robot: RobotSpec,
         return torque_data(rigid, index, states.t[part], states.q[part], states.qd[part],
                            states.effort[part])
 
-    train, held = [], []
+    train, held, periods = [], [], []
     for bag in bags:
         states = load_states(bag, robot, topics)
+        periods.append(float(np.median(np.diff(states.t))))
         if holdout:
             train.append(data(states, slice(None)))
         else:
@@ -78,22 +93,23 @@ def run_torque(bags: Sequence[Path], holdout: Sequence[Path], robot: RobotSpec,
         print(f'{bag}: {states.joint_states_topic}: {states.t.size} joint states, '
               f'{states.t[-1]:.1f} s', flush=True)
     held += [data(load_states(bag, robot, topics), slice(None)) for bag in holdout]
-    training, checking = _join(train), _join(held)
-    fits = fit_friction(training, friction)
-    before = _rms(checking, friction)
+    fits = fit_friction(_join(train), friction)
+    before = [_rms(_join(part), friction, raw) for part in (train, held)
+              for raw in (False, True)]   # the model's: training, raw; held out, raw
     if payload:
-        carried, fits, checking = _fit_payload(model, index, carried, training, checking, fits)
-    after = apply_friction(checking, fits)
+        carried, fits, rigid = _fit_payload(model, index, carried, _join(train), fits)
+        train, held = ([replace(d, rigid_body=inverse_dynamics(rigid, index, d.motion))
+                        for d in part] for part in (train, held))
+    after = [apply_friction(_join(part), fits, raw) for part in (train, held)
+             for raw in (False, True)]
+    rms = {'training': {'nominal': before[1], 'fitted': after[1]},
+           'holdout': {'nominal': before[3], 'fitted': after[3]}}
+    learned = None
+    if actuator_model != 'none':
+        learned = _fit_actuator(train, held, fits, periods)
+        rms['training']['actuator_model'], rms['holdout']['actuator_model'] = learned[1:3]
     wall = time.monotonic() - started
-    print(f'{"joint":<14}{"coulomb":>9}{"viscous":>9}{"offset":>9}{"transition":>11}'
-          f'{"train before":>14}{"after":>8}{"held before":>13}{"after":>8}  N*m, rad/s')
-    for name, fit, b, a in zip(robot.arm_joints, fits, before, after, strict=True):
-        print(f'{name:<14}{fit.coulomb:>9.3f}{fit.viscous:>9.3f}{fit.offset:>9.3f}'
-              f'{fit.transition:>11.3f}{fit.rms_before:>14.3f}{fit.rms_after:>8.3f}'
-              f'{b:>13.3f}{a:>8.3f}')
-    print(f'torque RMS (all joints): training {_total([f.rms_before for f in fits]):.3f} -> '
-          f'{_total([f.rms_after for f in fits]):.3f} N*m, held-out {_total(before):.3f} -> '
-          f'{_total(after):.3f} N*m ({wall:.1f} s)', flush=True)
+    _print(robot, fits, rms, before, after, 1.0 / float(np.median(periods)), wall)
     provenance = {
         'fitted_by': 'simops_sysid fit --mode torque (least squares on mj_inverse)',
         'date': datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds'),
@@ -101,22 +117,81 @@ def run_torque(bags: Sequence[Path], holdout: Sequence[Path], robot: RobotSpec,
         'bags': [{'path': str(b), 'sha256': hashes[b]} for b in bags],
         'holdout': [{'path': str(b), 'sha256': hashes[b]} for b in holdout],
         'fit_wall_s': round(wall, 2),
-        'torque_rms_nm': {
-            'training': {'nominal': _per_joint(robot, [f.rms_before for f in fits]),
-                         'fitted': _per_joint(robot, [f.rms_after for f in fits])},
-            'holdout': {'nominal': _per_joint(robot, before),
-                        'fitted': _per_joint(robot, after)}}}
+        'torque_rms_nm': {part: {key: _per_joint(robot, values)
+                                 for key, values in figures.items()}
+                          for part, figures in rms.items()},
+        'torque_rms_nm_filtered': {
+            'training': {'nominal': _per_joint(robot, before[0]),
+                         'fitted': _per_joint(robot, after[0])},
+            'holdout': {'nominal': _per_joint(robot, before[2]),
+                        'fitted': _per_joint(robot, after[2])}}}
+    if learned is not None:
+        fitted_model, _, _, scores = learned
+        provenance['actuator_model'] = {
+            'kind': actuator_model, 'inputs': list(actuator_fit.INPUTS),
+            'window_s': round(fitted_model.window * fitted_model.period, 6),
+            'period_s': round(fitted_model.period, 6),
+            'validation_rms_nm': {f'{seconds:g}': round(value, 4)
+                                  for seconds, value in scores.items()}}
     fitted = merge_sim_params(carried, friction_params(robot.arm_joints, fits))
     return fitted.with_provenance(**provenance)
 
 
+def _fit_actuator(train: list[TorqueData], held: list[TorqueData], fits: list[JointFriction],
+                  periods: list[float]
+                  ) -> tuple[LinearActuator, np.ndarray, np.ndarray, dict[float, float]]:
+    """The learned model, its raw RMS (7,) on training and held out, the windows' scores."""
+    def parts(data: list[TorqueData]) -> list[ActuatorPart]:
+        return [ActuatorPart(d.rigid_body + friction_torque(d.qd, fits), d.qd,
+                             d.motion[:, 2, :d.qd.shape[1]], d.raw) for d in data]
+
+    period = float(np.median(periods))
+    if max(periods) > 1.05 * min(periods):
+        raise ActuatorFitError('the bags\' joint states come at different rates '
+                               f'({1 / max(periods):.0f}-{1 / min(periods):.0f} Hz): a learned '
+                               'model is fitted at one rate; fit bags of one rate')
+    fitting, checking = parts(train), parts(held)
+    learned, scores = actuator_fit.choose_and_fit(fitting, period)
+    actuator_fit.check_held_out(checking, learned)
+    return (learned, actuator_fit.rms(fitting, learned), actuator_fit.rms(checking, learned),
+            scores)
+
+
+def _print(robot: RobotSpec, fits: list[JointFriction], rms: dict[str, dict[str, np.ndarray]],
+           before: list[np.ndarray], after: list[np.ndarray], rate: float, wall: float) -> None:
+    """The per-joint table and the totals: raw efforts, then the filtered ones (labelled)."""
+    learned = 'actuator_model' in rms['training']
+    print(f'{"joint":<14}{"coulomb":>9}{"viscous":>9}{"offset":>9}{"transition":>11}'
+          f'{"train before":>14}{"after":>8}{"held before":>13}{"after":>8}'
+          + (f'{"learned train":>15}{"held":>7}' if learned else '')
+          + f'  N*m, rad/s; raw efforts at {rate:.0f} Hz')
+    for j, (name, fit) in enumerate(zip(robot.arm_joints, fits, strict=True)):
+        print(f'{name:<14}{fit.coulomb:>9.3f}{fit.viscous:>9.3f}{fit.offset:>9.3f}'
+              f'{fit.transition:>11.3f}{rms["training"]["nominal"][j]:>14.3f}'
+              f'{rms["training"]["fitted"][j]:>8.3f}{rms["holdout"]["nominal"][j]:>13.3f}'
+              f'{rms["holdout"]["fitted"][j]:>8.3f}'
+              + (f'{rms["training"]["actuator_model"][j]:>15.3f}'
+                 f'{rms["holdout"]["actuator_model"][j]:>7.3f}' if learned else ''))
+    line = (f'torque RMS (all joints, raw efforts): training {_total(before[1]):.3f} -> '
+            f'{_total(after[1]):.3f} N*m, held-out {_total(before[3]):.3f} -> '
+            f'{_total(after[3]):.3f} N*m')
+    if learned:
+        line += (f'; learned actuator model: training '
+                 f'{_total(rms["training"]["actuator_model"]):.3f}, held-out '
+                 f'{_total(rms["holdout"]["actuator_model"]):.3f} N*m')
+    print(f'{line} ({wall:.1f} s)')
+    print(f'torque RMS (all joints, efforts filtered over {FILTER_WINDOW * 1e3:.0f} ms, as '
+          f'fitted): training {_total(before[0]):.3f} -> {_total(after[0]):.3f} N*m, held-out '
+          f'{_total(before[2]):.3f} -> {_total(after[2]):.3f} N*m', flush=True)
+
+
 def _fit_payload(model: mujoco.MjModel, index: ModelIndex, carried: SimParams,
-                 training: TorqueData, checking: TorqueData, fits: list[JointFriction]
-                 ) -> tuple[SimParams, list[JointFriction], TorqueData]:
+                 training: TorqueData, fits: list[JointFriction]
+                 ) -> tuple[SimParams, list[JointFriction], mujoco.MjModel]:
     """Fit a flange payload to ``training`` in :data:`PAYLOAD_ROUNDS` rounds of fit_payload.
 
     Returns ``carried`` with the payload, the friction fits made with it (their
-    ``rms_before`` still those of ``fits``, without it) and ``checking`` recomputed with it.
+    ``rms_before`` still those of ``fits``, without it) and the rigid-body model with it.
     """
     def loaded(theta: np.ndarray) -> mujoco.MjModel:
         candidate = copy.copy(model)
@@ -130,11 +205,9 @@ def _fit_payload(model: mujoco.MjModel, index: ModelIndex, carried: SimParams,
         refits = fit_friction(training)
     print(f'payload {theta[0]:.3f} kg at ({theta[1]:.4f}, {theta[2]:.4f}, {theta[3]:.4f}) m '
           'in the flange frame', flush=True)
-    checking = replace(checking, rigid_body=inverse_dynamics(loaded(theta), index,
-                                                             checking.motion))
     return (replace(carried, payload=PayloadParams(*map(float, theta))),
             [replace(refit, rms_before=fit.rms_before)
-             for refit, fit in zip(refits, fits, strict=True)], checking)
+             for refit, fit in zip(refits, fits, strict=True)], loaded(theta))
 
 
 def _join(parts: list[TorqueData]) -> TorqueData:
@@ -142,9 +215,13 @@ def _join(parts: list[TorqueData]) -> TorqueData:
                         for f in fields(TorqueData)))
 
 
-def _rms(data: TorqueData, friction: np.ndarray) -> np.ndarray:
-    """Torque RMS (7,) N*m with the model's ``friction`` (2, 7) (see ``nominal_friction``)."""
-    residual = data.effort - data.rigid_body - nominal_friction(data.qd, friction)
+def _rms(data: TorqueData, friction: np.ndarray, raw: bool) -> np.ndarray:
+    """Torque RMS (7,) N*m with the model's ``friction`` (2, 7) (see ``nominal_friction``).
+
+    Against the filtered efforts, or the ``raw`` ones.
+    """
+    measured = data.raw if raw else data.effort
+    residual = measured - data.rigid_body - nominal_friction(data.qd, friction)
     return np.sqrt(np.mean(residual ** 2, axis=0))
 
 

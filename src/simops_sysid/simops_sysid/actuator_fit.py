@@ -1,0 +1,160 @@
+"""The learned actuator and sensor model: a causal linear filter per joint (no rclpy).
+
+What Franka's link-side torque sensors read is not the rigid-body + friction torque of the
+moment: it leads and smooths it (joint elasticity, the sensor's own dynamics), which no
+SimParams field expresses. This model learns it from the efforts of recorded bags, in the
+style of Hwangbo et al.'s actuator nets but linear: per arm joint ``j`` and sample ``t``,
+
+    tau_J[t, j] ~ sum_k a_k tau_m[t-k, j] + b_k qd[t-k, j] + c_k qdd[t-k, j] + d,
+
+``k = 0 .. W-1`` over the last ``W`` samples at the recorded rate (causal: nothing after
+``t``), with ``tau_m`` the parametric model's torque (rigid body plus fitted friction, N*m),
+``qd`` rad/s and ``qdd`` rad/s^2 the filtered motion the model torque was computed from.
+
+Structure (``bench/real_panda.py --extra '--mode torque --actuator-model linear'`` prints
+the figures on Gaz et al.'s real Panda recording):
+
+- per joint: each joint has its own elasticity, sensor and scale;
+- the window ``W`` is chosen among :data:`WINDOWS` on the last :data:`VALIDATION_FRACTION`
+  of the training samples (a split in time), then the model is refitted on all of them;
+  velocity and acceleration histories beside the model torque's;
+- ridge regression (:data:`RIDGE`, on standardised features) against over-fitting: the
+  neighbouring lags of one smooth signal are nearly collinear.
+
+A fit whose held-out error is worse than the parametric model's is refused
+(:class:`ActuatorFitError`). Parts (bags, or a bag's training and held-out spans) are never
+joined inside a window: each part's first ``W - 1`` samples repeat its first one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+WINDOWS = (0.01, 0.02, 0.03, 0.04)   # s of history, the candidates
+VALIDATION_FRACTION = 0.2            # of the training samples (the last), to choose the window
+RIDGE = 1e-3                         # ridge penalty per sample, on standardised features
+INPUTS = ('model_torque', 'velocity', 'acceleration')   # the histories, in feature order
+
+
+class ActuatorFitError(ValueError):
+    """The learned model cannot be fitted, or does worse than the parametric model held out."""
+
+
+@dataclass(frozen=True)
+class ActuatorPart:
+    """One stretch of samples at one rate, arrays (N, 7) over the arm joints.
+
+    ``model_torque`` N*m: the parametric model's (rigid body plus friction); ``velocity``
+    rad/s and ``acceleration`` rad/s^2: the motion it was computed from; ``measured`` N*m: the
+    raw efforts, unfiltered, at the recorded rate.
+    """
+
+    model_torque: np.ndarray
+    velocity: np.ndarray
+    acceleration: np.ndarray
+    measured: np.ndarray
+
+
+@dataclass(frozen=True)
+class LinearActuator:
+    """A fitted model: ``weights`` (7, 3 W + 1) over :func:`features`, at ``period`` s.
+
+    ``window`` ``W`` is in samples; the weights multiply the features as they come (the
+    standardisation of the fit is folded in).
+    """
+
+    window: int
+    period: float
+    weights: np.ndarray
+
+    def predict(self, part: ActuatorPart) -> np.ndarray:
+        """What the torque sensors read (N, 7) N*m over ``part``."""
+        return np.column_stack([features(part, j, self.window) @ self.weights[j]
+                                for j in range(self.weights.shape[0])])
+
+
+def history(x: np.ndarray, window: int) -> np.ndarray:
+    """``x`` (N,) as (N, ``window``): column ``k`` is ``x[t - k]``, the first value before it."""
+    n = x.size
+    out = np.empty((n, window))
+    for k in range(window):
+        out[k:, k] = x[:n - k]
+        out[:k, k] = x[0]
+    return out
+
+
+def features(part: ActuatorPart, joint: int, window: int) -> np.ndarray:
+    """Joint ``joint``'s inputs (N, 3 ``window`` + 1): the :data:`INPUTS` histories, then 1."""
+    columns = [history(getattr(part, name)[:, joint], window)
+               for name in ('model_torque', 'velocity', 'acceleration')]
+    return np.hstack([*columns, np.ones((part.measured.shape[0], 1))])
+
+
+def fit_linear(parts: Sequence[ActuatorPart], window: int, period: float) -> LinearActuator:
+    """Ridge-fit a :class:`LinearActuator` of ``window`` samples to ``parts``."""
+    joints = parts[0].measured.shape[1]
+    weights = np.empty((joints, 3 * window + 1))
+    for j in range(joints):
+        a = np.vstack([features(part, j, window) for part in parts])
+        b = np.concatenate([part.measured[:, j] for part in parts])
+        scale = a.std(axis=0)
+        scale[scale == 0.0] = 1.0   # the constant, and a joint that did not move
+        scaled = a / scale
+        normal = scaled.T @ scaled + RIDGE * b.size * np.eye(a.shape[1])
+        normal[-1, -1] -= RIDGE * b.size   # the constant is not penalised
+        weights[j] = np.linalg.solve(normal, scaled.T @ b) / scale
+    return LinearActuator(window, period, weights)
+
+
+def choose_and_fit(parts: Sequence[ActuatorPart], period: float
+                   ) -> tuple[LinearActuator, dict[float, float]]:
+    """Choose the window on the training parts' last :data:`VALIDATION_FRACTION`, refit on all.
+
+    Returns the model and the validation RMS (N*m, all joints) of each window of
+    :data:`WINDOWS` (s). Raises :class:`ActuatorFitError` for too few samples.
+    """
+    fitting, checking = [], []
+    for part in parts:
+        cut = int(part.measured.shape[0] * (1.0 - VALIDATION_FRACTION))
+        fitting.append(_slice(part, slice(None, cut)))
+        checking.append(_slice(part, slice(cut, None)))
+    longest = round(max(WINDOWS) / period)
+    if sum(part.measured.shape[0] for part in checking) < 10 * longest:
+        needed = 10 * longest * period / VALIDATION_FRACTION
+        raise ActuatorFitError(f'too few samples for a learned model: it needs at least '
+                               f'{needed:.1f} s of training data')
+    scores = {}
+    for seconds in WINDOWS:
+        model = fit_linear(fitting, max(1, round(seconds / period)), period)
+        scores[seconds] = total_rms(checking, model)
+    best = min(scores, key=lambda seconds: scores[seconds])
+    return fit_linear(parts, max(1, round(best / period)), period), scores
+
+
+def rms(parts: Sequence[ActuatorPart], model: LinearActuator | None = None) -> np.ndarray:
+    """Torque RMS (7,) N*m of the measured efforts against ``model`` (None: the parametric)."""
+    residual = np.vstack([part.measured - (part.model_torque if model is None
+                                           else model.predict(part)) for part in parts])
+    return np.sqrt(np.mean(residual ** 2, axis=0))
+
+
+def total_rms(parts: Sequence[ActuatorPart], model: LinearActuator | None = None) -> float:
+    """:func:`rms` over all joints together, N*m."""
+    return float(np.sqrt(np.mean(rms(parts, model) ** 2)))
+
+
+def check_held_out(parts: Sequence[ActuatorPart], model: LinearActuator) -> None:
+    """Refuse ``model`` (:class:`ActuatorFitError`) if worse than the parametric one held out."""
+    learned, parametric = total_rms(parts, model), total_rms(parts)
+    if learned > parametric:
+        raise ActuatorFitError(f'the learned actuator model does worse on held-out data than '
+                               f'the parametric one ({learned:.3f} against {parametric:.3f} '
+                               'N*m): not used; record more varied motion')
+
+
+def _slice(part: ActuatorPart, span: slice) -> ActuatorPart:
+    return ActuatorPart(part.model_torque[span], part.velocity[span], part.acceleration[span],
+                        part.measured[span])
