@@ -18,6 +18,7 @@ from rclpy.qos import qos_profile_sensor_data
 from ros_helpers import NodeProcess, RosProbe, installed_executable, wait_until
 from sensor_msgs.msg import JointState
 from sim_helpers import stamp
+from std_srvs.srv import SetBool
 
 from simops_core.observation import JointIndex
 
@@ -102,6 +103,38 @@ def test_on_a_slow_simulator_the_policy_ticks_on_sim_time(ros_probe: RosProbe, t
     assert 0.5 < t1 - t0 < 1.5, (t0, t1)   # 4 s of wall time at a quarter of real time
     speed = (end - start) / (t1 - t0)
     assert np.all((speed > 0.3) & (speed < 0.5)), (interface, t1 - t0, speed)
+
+
+def test_a_paused_simulator_holds_the_policy_on_sim_time_and_resuming_runs_it(
+        ros_probe: RosProbe, tmp_path: Path) -> None:
+    """Under use_sim_time the policy ticks on the states' sim time; a paused simulator stops
+    both, and the ticks the wall clock still gives find the joint state stale: HOLD. Resumed,
+    the policy ramps in and runs again."""
+    installed_executable('simops_sim', 'sim')
+    model, _ = write_policy(tmp_path, [0.2] * 7 + [0.0])
+    watch(ros_probe)
+    with NodeProcess.ros2_run('simops_sim', 'sim', log_path=tmp_path / 'sim.log') as sim, \
+            NodeProcess.ros2_run('simops_policy', 'policy', '--ros-args',
+                                 '-p', f'model_path:={model}', '-p', 'ramp_time:=0.5',
+                                 '-p', 'start_enabled:=true', '-p', 'use_sim_time:=true',
+                                 log_path=tmp_path / 'policy.log') as node:
+        wait_state(ros_probe, node, 'RUNNING', timeout=30)
+        assert pause(ros_probe, True).success
+        wait_state(ros_probe, node, 'HOLD', timeout=5)
+        assert pause(ros_probe, False).success
+        wait_state(ros_probe, node, 'RUNNING', timeout=10)
+        assert node.stop() == 0, node.output
+        assert sim.stop() == 0, sim.output
+    assert 'stale /joint_states' in node.output, node.output[-2000:]
+
+
+def pause(probe: RosProbe, on: bool) -> SetBool.Response:
+    """Pause or resume the simulator (its ``~/pause``)."""
+    client = probe.node.create_client(SetBool, '/sim/pause')
+    assert client.wait_for_service(timeout_sec=10.0), '/sim/pause not available'
+    future = client.call_async(SetBool.Request(data=on))
+    assert wait_until(future.done, timeout=10), '/sim/pause did not answer'
+    return future.result()
 
 
 def test_the_gripper_width_goes_to_franka_gripper_as_paced_goals(ros_probe: RosProbe,
