@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -22,34 +23,47 @@ from std_srvs.srv import SetBool
 
 from simops_core.observation import JointIndex
 
+JOINT_STATES = TOPICS['joint_states'].name
+
+
+def watch_arm(probe: RosProbe) -> Callable[[], tuple[float, np.ndarray]]:
+    """Subscribe to the joint states; a function giving the newest one's stamp (sim time, s)
+    and the arm's position (rad)."""
+    probe.subscribe(JOINT_STATES, JointState, qos('joint_states'))
+    index = JointIndex(SPEC.arm_joints)
+
+    def measured() -> tuple[float, np.ndarray]:
+        msg = probe.messages(JOINT_STATES)[-1]
+        return stamp(msg), index.select(msg.name, msg.position, np.zeros(7))
+
+    return measured
+
+
+def run_policy(tmp_path: Path, model: Path, *parameters: str) -> NodeProcess:
+    """The policy node, enabled, ramping in over 0.5 s, with more ``parameters`` (NAME:=VALUE).
+
+    On the simulator's clock, as the sim graph runs it: its deadlines are on sim time, and a
+    trajectory's header.stamp is a time on that clock.
+    """
+    args = [arg for parameter in ('ramp_time:=0.5', 'start_enabled:=true',
+                                  'use_sim_time:=true', f'model_path:={model}', *parameters)
+            for arg in ('-p', parameter)]
+    return NodeProcess.ros2_run('simops_policy', 'policy', '--ros-args', *args,
+                                log_path=tmp_path / 'policy.log')
+
 
 @pytest.mark.parametrize('interface', ['float64_array', 'joint_trajectory'])
 def test_both_command_interfaces_reach_the_simulator(ros_probe: RosProbe, tmp_path: Path,
                                                      interface: str) -> None:
     installed_executable('simops_sim', 'sim')  # fails with a clear message if not built
     model, _ = write_policy(tmp_path, [0.4] * 7 + [0.0])   # 0.02 rad per step, all joints up
-    topic = TOPICS['joint_states'].name
-    ros_probe.subscribe(topic, JointState, qos('joint_states'))
+    measured = watch_arm(ros_probe)
     watch(ros_probe)
-    index = JointIndex(SPEC.arm_joints)
-
-    def measured() -> tuple[float, np.ndarray]:
-        """The newest joint state: its stamp (sim time, s) and the arm's position (rad)."""
-        msg = ros_probe.messages(topic)[-1]
-        return stamp(msg), index.select(msg.name, msg.position, np.zeros(7))
-
     with NodeProcess.ros2_run('simops_sim', 'sim', log_path=tmp_path / 'sim.log') as sim, \
-            NodeProcess.ros2_run('simops_policy', 'policy', '--ros-args',
-                                 '-p', f'model_path:={model}', '-p', 'ramp_time:=0.5',
-                                 '-p', 'start_enabled:=true',
-                                 '-p', f'command_interface:={interface}',
-                                 # on the simulator's clock, as the sim graph runs it: a
-                                 # trajectory's header.stamp is a time on that clock
-                                 '-p', 'use_sim_time:=true',
-                                 log_path=tmp_path / 'policy.log') as node:
+            run_policy(tmp_path, model, f'command_interface:={interface}') as node:
         wait_state(ros_probe, node, 'RUNNING', timeout=30)
         # The policy may see the simulator before the probe's own subscription matches it.
-        ros_probe.wait_for_messages(topic, 1, timeout=30)
+        ros_probe.wait_for_messages(JOINT_STATES, 1, timeout=30)
         t0, start = measured()
         time.sleep(1.5)
         t1, end = measured()
@@ -74,25 +88,13 @@ def test_on_a_slow_simulator_the_policy_ticks_on_sim_time(ros_probe: RosProbe, t
     measured state, tripped the simulator's velocity reflex (a protective stop)."""
     installed_executable('simops_sim', 'sim')
     model, _ = write_policy(tmp_path, [0.4] * 7 + [0.0])
-    topic = TOPICS['joint_states'].name
-    ros_probe.subscribe(topic, JointState, qos('joint_states'))
+    measured = watch_arm(ros_probe)
     watch(ros_probe)
-    index = JointIndex(SPEC.arm_joints)
-
-    def measured() -> tuple[float, np.ndarray]:
-        msg = ros_probe.messages(topic)[-1]
-        return stamp(msg), index.select(msg.name, msg.position, np.zeros(7))
-
     with NodeProcess.ros2_run('simops_sim', 'sim', '--ros-args', '-p', 'realtime_factor:=0.25',
                               log_path=tmp_path / 'sim.log') as sim, \
-            NodeProcess.ros2_run('simops_policy', 'policy', '--ros-args',
-                                 '-p', f'model_path:={model}', '-p', 'ramp_time:=0.5',
-                                 '-p', 'start_enabled:=true',
-                                 '-p', f'command_interface:={interface}',
-                                 '-p', 'use_sim_time:=true',
-                                 log_path=tmp_path / 'policy.log') as node:
+            run_policy(tmp_path, model, f'command_interface:={interface}') as node:
         wait_state(ros_probe, node, 'RUNNING', timeout=30)
-        ros_probe.wait_for_messages(topic, 1, timeout=30)
+        ros_probe.wait_for_messages(JOINT_STATES, 1, timeout=30)
         time.sleep(1.0)   # past the tracking lag's rise
         t0, start = measured()
         time.sleep(4.0)
@@ -114,10 +116,7 @@ def test_a_paused_simulator_holds_the_policy_on_sim_time_and_resuming_runs_it(
     model, _ = write_policy(tmp_path, [0.2] * 7 + [0.0])
     watch(ros_probe)
     with NodeProcess.ros2_run('simops_sim', 'sim', log_path=tmp_path / 'sim.log') as sim, \
-            NodeProcess.ros2_run('simops_policy', 'policy', '--ros-args',
-                                 '-p', f'model_path:={model}', '-p', 'ramp_time:=0.5',
-                                 '-p', 'start_enabled:=true', '-p', 'use_sim_time:=true',
-                                 log_path=tmp_path / 'policy.log') as node:
+            run_policy(tmp_path, model) as node:
         wait_state(ros_probe, node, 'RUNNING', timeout=30)
         assert pause(ros_probe, True).success
         wait_state(ros_probe, node, 'HOLD', timeout=5)
@@ -146,12 +145,7 @@ def test_the_gripper_width_goes_to_franka_gripper_as_paced_goals(ros_probe: RosP
     ros_probe.subscribe('/franka_gripper/joint_states', JointState, qos_profile_sensor_data)
     watch(ros_probe)
     with NodeProcess.ros2_run('simops_sim', 'sim', log_path=tmp_path / 'sim.log') as sim, \
-            NodeProcess.ros2_run('simops_policy', 'policy', '--ros-args',
-                                 '-p', f'model_path:={model}', '-p', 'ramp_time:=0.5',
-                                 '-p', 'start_enabled:=true',
-                                 '-p', 'command_interface:=joint_trajectory',
-                                 '-p', 'use_sim_time:=true',
-                                 log_path=tmp_path / 'policy.log') as node:
+            run_policy(tmp_path, model, 'command_interface:=joint_trajectory') as node:
         wait_state(ros_probe, node, 'RUNNING', timeout=30)
         closed = wait_until(lambda: ros_probe.messages('/franka_gripper/joint_states') and sum(
             ros_probe.messages('/franka_gripper/joint_states')[-1].position) < 0.005, 15)
