@@ -11,7 +11,7 @@ from collections.abc import Callable
 FIFO_PRIORITY = 10   # SCHED_FIFO priority of a control thread, when permitted
 NICE = -10           # else its nice value, when permitted
 STOP_POLL = 0.1      # s, longest sleep before a stop is noticed
-SIM_POLL = 0.001     # s between readings of a sim clock (/clock comes at up to 1 kHz)
+SIM_POLL = 0.001     # s between readings of sim time (joint states come at up to 1 kHz)
 SIM_FALLBACK = 2.0   # periods of wall time without a sim-time tick before a supervising one
 SIM_CATCH_UP = 5     # periods of sim time a control thread catches up, one tick each
 
