@@ -190,7 +190,16 @@ class PickPolicy(nn.Module):
 
         Returns the input, the measured arm joints q (B, 7) rad and the cube's yaw (B,) rad.
         """
-        raw = observation[:, self.read_at] / self.read_scale + self.read_offset
+        return self.features(observation[:, self.read_at] / self.read_scale
+                             + self.read_offset)
+
+    def features(self, raw: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """:meth:`inputs` from the quantities (B, 18) the network reads, in SI units.
+
+        ``raw``: the measured arm joints q (7) rad, the cube's centre (3) m and quaternion
+        x-y-z-w (4), the goal (3) m and the gripper opening (1) m, base frame. A dataset's
+        frames (:mod:`simops_learning.demonstrations`) hold them by name.
+        """
         q, cube, quat, goal = raw[:, :7], raw[:, 7:10], raw[:, 10:14], raw[:, 14:17]
         grasp, _ = self.law.grasp(q)
         x, y, z, w = quat[:, 0], quat[:, 1], quat[:, 2], quat[:, 3]

@@ -43,6 +43,7 @@ from simops_core.executor import interrupts_ignored
 from simops_core.promotion import file_entry
 from simops_core.sim_params import SimParamsError, load_sim_params
 from simops_core.tasks import DEFAULT_TASK, TASK_NAMES, TASKS
+from simops_learning.dataset_train import train_datasets_and_export
 from simops_learning.expert import ExpertGains, ReachExpert
 from simops_learning.network import PosturePolicy, export_policy
 from simops_learning.pick_train import PickTrainConfig, train_pick_and_export
@@ -227,6 +228,21 @@ def train(config: TrainConfig, log: Any = print) -> tuple[PosturePolicy, dict[st
     return policy, metadata
 
 
+def dataset_usage(args: Any) -> str | None:
+    """What is wrong with the --dataset, --weight and --init-policy arguments, if anything."""
+    if not args.dataset:
+        return ('--weight and --init-policy go with --dataset'
+                if args.weight or args.init_policy else None)
+    if args.task != 'pick_place':
+        return '--dataset trains the pick_place decision network; add --task pick_place'
+    if args.weight and (len(args.weight) != len(args.dataset) or min(args.weight) <= 0):
+        return (f'give one positive --weight per --dataset ({len(args.dataset)} datasets, '
+                f'{len(args.weight)} weights)')
+    absent = [d for d in [*args.dataset, *([args.init_policy] if args.init_policy else [])]
+              if not Path(d).exists()]
+    return f'no such dataset or policy: {", ".join(absent)}' if absent else None
+
+
 def main(argv: list[str] | None = None) -> int:
     """CLI entry point; see ``simops-train --help``."""
     terminate_as_interrupt()
@@ -272,6 +288,16 @@ def _main(argv: list[str] | None) -> int:
     parser.add_argument('--sim-profile', default=TRAINING,
                         help='the simulator the policy is trained in: a profile of '
                              f'{SIM_PROFILES_FILE} (default: {TRAINING}, built for speed)')
+    parser.add_argument('--dataset', action='append', metavar='DIR',
+                        help='pick_place: a LeRobot dataset to clone the decision network '
+                             'from (teleoperated demonstrations, recorded or simulated '
+                             'episodes; repeat to mix) instead of DAgger from the expert')
+    parser.add_argument('--weight', action='append', type=float, metavar='W',
+                        help='with --dataset: each dataset\'s share of the batches, one per '
+                             '--dataset in order (default: equal)')
+    parser.add_argument('--init-policy', metavar='PT',
+                        help='with --dataset: fine-tune this pick_place policy (.pt) instead '
+                             'of training from scratch')
     parser.add_argument('--randomization', type=Path,
                         help='YAML with a "randomization" mapping (e.g. the dr_suggestion.yaml '
                              'that simops-validate writes); default: the built-in ranges of '
@@ -286,6 +312,10 @@ def _main(argv: list[str] | None) -> int:
               '--workers, --rounds and --episodes >= 1 and --ppo-iterations >= 0',
               file=sys.stderr)
         return EXIT_USAGE
+    dataset_error = dataset_usage(args)
+    if dataset_error:
+        print(f'simops-train: error: {dataset_error}', file=sys.stderr)
+        return EXIT_USAGE
     try:
         if args.sim_params:
             load_sim_params(args.sim_params)
@@ -296,6 +326,8 @@ def _main(argv: list[str] | None) -> int:
     except (ValueError, SimParamsError, SimProfileError) as exc:
         print(f'simops-train: error: {exc}', file=sys.stderr)
         return EXIT_USAGE
+    if args.dataset:
+        return train_datasets_and_export(args, randomization)
     if args.task == 'pick_place':
         return train_pick_and_export(args, randomization)
     config = TrainConfig(robot=args.robot, seed=args.seed, goals=args.goals, updates=args.updates,

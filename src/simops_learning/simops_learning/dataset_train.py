@@ -1,0 +1,195 @@
+"""``simops-train --task pick_place --dataset DIR``: behaviour cloning from LeRobot datasets.
+
+1. Each dataset (teleoperated demonstrations, recorded policy runs, ``simops-rollout``'s
+   simulated episodes; real and sim mixed) is read through LeRobot's own loader and labelled
+   with the network's decision (:mod:`simops_learning.demonstrations`).
+2. :class:`~simops_learning.pick_network.PickPolicy`'s network is fit by mean squared error
+   on the labelled entries (a frame without a step label still teaches the gripper), each
+   batch drawn from the datasets in proportion to their ``--weight``; from scratch, or
+   fine-tuned from ``--init-policy`` (its input standardisation then kept).
+3. The policy alone is evaluated at full randomisation in the training sim, as DAgger's is.
+
+The card records every dataset's path, sha256 and episode count, and the initial policy's
+sha256. Same datasets, seed and settings give the same weights (single-threaded fitting).
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from simops_core.command_line import EXIT_FAILED, EXIT_OK, EXIT_USAGE
+from simops_core.executor import interrupts_ignored
+from simops_core.promotion import file_entry
+from simops_learning.demonstrations import Demonstrations, read_demonstrations
+from simops_learning.lerobot_reader import DatasetError
+from simops_learning.network import export_policy
+from simops_learning.pick_env import PICK_HISTORY, FR3PickPlaceEnv
+from simops_learning.pick_network import PickPolicy
+from simops_learning.pick_train import Log, PickTrainConfig, new_policy, run_round, scripted
+from simops_learning.reach_card import CONTROL_RATE
+from simops_learning.seeding import seeded_torch
+from simops_sim.randomization import DomainRandomization
+from simops_sim.sim_profiles import profile_entry
+
+
+@dataclass(frozen=True)
+class DatasetTrainConfig:
+    """Behaviour-cloning settings: the datasets, their weights and the fit."""
+
+    datasets: tuple[Path, ...]
+    weights: tuple[float, ...]
+    init_policy: Path | None = None     # TorchScript pick-and-place policy to fine-tune
+    pick: PickTrainConfig = field(default_factory=PickTrainConfig)
+
+
+def hidden_of(state: dict[str, torch.Tensor]) -> tuple[int, ...]:
+    """The hidden layer widths of a pick policy's network from its state dict."""
+    weights = sorted((int(k.split('.')[1]), v) for k, v in state.items()
+                     if k.startswith('body.') and k.endswith('.weight'))
+    return tuple(int(v.shape[0]) for _, v in weights[:-1])
+
+
+def fit_decisions(policy: PickPolicy, parts: Sequence[Demonstrations], weights: Sequence[float],
+                  config: PickTrainConfig, generator: torch.Generator, normalize: bool
+                  ) -> float:
+    """Fit ``policy``'s network on the labelled entries; return the last batch loss.
+
+    Frame i of dataset d is drawn with probability weight_d / (sum of weights · N_d). The
+    loss is the mean squared error over the labelled entries: of the decision (a twist's
+    step, the gripper command) and of the joint deltas the task-space law makes of the
+    network's step (a commanded or policy step), in action units.
+    """
+    raw = torch.as_tensor(np.concatenate([p.raw for p in parts]))
+    labels = torch.as_tensor(np.concatenate([np.concatenate([p.decisions, p.arm], axis=1)
+                                             for p in parts]))
+    mask = torch.isfinite(labels).float()
+    labels = torch.nan_to_num(labels)
+    with torch.no_grad():
+        x, q, cube_yaw = policy.features(raw)
+    if normalize:
+        policy.set_normalization(x.numpy())
+    total = float(sum(weights))
+    probability = torch.as_tensor(np.concatenate(
+        [np.full(len(p.raw), w / (total * len(p.raw))) for p, w in zip(parts, weights,
+                                                                         strict=True)]))
+    optimizer = torch.optim.Adam(policy.body.parameters(), lr=config.learning_rate)
+    schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, config.updates)
+    loss = torch.zeros(())
+    for _ in range(config.updates):
+        batch = torch.multinomial(probability, config.batch, replacement=True,
+                                  generator=generator)
+        decision = policy.head(x[batch])
+        arm = policy.law(q[batch], decision[:, :3] * policy.move_unit, cube_yaw[batch])
+        error = (torch.cat([decision, arm], dim=1) - labels[batch]) ** 2 * mask[batch]
+        loss = error.sum() / mask[batch].sum().clamp(min=1.0)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        schedule.step()
+    return float(loss.item())
+
+
+def train_from_datasets(config: DatasetTrainConfig, log: Log = print
+                        ) -> tuple[PickPolicy, dict[str, Any]]:
+    """Read, fit and evaluate; return the policy and the training metadata for its card."""
+    pick = config.pick
+    generator = seeded_torch(pick.seed)
+    started = time.monotonic()
+    env = FR3PickPlaceEnv(robot=pick.robot)
+    init_state = None
+    if config.init_policy is not None:
+        try:
+            init_state = torch.jit.load(str(config.init_policy)).state_dict()
+        except (RuntimeError, ValueError, OSError) as exc:
+            raise DatasetError(f'{config.init_policy}: not a TorchScript policy '
+                               f'({str(exc).splitlines()[0]})') from None
+        pick = replace(pick, hidden=hidden_of(init_state))
+    policy = new_policy(env, pick)
+    if init_state is not None:
+        try:
+            policy.load_state_dict(init_state)
+        except RuntimeError as exc:
+            raise DatasetError(f'{config.init_policy}: not a {pick.robot} pick-and-place '
+                               f'policy ({str(exc).splitlines()[0]})') from None
+    parts = []
+    for root in config.datasets:
+        part = read_demonstrations(root, env.spec_robot, policy.law, 1.0 / CONTROL_RATE)
+        if not len(part.raw):
+            raise DatasetError(f'{root}: no frame to learn from (every episode failed)')
+        parts.append(part)
+        e = part.entry
+        log(f'{root}: {e["episodes"]} episodes, {e["frames"]} frames ({e["frames_from_twist"]} '
+            f'with an operator twist), {e["episodes_failed_left_out"]} failed episodes left '
+            f'out, sha256 {e["sha256"][:12]}')
+    loss = fit_decisions(policy, parts, config.weights, pick, generator,
+                         normalize=init_state is None)
+    log(f'fit {pick.updates} updates on {sum(len(p.raw) for p in parts)} frames: loss '
+        f'{loss:.4f}, {time.monotonic() - started:.0f} s')
+    context = multiprocessing.get_context('spawn')
+    with interrupts_ignored():   # Ctrl-C is this process's to handle
+        pool = context.Pool(pick.workers)
+    with pool:
+        final = run_round(pool, pick, scripted(policy), pick.seed * 1_000_003 + 900_000,
+                          pick.eval_episodes, 0.0, 1.0)
+    success = float(np.mean(final.successes))
+    log(f'final: policy alone at full randomisation {success:.1%} of {pick.eval_episodes} '
+        f'episodes, {time.monotonic() - started:.0f} s')
+    metadata = {
+        'framework': f'torch {torch.__version__}',
+        'algorithm': 'behaviour cloning of the decision network from LeRobot datasets'
+                     + (' (fine-tuned)' if init_state is not None else ''),
+        'policy': 'kinematics layer + MLP (simops_learning.pick_network)',
+        'seed': pick.seed, 'hidden': list(pick.hidden), 'updates': pick.updates,
+        'final_loss': round(loss, 5),
+        'datasets': [{**p.entry, 'weight': w} for p, w in zip(parts, config.weights,
+                                                                strict=True)],
+        'init_policy': file_entry(config.init_policy),
+        'randomized_success': success, 'eval_episodes': pick.eval_episodes,
+        'randomization': {**asdict(pick.randomization),
+                          'ramp_times': list(pick.randomization.ramp_times)},
+        'sim_params': file_entry(pick.sim_params),
+        'sim_profile': profile_entry(pick.profile),
+        'wall_time_s': round(time.monotonic() - started, 1),
+    }
+    return policy, metadata
+
+
+def train_datasets_and_export(args: argparse.Namespace,
+                              randomization: DomainRandomization) -> int:
+    """``simops-train --dataset``: train, export ``STEM.pt``/``.pt2`` and their cards.
+
+    Returns the exit code: 0, 1 when the export fails, 2 on an unreadable dataset or
+    initial policy (one line).
+    """
+    weights = tuple(args.weight or [1.0] * len(args.dataset))
+    pick = PickTrainConfig(robot=args.robot, seed=args.seed, eval_episodes=args.eval_episodes,
+                           updates=args.updates, workers=args.workers,
+                           randomization=randomization, sim_params=args.sim_params,
+                           profile=args.sim_profile)
+    config = DatasetTrainConfig(tuple(Path(d) for d in args.dataset), weights,
+                                Path(args.init_policy) if args.init_policy else None, pick)
+    try:
+        policy, metadata = train_from_datasets(config, log=lambda line: print(line, flush=True))
+    except DatasetError as exc:
+        print(f'simops-train: error: {exc}', file=sys.stderr)
+        return EXIT_USAGE
+    env = FR3PickPlaceEnv(robot=pick.robot)
+    stem = Path(args.out or f'models/policy/{pick.robot}_{env.task}_bc')
+    try:
+        paths = export_policy(policy, env.spec_robot, stem, env.card.observation_size, metadata,
+                              PICK_HISTORY, env.task)
+    except OSError as exc:
+        print(f'simops-train: error: cannot write {stem}: {exc}', file=sys.stderr)
+        return EXIT_FAILED
+    print(f'wrote {", ".join(str(p) for p in paths)} in {metadata["wall_time_s"]} s')
+    return EXIT_OK

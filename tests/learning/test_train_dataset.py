@@ -1,0 +1,156 @@
+"""simops-train --dataset: behaviour cloning from LeRobot datasets, read by LeRobot's loader.
+
+Episodes come from rosbags' own writer (tests/dataset_helpers.py) through simops-dataset
+export with the pick-and-place card; the labels are compared to what was written.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+import yaml
+from dataset_helpers import TWIST_TICKS, operator_twist, write_episode
+from ros_helpers import REPO, installed_executable
+
+from simops_core.robot_spec import load_robot_spec
+from simops_learning.demonstrations import (
+    commanded_deltas,
+    gripper_commands,
+    read_demonstrations,
+)
+from simops_learning.pick_env import FR3PickPlaceEnv
+from simops_learning.pick_network import MOVE_UNIT
+from simops_learning.pick_train import PickTrainConfig, new_policy
+
+CARD = REPO / 'models/policy/fr3_pick_place.yaml'
+PERIOD = 0.05   # s, the policies' control period
+
+
+def run(exe: str, *args: object, cache: Path | None = None
+        ) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, **({'HF_HOME': str(cache)} if cache else {})}
+    return subprocess.run([str(installed_executable('simops_learning', exe)), *map(str, args)],
+                          capture_output=True, text=True, timeout=600, check=False, env=env)
+
+
+def exported(tmp_path: Path, name: str, **episode: object) -> Path:
+    write_episode(tmp_path / f'{name}.bag', **episode)
+    result = run('simops-dataset', 'export', tmp_path / f'{name}.bag', '--card', CARD,
+                 '--out', tmp_path / name)
+    assert result.returncode == 0, result.stderr
+    return tmp_path / name
+
+
+def tree_sha256(root: Path) -> str:
+    """The documented dataset hash, written out here: relative path, NUL, bytes, in order."""
+    digest = hashlib.sha256()
+    for file in sorted(p for p in root.rglob('*') if p.is_file()):
+        digest.update(file.relative_to(root).as_posix().encode() + b'\0' + file.read_bytes())
+    return digest.hexdigest()
+
+
+@pytest.fixture(scope='module')
+def law() -> object:
+    env = FR3PickPlaceEnv()
+    return new_policy(env, PickTrainConfig()).law
+
+
+def test_a_demonstration_is_labelled_by_its_operator_twist(tmp_path: Path, law: object) -> None:
+    root = exported(tmp_path, 'teleop', teleop=True)
+    demo = read_demonstrations(root, load_robot_spec('fr3'), law, PERIOD, tmp_path / 'hf')
+    frame_t = np.arange(len(demo.raw)) * PERIOD   # frames on the 20 fps grid from t = 0
+    # each frame's twist is the one in force before the next frame (the export's rule)
+    ticks = TWIST_TICKS[np.searchsorted(TWIST_TICKS, frame_t + PERIOD) - 1]
+    truth = np.array([operator_twist(t)[:3] for t in ticks]) * PERIOD / MOVE_UNIT
+    assert np.allclose(demo.decisions[:, :3], truth, rtol=1e-6, atol=1e-7)
+    assert np.all(np.isnan(demo.arm[np.isfinite(demo.decisions[:, 0])]))
+    assert np.all(demo.decisions[:, 3] == 1.0)   # the fingers never move: open
+    assert demo.entry['episodes'] == 1 and demo.entry['frames'] == len(demo.raw)
+    assert demo.entry['frames_from_twist'] == np.isfinite(demo.decisions[:, 0]).sum() > 50
+    assert demo.entry['sha256'] == tree_sha256(root)
+
+
+def test_a_policy_episode_is_labelled_by_the_policy_output(tmp_path: Path, law: object) -> None:
+    root = exported(tmp_path, 'policy')
+    failed = exported(tmp_path, 'failed', success='false')
+    demo = read_demonstrations(root, load_robot_spec('fr3'), law, PERIOD, tmp_path / 'hf')
+    table = pq.read_table(sorted((root / 'data').glob('chunk-*/file-*.parquet')))
+    policy = np.array(table.column('policy.action').to_pylist())
+    assert np.array_equal(demo.arm, policy[:, :7].astype(np.float32))
+    assert np.array_equal(demo.decisions[:, 3], policy[:, 7].astype(np.float32))
+    assert np.all(np.isnan(demo.decisions[:, :3]))   # no twist: the move is learnt as deltas
+    left = read_demonstrations(failed, load_robot_spec('fr3'), law, PERIOD, tmp_path / 'hf')
+    assert left.entry['episodes'] == 0 and left.entry['episodes_failed_left_out'] == 1
+
+
+def test_commanded_targets_label_the_delta_since_the_last_command() -> None:
+    q = np.zeros((4, 18))
+    q[:, :7] = 0.1
+    targets = np.full((4, 8), np.nan)
+    targets[0, :7], targets[1, :7], targets[3, :7] = 0.12, 0.15, 0.3
+    episode = np.array([0, 0, 0, 1])
+    out = commanded_deltas(q, targets, None, episode, scale=0.05, period=0.05, fps=20.0)
+    assert np.allclose(out[0], (0.12 - 0.1) / 0.05)    # first frame: from the measured q
+    assert np.allclose(out[1], (0.15 - 0.12) / 0.05)   # then from the previous targets
+    assert np.all(np.isnan(out[2]))                   # no targets: no label
+    assert np.allclose(out[3], (0.3 - 0.1) / 0.05)     # a new episode starts from its q
+    at_40 = commanded_deltas(q, targets, None, episode, scale=0.05, period=0.05, fps=40.0)
+    assert np.allclose(at_40[1], 2 * out[1])          # per control period, not per frame
+
+
+def test_the_fingers_reveal_a_gripper_command_held_while_they_rest() -> None:
+    spec = load_robot_spec('fr3')
+    opening = np.array([0.08, 0.08, 0.08, 0.07, 0.05, 0.03, 0.03, 0.03, 0.03, 0.05, 0.08,
+                        0.08])
+    episode = np.zeros(opening.size, dtype=int)
+    none = np.full((opening.size, 0), np.nan)
+    out = gripper_commands(opening, none, None, episode, spec, fps=20.0)   # 4 frames ahead
+    assert list(out) == [-1.0] * 5 + [1.0] * 7   # closing seen 4 frames ahead, then opening
+    width = np.full((opening.size, 8), np.nan)
+    width[:, 7] = spec.gripper.width_max
+    assert np.all(gripper_commands(opening, width, None, episode, spec, fps=20.0) == 1.0)
+
+
+def test_simops_train_clones_a_dataset_and_its_card_names_it(tmp_path: Path) -> None:
+    root = exported(tmp_path, 'teleop', teleop=True)
+    result = run('simops-train', '--task', 'pick_place', '--dataset', root, '--updates', 50,
+                 '--eval-episodes', 1, '--workers', 1, '--out', tmp_path / 'bc',
+                 cache=tmp_path / 'hf')
+    assert result.returncode == 0, result.stderr
+    card = yaml.safe_load((tmp_path / 'bc.yaml').read_text())
+    entry, = card['training']['datasets']
+    assert entry['sha256'] == tree_sha256(root) and entry['path'] == str(root)
+    assert entry['episodes'] == 1 and entry['weight'] == 1.0
+    assert card['training']['init_policy'] is None
+    assert card['task'] == 'pick_place'
+
+
+@pytest.mark.parametrize('args, message', [
+    (('--task', 'reach', '--dataset', '{root}'), 'add --task pick_place'),
+    (('--task', 'pick_place', '--dataset', '{root}', '--weight', '1', '--weight', '2'),
+     'one positive --weight per --dataset'),
+    (('--task', 'pick_place', '--weight', '2'), 'go with --dataset'),
+    (('--task', 'pick_place', '--dataset', '{tmp}/absent'), 'no such dataset'),
+    (('--task', 'pick_place', '--dataset', '{tmp}'), 'not a LeRobot dataset'),
+    (('--task', 'pick_place', '--dataset', '{root}', '--init-policy', '{card}'),
+     'not a TorchScript policy'),
+])
+def test_bad_datasets_get_one_line_and_exit_2(tmp_path: Path, args: tuple[str, ...],
+                                              message: str) -> None:
+    root = tmp_path / 'ds'
+    if '{root}' in args:
+        root = exported(tmp_path, 'ds', teleop=True)
+    filled = [a.format(root=root, tmp=tmp_path, card=CARD) for a in args]
+    result = run('simops-train', *filled, '--updates', 5, '--eval-episodes', 1, '--workers',
+                 1, '--out', tmp_path / 'out', cache=tmp_path / 'hf')
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith('simops-train: error: '), result.stderr
+    assert message in lines[0] and 'Traceback' not in result.stderr
+    assert not (tmp_path / 'out.pt').exists()
