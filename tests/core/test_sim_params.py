@@ -83,6 +83,13 @@ def test_shipped_params_files_load(path: Path) -> None:
     ({'version': 1, 'end_effector': False}, "'end_effector'"),
     ({'version': 1, 'controller': 'joint_velocity'}, "'controller'"),
     ({'version': 1, 'provenance': 'sysid'}, "'provenance'"),
+    ({'version': 1, 'actuator_model': 'm.pt'}, "'actuator_model'"),
+    ({'version': 1, 'actuator_model': {'path': 'm.pt'}}, "'actuator_model.sha256'"),
+    ({'version': 1, 'actuator_model': {'path': 'm.pt', 'sha256': 'abc'}},
+     "'actuator_model.sha256'"),
+    ({'version': 1, 'actuator_model': {'sha256': '0' * 64}}, "'actuator_model.path'"),
+    ({'version': 1, 'actuator_model': {'path': 'm.pt', 'sha256': '0' * 64, 'role': 'x'}},
+     "'actuator_model.role'"),
     ([1, 2], "'<root>'"),
 ])
 def test_errors_name_the_field(raw: object, field: str) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 
 import pytest
@@ -22,6 +23,14 @@ def bad_spec(tmp_path: Path) -> Path:
     return write(tmp_path, 'spec.yaml', yaml.safe_dump(raw))
 
 
+def changed_model(tmp_path: Path) -> Path:
+    """SimParams naming a learned model whose bytes changed after the fit."""
+    (tmp_path / 'fit.actuator.pt').write_bytes(b'the fitted model, then edited')
+    fitted = hashlib.sha256(b'the fitted model').hexdigest()
+    return write(tmp_path, 'fit.yaml', 'version: 1\nactuator_model: {path: fit.actuator.pt, '
+                                       f'sha256: {fitted}}}\n')
+
+
 CASES = {
     'missing model': (lambda t: ['model:=/nonexistent/scene.xml'], 'does not exist'),
     'invalid model': (lambda t: [f'model:={write(t, "bad.xml", "<mujoco><worldbody><body>")}'],
@@ -35,6 +44,8 @@ CASES = {
                        "'joints.fr3_joint2.damping'"),
     'params for an unknown joint': (
         lambda t: [f'sim_params_file:={write(t, "p.yaml", PARAMS_UNKNOWN)}'], 'fr3_joint9'),
+    'a changed actuator model': (lambda t: [f'sim_params_file:={changed_model(t)}'],
+                                 "'actuator_model.sha256'"),
     'unknown sync_mode': (lambda t: ['sync_mode:=turbo'], 'sync_mode'),
     'unknown sim profile': (lambda t: ['sim_profile:=turbo'], "no sim profile 'turbo'"),
     'missing keyframe': (lambda t: ['initial_keyframe:=sitting'], 'keyframe'),

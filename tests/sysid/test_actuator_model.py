@@ -8,17 +8,21 @@ clear residual that the learned model removes on held-out data.
 
 from __future__ import annotations
 
+import hashlib
 import subprocess
 from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
+import yaml
 from ros_helpers import REPO, installed_executable
 from scipy.signal import lfilter
 from sysid_helpers import SPEC, StandinData, simulate, write_bag
 
-from simops_core.sim_params import load_sim_params
+from simops_core.sim_params import SimParamsError, load_sim_params
+from simops_sysid.actuator_export import export_actuator_model, input_history
 from simops_sysid.actuator_fit import (
     ActuatorFitError,
     ActuatorPart,
@@ -127,6 +131,44 @@ def test_fit_learns_the_sensor_from_a_bag_and_scores_it_on_raw_efforts(
     assert set(provenance['torque_rms_nm_filtered']['holdout']) == {'nominal', 'fitted'}
     learned = provenance['actuator_model']
     assert learned['kind'] == 'linear' and learned['window_s'] in (0.01, 0.02, 0.03, 0.04)
+    # the model is an artifact beside the SimParams, named by path and sha256
+    model = tmp_path / 'fit.actuator.pt'
+    named = load_sim_params(tmp_path / 'fit.yaml').actuator_model
+    assert named is not None and Path(named.path) == model.resolve()
+    assert named.sha256 == hashlib.sha256(model.read_bytes()).hexdigest()
+    card = yaml.safe_load((tmp_path / 'fit.actuator.yaml').read_text())
+    assert card['sha256'] == named.sha256 and card['role'] == 'sensor'
+    assert card['window_s'] == learned['window_s'] and card['joints'] == list(SPEC.arm_joints)
+    assert card['bags'][0]['sha256'] == provenance['bags'][0]['sha256']
+    assert card['torque_rms_nm']['holdout']['actuator_model'] == held['actuator_model']
+    assert set(card['training_range']) == {'model_torque', 'velocity', 'acceleration'}
+    # a changed model is refused wherever the SimParams is loaded, in one line
+    model.write_bytes(model.read_bytes() + b'\0')
+    with pytest.raises(SimParamsError) as refused:
+        load_sim_params(tmp_path / 'fit.yaml')
+    assert "'actuator_model.sha256'" in str(refused.value)
+    assert len(str(refused.value).splitlines()) == 1
+    model.unlink()
+    with pytest.raises(SimParamsError, match=r"'actuator_model\.path'"):
+        load_sim_params(tmp_path / 'fit.yaml')
+
+
+def test_the_exported_model_computes_the_fitted_filter(tmp_path: Path) -> None:
+    part = synthetic(20.0, seed=9)
+    model, _ = choose_and_fit([part], PERIOD)
+    ref = export_actuator_model(model, tmp_path / 'fit', SPEC.arm_joints, {'robot': 'fr3'})
+    assert ref.path == 'fit.actuator.pt'
+    script = torch.jit.load(str(tmp_path / ref.path))
+    history = torch.as_tensor(input_history(part, model.window))   # (N, 3, W, 7)
+    assert tuple(history.shape) == (part.measured.shape[0], 3, model.window, 7)
+    with torch.inference_mode():
+        out = script(history).numpy()   # one forward pass for every sample: a batch
+    assert np.allclose(out, model.predict(part), rtol=0, atol=1e-9)
+    card = yaml.safe_load((tmp_path / 'fit.actuator.yaml').read_text())
+    assert card['sha256'] == ref.sha256 == hashlib.sha256(
+        (tmp_path / ref.path).read_bytes()).hexdigest()
+    assert card['window'] == model.window and card['period_s'] == pytest.approx(PERIOD)
+    assert card['history_shape'] == ['batch', 3, model.window, 7]
 
 
 def test_an_actuator_model_in_trajectory_mode_is_refused_in_one_line(

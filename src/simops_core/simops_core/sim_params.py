@@ -21,7 +21,13 @@ JointTrajectoryController). Joints are keyed by their robot-spec NAME, never by 
     object: {mass: 0.1, friction: 1.0}
     payload: {mass: 0.35, com_x: 0.0, com_y: 0.0, com_z: 0.12}
     end_effector: franka_hand
+    actuator_model: {path: fit.actuator.pt, sha256: 3f5a...}
     provenance: {fitted_by: simops_sysid, bags: [...], date: 2026-01-01}
+
+``actuator_model`` names a learned model ``fit --actuator-model`` exported (TorchScript, with
+its card beside it, ``.pt`` -> ``.yaml``): its path (relative to this file's folder, or
+absolute) and the sha256 of its bytes; :func:`load_sim_params` refuses a file whose bytes
+do not match, and returns the path resolved.
 
 Every number has a physical range (:data:`RANGES`), enforced here, so the simulator node, the
 Gym environment and ``fit`` refuse the same files with the same one-line message naming the
@@ -32,6 +38,7 @@ field. Pure Python (no rclpy, no MuJoCo): applying the parameters to a model liv
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
@@ -41,6 +48,7 @@ import yaml
 
 from simops_core.command_line import ConfigError
 from simops_core.paths import resolve_resource
+from simops_core.policy_card import file_sha256
 from simops_core.yaml_fields import Fields, is_number
 
 SIM_PARAMS_VERSION = 1
@@ -51,7 +59,8 @@ SERVO_FIELDS = ('kp', 'kv')
 OBJECT_FIELDS = ('mass', 'friction')
 PAYLOAD_FIELDS = ('mass', 'com_x', 'com_y', 'com_z')
 TOP_LEVEL = ('version', 'command_delay', 'joints', 'body_mass_scale', 'object', 'payload',
-             'end_effector', 'controller', 'provenance')
+             'end_effector', 'controller', 'actuator_model', 'provenance')
+ACTUATOR_MODEL_FIELDS = ('path', 'sha256')
 # The controller laws an arm's ``kp`` and ``kv`` can belong to: franka_ros2's effort
 # JointTrajectoryController (the default) and the arm's own joint-impedance loop behind a
 # position interface (simops_sim.feedforward).
@@ -134,6 +143,14 @@ class PayloadParams:
 
 
 @dataclass(frozen=True)
+class ActuatorModelRef:
+    """A learned actuator model named by a SimParams file: ``path`` and its bytes' ``sha256``."""
+
+    path: str
+    sha256: str
+
+
+@dataclass(frozen=True)
 class SimParams:
     """Physics overrides for the simulator, keyed by joint and body name.
 
@@ -141,7 +158,7 @@ class SimParams:
     steps. ``end_effector`` (one of :data:`END_EFFECTORS`, None: the model's hand).
     ``controller`` (one of :data:`CONTROLLER_LAWS`, None: ``joint_trajectory``): the law
     whose gains the joints' ``kp`` and ``kv`` are; the simulator runs the other law with the
-    robot spec's nominal gains.
+    robot spec's nominal gains. ``actuator_model``: the learned model (None: none).
     ``provenance`` is free-form (sysid stores bag paths and hashes, date, residuals).
     """
 
@@ -152,6 +169,7 @@ class SimParams:
     payload: PayloadParams = field(default_factory=PayloadParams)
     end_effector: str | None = None
     controller: str | None = None
+    actuator_model: ActuatorModelRef | None = None
     provenance: Mapping[str, Any] = field(default_factory=dict)
     version: int = SIM_PARAMS_VERSION
 
@@ -178,6 +196,7 @@ def merge_sim_params(base: SimParams, override: SimParams) -> SimParams:
         payload=load,
         end_effector=override.end_effector or base.end_effector,
         controller=override.controller or base.controller,
+        actuator_model=override.actuator_model or base.actuator_model,
         provenance={**base.provenance, **override.provenance},
     )
 
@@ -192,7 +211,29 @@ def load_sim_params(path: str | Path) -> SimParams:
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
         message = str(exc).replace('\n', ' ')
         raise SimParamsError(f'{path}: cannot parse sim params: {message}') from None
-    return parse_sim_params(raw, source=str(file))
+    params = parse_sim_params(raw, source=str(file))
+    if params.actuator_model is None:
+        return params
+    return replace(params, actuator_model=verified_model(params.actuator_model, file))
+
+
+def verified_model(ref: ActuatorModelRef, sim_params_file: Path) -> ActuatorModelRef:
+    """``ref`` with its path resolved from ``sim_params_file``'s folder, its bytes checked.
+
+    Raises :class:`SimParamsError` (one line) for a missing file or a sha256 that differs.
+    """
+    check = Fields(str(sim_params_file), SimParamsError)
+    model = sim_params_file.parent / ref.path
+    try:
+        actual = file_sha256(model)
+    except OSError as exc:
+        check.fail('actuator_model.path', f'names {model}, which cannot be read '
+                                          f'({exc.strerror or exc}); refit or correct the path')
+    if actual != ref.sha256:
+        check.fail('actuator_model.sha256', f'is {ref.sha256[:12]}... but {model} has '
+                                            f'{actual[:12]}...: the model changed after the '
+                                            'fit; restore it or refit')
+    return ActuatorModelRef(str(model.resolve()), ref.sha256)
 
 
 def parse_sim_params(raw: Any, source: str = '<mapping>') -> SimParams:
@@ -226,6 +267,16 @@ def parse_sim_params(raw: Any, source: str = '<mapping>') -> SimParams:
     if controller is not None and controller not in CONTROLLER_LAWS:
         check.fail('controller', f'must be one of {", ".join(CONTROLLER_LAWS)}, '
                                  f'got {controller!r}')
+    learned = None
+    if root.get('actuator_model') is not None:
+        table = check.mapping(root['actuator_model'], 'actuator_model')
+        check.known(table, ACTUATOR_MODEL_FIELDS, 'actuator_model')
+        path, sha = table.get('path'), table.get('sha256')
+        if not isinstance(path, str) or not path:
+            check.fail('actuator_model.path', f'must be a file name, got {path!r}')
+        if not isinstance(sha, str) or not re.fullmatch('[0-9a-f]{64}', sha):
+            check.fail('actuator_model.sha256', f'must be 64 hex digits, got {sha!r}')
+        learned = ActuatorModelRef(path, sha)
     return SimParams(
         joints=joints,
         command_delay=_number(check, root.get('command_delay'), 'command_delay'),
@@ -236,6 +287,7 @@ def parse_sim_params(raw: Any, source: str = '<mapping>') -> SimParams:
                                  for k in PAYLOAD_FIELDS}),
         end_effector=end_effector,
         controller=controller,
+        actuator_model=learned,
         provenance=dict(check.mapping(root.get('provenance') or {}, 'provenance')),
     )
 
@@ -261,6 +313,9 @@ def sim_params_to_dict(params: SimParams) -> dict[str, Any]:
         out['end_effector'] = params.end_effector
     if params.controller is not None:
         out['controller'] = params.controller
+    if params.actuator_model is not None:
+        out['actuator_model'] = {'path': params.actuator_model.path,
+                                 'sha256': params.actuator_model.sha256}
     if params.provenance:
         out['provenance'] = dict(params.provenance)
     return out

@@ -63,7 +63,8 @@ from simops_sim.sim_profiles import (
 )
 
 EXIT_CODES = {EXIT_OK: 'trained and exported', EXIT_FAILED: 'the export failed',
-              EXIT_USAGE: 'bad command line, randomisation or sim params file',
+              EXIT_USAGE: 'bad command line, randomisation, sim params file, dataset or '
+                          'initial policy',
               EXIT_INTERRUPTED: 'interrupted (Ctrl-C): every worker stopped, nothing written'}
 GOAL_MARGIN = 0.01        # m the sampled goals extend beyond the workspace on every side
 HELD_OUT = 0.1            # fraction of the goals kept for the error estimate

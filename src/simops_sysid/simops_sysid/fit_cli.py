@@ -47,6 +47,7 @@ from simops_core.paths import ROBOT_SCENE, resolve_resource
 from simops_core.robot_spec import RobotSpec, load_robot_spec
 from simops_core.sim_params import (
     END_EFFECTORS,
+    ActuatorModelRef,
     SimParams,
     SimParamsError,
     parse_sim_params,
@@ -66,6 +67,7 @@ from simops_sysid import (
     residual,
     sysid_model,
 )
+from simops_sysid.actuator_export import export_actuator_model
 from simops_sysid.actuator_fit import ActuatorFitError
 from simops_sysid.fit_report import diagnose, write_report
 from simops_sysid.lag import estimate_delay
@@ -79,7 +81,7 @@ from simops_sysid.recording import (
     split_sequences,
 )
 from simops_sysid.torque_fit import TorqueDataError
-from simops_sysid.torque_run import ACTUATOR_MODELS, run_torque
+from simops_sysid.torque_run import ACTUATOR_MODELS, LearnedSensor, run_torque
 
 PROG = 'fit'
 EXIT_FIT = 5          # the fit produced no usable result
@@ -309,7 +311,16 @@ def _run(options: argparse.Namespace) -> int:
     plan = plan_fit(options)
     try:
         if plan.mode == 'torque':
-            return save_outputs(options, fit_torque(plan, options), None)
+            params, learned = fit_torque(plan, options)
+            moved = False
+            if learned is not None:
+                ref, moved = export_learned(options.out, plan, learned)
+                params = replace(params, actuator_model=ref)
+            code = save_outputs(options, params, None)
+            if moved and code == EXIT_OK:
+                return _fail(EXIT_SAVED_ELSEWHERE, 'the learned model is in '
+                             f'{Path(params.actuator_model.path).parent}')
+            return code
         fitted = fit_trajectory(plan, options)
     except RefusedError as exc:
         return _fail(exc.code, str(exc))
@@ -362,8 +373,37 @@ def plan_fit(options: argparse.Namespace) -> Plan:
                 [robot.arm_joints.index(j) for j in joint_names], model, hashes, mode)
 
 
-def fit_torque(plan: Plan, options: argparse.Namespace) -> SimParams:
-    """Torque mode: friction and torque offsets from the efforts (with provenance)."""
+def export_learned(out: Path, plan: Plan, learned: LearnedSensor
+                   ) -> tuple[ActuatorModelRef, bool]:
+    """Write the learned model beside ``out`` (``STEM.actuator.pt`` and its card).
+
+    If that fails, into a temporary folder (the reference then absolute); returns the
+    reference and whether it went there.
+    """
+    def export(stem: Path) -> ActuatorModelRef:
+        ref = export_actuator_model(learned.model, stem, plan.robot.arm_joints,
+                                    learned.training)
+        print(f'wrote {stem.parent / ref.path} and its card (sha256 {ref.sha256[:12]})',
+              flush=True)
+        return ref
+
+    try:
+        return export(out.with_suffix('')), False
+    except OSError as exc:
+        print(f'{PROG}: cannot write the learned model beside {out}: {exc.strerror or exc}',
+              file=sys.stderr)
+    folder = Path(tempfile.mkdtemp(prefix='simops_fit_'))
+    ref = export(folder / out.stem)
+    return replace(ref, path=str(folder / ref.path)), True
+
+
+def fit_torque(plan: Plan, options: argparse.Namespace
+               ) -> tuple[SimParams, LearnedSensor | None]:
+    """Torque mode: friction and offsets from the efforts, and any learned model asked for.
+
+    Returns the SimParams (with provenance) and the learned model (None unless
+    ``--actuator-model`` asks for one).
+    """
     loaded = [load_states(bag, plan.robot, plan.topics) for bag in options.bag]
     warning = recording_checks.flange_load(plan.model, plan.robot, loaded, options.end_effector)
     if warning:

@@ -16,8 +16,9 @@ import copy
 import datetime
 import time
 from collections.abc import Sequence
-from dataclasses import fields, replace
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
+from typing import Any
 
 import mujoco
 import numpy as np
@@ -28,6 +29,7 @@ from simops_core.topics import TopicSpec
 from simops_sim.model_index import ModelIndex, index_model
 from simops_sim.model_params import apply_sim_params, nominal_sim_params
 from simops_sysid import actuator_fit
+from simops_sysid.actuator_export import input_range
 from simops_sysid.actuator_fit import ActuatorFitError, ActuatorPart, LinearActuator
 from simops_sysid.recording import States, load_states
 from simops_sysid.torque_fit import (
@@ -54,8 +56,10 @@ ACTUATOR_MODELS = ('none', 'linear')   # --actuator-model: none, or a learned li
 def run_torque(bags: Sequence[Path], holdout: Sequence[Path], robot: RobotSpec,
                model_path: Path, topics: dict[str, TopicSpec], hashes: dict[Path, str],
                end_effector: str = END_EFFECTORS[0], payload: bool = False,
-               actuator_model: str = 'none') -> SimParams:
-    """Fit friction and offsets to ``bags``, evaluate on ``holdout``; the SimParams to write.
+               actuator_model: str = 'none') -> tuple[SimParams, LearnedSensor | None]:
+    """Fit friction and offsets to ``bags``, evaluate on ``holdout``.
+
+    Returns the SimParams to write and, with ``actuator_model``, the learned model to export.
 
     ``end_effector`` (one of :data:`END_EFFECTORS`) is what the recorded arm carries;
     ``payload``: fit a load at the flange too (:func:`fit_payload`); ``actuator_model``
@@ -125,8 +129,16 @@ def run_torque(bags: Sequence[Path], holdout: Sequence[Path], robot: RobotSpec,
                          'fitted': _per_joint(robot, after[0])},
             'holdout': {'nominal': _per_joint(robot, before[2]),
                         'fitted': _per_joint(robot, after[2])}}}
+    sensor = None
     if learned is not None:
         fitted_model, _, _, scores = learned
+        sensor = LearnedSensor(fitted_model, {
+            'robot': robot.name, 'fitted_by': 'simops_sysid fit --mode torque --actuator-model',
+            'date': provenance['date'], 'training_range': input_range(_parts(train, fits)),
+            'bags': provenance['bags'], 'holdout': provenance['holdout'],
+            'torque_rms_nm': {part: {key: _per_joint(robot, figures[key])
+                                     for key in ('fitted', 'actuator_model')}
+                              for part, figures in rms.items()}})
         provenance['actuator_model'] = {
             'kind': actuator_model, 'inputs': list(actuator_fit.INPUTS),
             'window_s': round(fitted_model.window * fitted_model.period, 6),
@@ -134,23 +146,33 @@ def run_torque(bags: Sequence[Path], holdout: Sequence[Path], robot: RobotSpec,
             'validation_rms_nm': {f'{seconds:g}': round(value, 4)
                                   for seconds, value in scores.items()}}
     fitted = merge_sim_params(carried, friction_params(robot.arm_joints, fits))
-    return fitted.with_provenance(**provenance)
+    return fitted.with_provenance(**provenance), sensor
+
+
+@dataclass(frozen=True)
+class LearnedSensor:
+    """A learned model to export: the fit and its card's record (:mod:`actuator_export`)."""
+
+    model: LinearActuator
+    training: dict[str, Any]
+
+
+def _parts(data: list[TorqueData], fits: list[JointFriction]) -> list[ActuatorPart]:
+    """The learned model's inputs and targets over ``data``, with the fitted friction."""
+    return [ActuatorPart(d.rigid_body + friction_torque(d.qd, fits), d.qd,
+                         d.motion[:, 2, :d.qd.shape[1]], d.raw) for d in data]
 
 
 def _fit_actuator(train: list[TorqueData], held: list[TorqueData], fits: list[JointFriction],
                   periods: list[float]
                   ) -> tuple[LinearActuator, np.ndarray, np.ndarray, dict[float, float]]:
     """The learned model, its raw RMS (7,) on training and held out, the windows' scores."""
-    def parts(data: list[TorqueData]) -> list[ActuatorPart]:
-        return [ActuatorPart(d.rigid_body + friction_torque(d.qd, fits), d.qd,
-                             d.motion[:, 2, :d.qd.shape[1]], d.raw) for d in data]
-
     period = float(np.median(periods))
     if max(periods) > 1.05 * min(periods):
         raise ActuatorFitError('the bags\' joint states come at different rates '
                                f'({1 / max(periods):.0f}-{1 / min(periods):.0f} Hz): a learned '
                                'model is fitted at one rate; fit bags of one rate')
-    fitting, checking = parts(train), parts(held)
+    fitting, checking = _parts(train, fits), _parts(held, fits)
     learned, scores = actuator_fit.choose_and_fit(fitting, period)
     actuator_fit.check_held_out(checking, learned)
     return (learned, actuator_fit.rms(fitting, learned), actuator_fit.rms(checking, learned),

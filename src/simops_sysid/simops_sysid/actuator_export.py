@@ -1,0 +1,96 @@
+"""The learned actuator model as an artifact: TorchScript plus a card, like the policies.
+
+``fit --mode torque --actuator-model linear`` writes, beside its SimParams ``STEM.yaml``:
+
+- ``STEM.actuator.pt``: a TorchScript :class:`LinearSensorModel`, input ``history``
+  (B, 3, W, 7) float64: the :data:`~simops_sysid.actuator_fit.INPUTS` (model torque N*m,
+  velocity rad/s, acceleration rad/s^2) by lag (index 0 the newest sample, W samples at the
+  card's rate) by arm joint; output (B, 7) N*m, what the torque sensors read. One forward
+  pass serves a batch of envs;
+- ``STEM.actuator.yaml``: its card: role, inputs, units, window, rate, joints, the range of
+  each input seen in training (beyond it the model extrapolates), the training and
+  held-out bags with their sha256, the held-out figures, and the sha256 of the ``.pt``.
+
+The SimParams names the ``.pt`` by path and sha256 (``actuator_model:``), so a changed
+model is refused wherever the SimParams is loaded (:func:`simops_core.sim_params.load_sim_params`).
+The model's role is *sensor*: it models what the arm reports as effort, not the torque the
+joint receives.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import yaml
+from torch import nn
+
+from simops_core.policy_card import file_sha256
+from simops_core.sim_params import ActuatorModelRef
+from simops_sysid.actuator_fit import INPUTS, ActuatorPart, LinearActuator
+
+ROLE = 'sensor'   # what the arm reports as effort, not what the joint receives
+UNITS = {'model_torque': 'N*m', 'velocity': 'rad/s', 'acceleration': 'rad/s^2',
+         'output': 'N*m'}
+
+
+class LinearSensorModel(nn.Module):
+    """The fitted filter: history (B, 3, W, 7) -> sensor torque (B, 7) N*m; see the module doc."""
+
+    def __init__(self, model: LinearActuator) -> None:
+        super().__init__()
+        joints, window = model.weights.shape[0], model.window
+        taps = model.weights[:, :-1].reshape(joints, len(INPUTS), window)
+        self.register_buffer('taps', torch.tensor(taps.transpose(1, 2, 0).copy()))  # (3, W, 7)
+        self.register_buffer('bias', torch.tensor(model.weights[:, -1].copy()))    # (7,)
+        self.window = window
+
+    def forward(self, history: torch.Tensor) -> torch.Tensor:
+        """Sensor torque (B, 7) N*m from input histories (B, 3, W, 7), newest lag first."""
+        return (history * self.taps).sum(dim=(1, 2)) + self.bias
+
+
+def input_history(part: ActuatorPart, window: int) -> np.ndarray:
+    """``part``'s inputs as the model's histories (N, 3, W, 7), the first sample repeated."""
+    stacked = np.stack([getattr(part, name) for name in INPUTS], axis=1)   # (N, 3, 7)
+    padded = np.concatenate([np.repeat(stacked[:1], window - 1, axis=0), stacked])
+    n = stacked.shape[0]
+    lags = [padded[window - 1 - k:window - 1 - k + n] for k in range(window)]
+    return np.stack(lags, axis=2)
+
+
+def input_range(parts: Sequence[ActuatorPart]) -> dict[str, dict[str, list[float]]]:
+    """Per input, the per-joint ``min`` and ``max`` over ``parts`` (the training range)."""
+    out = {}
+    for name in INPUTS:
+        values = np.vstack([getattr(part, name) for part in parts])
+        out[name] = {'min': [round(float(v), 6) for v in values.min(axis=0)],
+                     'max': [round(float(v), 6) for v in values.max(axis=0)]}
+    return out
+
+
+def export_actuator_model(model: LinearActuator, stem: Path, joints: Sequence[str],
+                          training: Mapping[str, Any]) -> ActuatorModelRef:
+    """Write ``STEM.actuator.pt`` and its card ``STEM.actuator.yaml``; return the reference.
+
+    ``training``: the card's record of the fit (robot, bags, held-out figures, input range).
+    The reference's path is the ``.pt``'s file name (the SimParams lies beside it).
+    """
+    script = stem.with_name(stem.name + '.actuator.pt')
+    module = torch.jit.script(LinearSensorModel(model).eval())
+    with warnings.catch_warnings():   # TorchScript is deprecated upstream; as the policies
+        warnings.simplefilter('ignore', DeprecationWarning)
+        module.save(str(script))
+    sha = file_sha256(script)
+    card = {'kind': 'linear', 'role': ROLE, 'joints': list(joints), 'inputs': list(INPUTS),
+            'units': UNITS, 'window': model.window,
+            'window_s': round(model.window * model.period, 6),
+            'period_s': round(model.period, 9), 'rate_hz': round(1.0 / model.period, 3),
+            'history_shape': ['batch', len(INPUTS), model.window, len(joints)],
+            **training, 'sha256': sha}
+    script.with_suffix('.yaml').write_text(yaml.safe_dump(card, sort_keys=False))
+    return ActuatorModelRef(script.name, sha)
