@@ -28,7 +28,11 @@ ROS_PACKAGES = {'rclpy', 'sensor_msgs', 'geometry_msgs', 'std_msgs', 'std_srvs',
 PIP_ONLY = {'mujoco': 'mujoco', 'torch': 'torch', 'rosbags': 'rosbags',
             'gymnasium': 'gymnasium', 'mcap': 'mcap', 'mcap_ros2': 'mcap-ros2-support',
             'rsl_rl': 'rsl-rl-lib', 'tensordict': 'tensordict', 'pyarrow': 'pyarrow',
-            'ray': 'ray', 'pyspacemouse': 'pyspacemouse', 'easyhid': 'easyhid'}
+            'ray': 'ray', 'pyspacemouse': 'pyspacemouse', 'easyhid': 'easyhid',
+            'torchvision': 'torchvision', 'lerobot': 'lerobot'}
+# The files that pin them: LeRobot's loader and lerobot itself (installed without its own
+# pins, which would replace the CPU torch) have files of their own; `make` installs all.
+PINNED_IN = ('requirements-python.txt', 'requirements-lerobot.txt', 'requirements-nodeps.txt')
 
 
 def imported_modules(package: str) -> set[str]:
@@ -59,7 +63,7 @@ def test_package_manifest(package: str) -> None:
 
     depends = {e.text for e in manifest.iter('exec_depend')} | {
         e.text for e in manifest.iter('depend')}
-    requirements = (REPO / 'requirements-python.txt').read_text()
+    requirements = '\n'.join((REPO / name).read_text() for name in PINNED_IN)
     for module in imported_modules(package) - {package}:
         if module in PIP_ONLY:
             assert f'\n{PIP_ONLY[module]}' in requirements, f'{package}: {module} not pinned'
