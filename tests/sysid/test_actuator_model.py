@@ -22,12 +22,13 @@ from scipy.signal import lfilter
 from sysid_helpers import SPEC, StandinData, simulate, write_bag
 
 from simops_core.sim_params import SimParamsError, load_sim_params
-from simops_sysid.actuator_export import export_actuator_model, input_history
+from simops_sysid.actuator_export import export_actuator_model
 from simops_sysid.actuator_fit import (
     ActuatorFitError,
     ActuatorPart,
     check_held_out,
     choose_and_fit,
+    input_history,
     total_rms,
 )
 

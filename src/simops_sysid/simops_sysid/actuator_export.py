@@ -3,18 +3,21 @@
 ``fit --mode torque --actuator-model linear`` writes, beside its SimParams ``STEM.yaml``:
 
 - ``STEM.actuator.pt``: a TorchScript :class:`LinearSensorModel`, input ``history``
-  (B, 3, W, 7) float64: the :data:`~simops_sysid.actuator_fit.INPUTS` (model torque N*m,
-  velocity rad/s, acceleration rad/s^2) by lag (index 0 the newest sample, W samples at the
-  card's rate) by arm joint; output (B, 7) N*m, what the torque sensors read. One forward
-  pass serves a batch of envs;
+  (B, 3, W, 7) float64 (:func:`simops_sysid.actuator_fit.input_history`): the
+  :data:`~simops_sysid.actuator_fit.INPUTS` (model torque N*m, velocity rad/s, acceleration
+  rad/s^2) by lag (index 0 the newest sample, W samples at the card's rate) by arm joint;
+  output (B, 7) N*m, what the torque sensors read. One forward pass serves a batch of envs;
 - ``STEM.actuator.yaml``: its card: role, inputs, units, window, rate, joints, the range of
   each input seen in training (beyond it the model extrapolates), the training and
   held-out bags with their sha256, the held-out figures, and the sha256 of the ``.pt``.
 
 The SimParams names the ``.pt`` by path and sha256 (``actuator_model:``), so a changed
-model is refused wherever the SimParams is loaded (:func:`simops_core.sim_params.load_sim_params`).
-The model's role is *sensor*: it models what the arm reports as effort, not the torque the
-joint receives.
+model is refused wherever the SimParams is loaded
+(:func:`simops_core.sim_params.load_sim_params`). The model's role is *sensor*: it models
+what the arm reports as effort, not the torque the joint receives.
+
+Only ``fit --actuator-model`` imports this module, and torch with it: beside an imported
+torch the trajectory fit's threaded rollouts run slower.
 """
 
 from __future__ import annotations
@@ -24,14 +27,13 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 import yaml
 from torch import nn
 
 from simops_core.policy_card import file_sha256
 from simops_core.sim_params import ActuatorModelRef
-from simops_sysid.actuator_fit import INPUTS, ActuatorPart, LinearActuator
+from simops_sysid.actuator_fit import INPUTS, LinearActuator
 
 ROLE = 'sensor'   # what the arm reports as effort, not what the joint receives
 UNITS = {'model_torque': 'N*m', 'velocity': 'rad/s', 'acceleration': 'rad/s^2',
@@ -52,25 +54,6 @@ class LinearSensorModel(nn.Module):
     def forward(self, history: torch.Tensor) -> torch.Tensor:
         """Sensor torque (B, 7) N*m from input histories (B, 3, W, 7), newest lag first."""
         return (history * self.taps).sum(dim=(1, 2)) + self.bias
-
-
-def input_history(part: ActuatorPart, window: int) -> np.ndarray:
-    """``part``'s inputs as the model's histories (N, 3, W, 7), the first sample repeated."""
-    stacked = np.stack([getattr(part, name) for name in INPUTS], axis=1)   # (N, 3, 7)
-    padded = np.concatenate([np.repeat(stacked[:1], window - 1, axis=0), stacked])
-    n = stacked.shape[0]
-    lags = [padded[window - 1 - k:window - 1 - k + n] for k in range(window)]
-    return np.stack(lags, axis=2)
-
-
-def input_range(parts: Sequence[ActuatorPart]) -> dict[str, dict[str, list[float]]]:
-    """Per input, the per-joint ``min`` and ``max`` over ``parts`` (the training range)."""
-    out = {}
-    for name in INPUTS:
-        values = np.vstack([getattr(part, name) for part in parts])
-        out[name] = {'min': [round(float(v), 6) for v in values.min(axis=0)],
-                     'max': [round(float(v), 6) for v in values.max(axis=0)]}
-    return out
 
 
 def export_actuator_model(model: LinearActuator, stem: Path, joints: Sequence[str],

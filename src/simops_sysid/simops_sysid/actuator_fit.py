@@ -155,6 +155,25 @@ def check_held_out(parts: Sequence[ActuatorPart], model: LinearActuator) -> None
                                'N*m): not used; record more varied motion')
 
 
+def input_history(part: ActuatorPart, window: int) -> np.ndarray:
+    """``part``'s inputs as the model's histories (N, 3, W, 7), the first sample repeated."""
+    stacked = np.stack([getattr(part, name) for name in INPUTS], axis=1)   # (N, 3, 7)
+    padded = np.concatenate([np.repeat(stacked[:1], window - 1, axis=0), stacked])
+    n = stacked.shape[0]
+    lags = [padded[window - 1 - k:window - 1 - k + n] for k in range(window)]
+    return np.stack(lags, axis=2)
+
+
+def input_range(parts: Sequence[ActuatorPart]) -> dict[str, dict[str, list[float]]]:
+    """Per input, the per-joint ``min`` and ``max`` over ``parts`` (the training range)."""
+    out = {}
+    for name in INPUTS:
+        values = np.vstack([getattr(part, name) for part in parts])
+        out[name] = {'min': [round(float(v), 6) for v in values.min(axis=0)],
+                     'max': [round(float(v), 6) for v in values.max(axis=0)]}
+    return out
+
+
 def _slice(part: ActuatorPart, span: slice) -> ActuatorPart:
     return ActuatorPart(part.model_torque[span], part.velocity[span], part.acceleration[span],
                         part.measured[span])

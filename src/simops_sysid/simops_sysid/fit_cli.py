@@ -67,7 +67,6 @@ from simops_sysid import (
     residual,
     sysid_model,
 )
-from simops_sysid.actuator_export import export_actuator_model
 from simops_sysid.actuator_fit import ActuatorFitError
 from simops_sysid.fit_report import diagnose, write_report
 from simops_sysid.lag import estimate_delay
@@ -380,6 +379,9 @@ def export_learned(out: Path, plan: Plan, learned: LearnedSensor
     If that fails, into a temporary folder (the reference then absolute); returns the
     reference and whether it went there.
     """
+    # torch only now: imported, it slows the trajectory fit's threaded rollouts
+    from simops_sysid.actuator_export import export_actuator_model
+
     def export(stem: Path) -> ActuatorModelRef:
         ref = export_actuator_model(learned.model, stem, plan.robot.arm_joints,
                                     learned.training)

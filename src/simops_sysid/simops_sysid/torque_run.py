@@ -29,8 +29,12 @@ from simops_core.topics import TopicSpec
 from simops_sim.model_index import ModelIndex, index_model
 from simops_sim.model_params import apply_sim_params, nominal_sim_params
 from simops_sysid import actuator_fit
-from simops_sysid.actuator_export import input_range
-from simops_sysid.actuator_fit import ActuatorFitError, ActuatorPart, LinearActuator
+from simops_sysid.actuator_fit import (
+    ActuatorFitError,
+    ActuatorPart,
+    LinearActuator,
+    input_range,
+)
 from simops_sysid.recording import States, load_states
 from simops_sysid.torque_fit import (
     FILTER_WINDOW,
