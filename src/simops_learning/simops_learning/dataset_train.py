@@ -27,15 +27,21 @@ from typing import Any
 import numpy as np
 import torch
 
-from simops_core.command_line import EXIT_FAILED, EXIT_OK, EXIT_USAGE
+from simops_core.command_line import EXIT_USAGE
 from simops_core.executor import interrupts_ignored
 from simops_core.promotion import file_entry
 from simops_learning.demonstrations import Demonstrations, read_demonstrations
 from simops_learning.lerobot_reader import DatasetError
-from simops_learning.network import export_policy
-from simops_learning.pick_env import PICK_HISTORY, FR3PickPlaceEnv
+from simops_learning.pick_env import FR3PickPlaceEnv
 from simops_learning.pick_network import PickPolicy
-from simops_learning.pick_train import Log, PickTrainConfig, new_policy, run_round, scripted
+from simops_learning.pick_train import (
+    Log,
+    PickTrainConfig,
+    export_pick,
+    new_policy,
+    run_round,
+    scripted,
+)
 from simops_learning.reach_card import CONTROL_RATE
 from simops_learning.seeding import seeded_torch
 from simops_sim.randomization import DomainRandomization
@@ -169,7 +175,7 @@ def train_datasets_and_export(args: argparse.Namespace,
     """``simops-train --dataset``: train, export ``STEM.pt``/``.pt2`` and their cards.
 
     Returns the exit code: 0, 1 when the export fails, 2 on an unreadable dataset or
-    initial policy (one line).
+    initial policy (one line each).
     """
     weights = tuple(args.weight or [1.0] * len(args.dataset))
     pick = PickTrainConfig(robot=args.robot, seed=args.seed, eval_episodes=args.eval_episodes,
@@ -183,13 +189,4 @@ def train_datasets_and_export(args: argparse.Namespace,
     except DatasetError as exc:
         print(f'simops-train: error: {exc}', file=sys.stderr)
         return EXIT_USAGE
-    env = FR3PickPlaceEnv(robot=pick.robot)
-    stem = Path(args.out or f'models/policy/{pick.robot}_{env.task}_bc')
-    try:
-        paths = export_policy(policy, env.spec_robot, stem, env.card.observation_size, metadata,
-                              PICK_HISTORY, env.task)
-    except OSError as exc:
-        print(f'simops-train: error: cannot write {stem}: {exc}', file=sys.stderr)
-        return EXIT_FAILED
-    print(f'wrote {", ".join(str(p) for p in paths)} in {metadata["wall_time_s"]} s')
-    return EXIT_OK
+    return export_pick(policy, metadata, pick.robot, args.out, suffix='_bc')

@@ -256,8 +256,18 @@ def train_pick_and_export(args: argparse.Namespace, randomization: DomainRandomi
                              randomization=randomization, sim_params=args.sim_params,
                              profile=args.sim_profile)
     policy, metadata = train_pick(config, log=lambda line: print(line, flush=True))
-    env = FR3PickPlaceEnv(robot=config.robot)
-    stem = Path(args.out or f'models/policy/{config.robot}_{env.task}')
+    return export_pick(policy, metadata, config.robot, args.out)
+
+
+def export_pick(policy: PickPolicy, metadata: dict[str, Any], robot: str, out: str | None,
+                suffix: str = '') -> int:
+    """Export ``STEM.pt``/``.pt2`` and their cards, STEM ``out`` or the robot's default.
+
+    The default stem is ``models/policy/<robot>_pick_place<suffix>``. Returns the exit code:
+    0, or 1 when the export fails (one line).
+    """
+    env = FR3PickPlaceEnv(robot=robot)
+    stem = Path(out or f'models/policy/{robot}_{env.task}{suffix}')
     try:
         paths = export_policy(policy, env.spec_robot, stem, env.card.observation_size, metadata,
                               PICK_HISTORY, env.task)
