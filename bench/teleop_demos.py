@@ -133,22 +133,19 @@ class ScriptedOperator:
         with self.lock:
             return self.cube.copy()
 
-    def send(self, velocity: np.ndarray, yaw_rate: float, toggle: bool) -> None:
-        """One Joy message: linear velocity (3,) m/s and yaw rate rad/s over the caps."""
+    def send(self, velocity: np.ndarray, yaw_rate: float) -> None:
+        """One Joy message: linear velocity (3,) m/s and yaw rate rad/s over the caps.
+
+        The dead-man (button 0) is held, the hand's toggle (button 1) never pressed.
+        """
         msg = self.joy_type()
-        msg.header.stamp = self.joy_node_clock()
+        msg.header.stamp = self.operator.node.get_clock().now().to_msg()
         axes = np.zeros(6)
         axes[:3] = np.clip(velocity / self.caps.linear, -1.0, 1.0)
         axes[5] = np.clip(yaw_rate / self.caps.rotational, -1.0, 1.0)
         msg.axes = [float(a) for a in axes]
-        msg.buttons = [1, int(toggle)]
+        msg.buttons = [1, 0]
         self.joy.publish(msg)
-
-    def joy_node_clock(self) -> object:
-        from builtin_interfaces.msg import Time
-
-        now = time.time()
-        return Time(sec=int(now), nanosec=int((now % 1) * 1e9))
 
     def tick(self, goal: np.ndarray) -> None:
         """Decide as the expert and publish one message."""
@@ -163,7 +160,8 @@ class ScriptedOperator:
         quarter = np.pi / 2
         hand = float(hand_yaw[0])
         target = cube_yaw + round((hand - cube_yaw) / quarter) * quarter
-        self.send(move / 0.05, YAW_GAIN * (target - hand), self._press(gripper < 0))
+        self.set_hand(gripper < 0)
+        self.send(move / 0.05, YAW_GAIN * (target - hand))
 
     def grasp(self) -> tuple[np.ndarray, float]:
         """The grasp point (3,) m and the hand's yaw (rad) now."""
@@ -186,21 +184,19 @@ class ScriptedOperator:
             error = home - grasp
             if np.linalg.norm(error) < 0.01 and abs(home_yaw - hand_yaw) < 0.05:
                 break
-            self.send(3.0 * error, YAW_GAIN * (home_yaw - hand_yaw), False)
+            self.send(3.0 * error, YAW_GAIN * (home_yaw - hand_yaw))
             clock.wait()
 
-    def _press(self, close: bool) -> bool:
+    def set_hand(self, close: bool) -> None:
         """Set the hand to ``close`` (or open) through the teleop node's ``~/gripper``.
 
         Idempotent, unlike the toggle button, so a missed press cannot invert the hand.
-        Returns False: the Joy message carries no press.
         """
         if close != self.closed:
             from std_srvs.srv import SetBool
 
             self.operator._call(SetBool, '/teleop/gripper', SetBool.Request(data=close))
             self.closed = close
-        return False
 
 
 def demonstrate(operator: object, scripted: ScriptedOperator, goal: np.ndarray, index: int
@@ -233,7 +229,7 @@ def demonstrate(operator: object, scripted: ScriptedOperator, goal: np.ndarray, 
               f'{scripted.expert.phase}, hand {"closed" if scripted.closed else "open"} '
               f'at {scripted.width * 1e3:.1f} mm, teleop {scripted.mode}, servo status '
               f'{scripted.status}', flush=True)
-    scripted.send(np.zeros(3), 0.0, False)
+    scripted.send(np.zeros(3), 0.0)
     faulted = scripted.mode == 'FAULT'
     operator.report_outcome(placed, 'scripted operator' + (
         '' if placed else ', protective stop' if faulted else ', timed out'))
@@ -275,15 +271,15 @@ def set_down(scripted: ScriptedOperator) -> None:
     end = time.monotonic() + 10.0
     while (scripted.closed and scripted.cube_position()[2] > CUBE_HALF + 0.006
            and time.monotonic() < end):
-        scripted.send(np.array([0.0, 0.0, -0.08]), 0.0, False)
+        scripted.send(np.array([0.0, 0.0, -0.08]), 0.0)
         clock.wait()
-    scripted._press(False)
+    scripted.set_hand(False)
     for k in range(int(1.5 * RATE)):   # open, then rise
-        scripted.send(np.array([0.0, 0.0, 0.0 if k < RATE // 2 else 0.1]), 0.0, False)
+        scripted.send(np.array([0.0, 0.0, 0.0 if k < RATE // 2 else 0.1]), 0.0)
         clock.wait()
     scripted.go_home(clock)
     for _ in range(10):   # the operator lets go of the mouse
-        scripted.send(np.zeros(3), 0.0, False)
+        scripted.send(np.zeros(3), 0.0)
         clock.wait()
 
 

@@ -135,10 +135,10 @@ def run_torque(bags: Sequence[Path], holdout: Sequence[Path], robot: RobotSpec,
                         'fitted': _per_joint(robot, after[2])}}}
     sensor = None
     if learned is not None:
-        fitted_model, _, _, scores = learned
+        fitted_model, _, _, scores, seen = learned
         sensor = LearnedSensor(fitted_model, {
             'robot': robot.name, 'fitted_by': 'simops_sysid fit --mode torque --actuator-model',
-            'date': provenance['date'], 'training_range': input_range(_parts(train, fits)),
+            'date': provenance['date'], 'training_range': seen,
             'bags': provenance['bags'], 'holdout': provenance['holdout'],
             'torque_rms_nm': {part: {key: _per_joint(robot, figures[key])
                                      for key in ('fitted', 'actuator_model')}
@@ -169,8 +169,13 @@ def _parts(data: list[TorqueData], fits: list[JointFriction]) -> list[ActuatorPa
 
 def _fit_actuator(train: list[TorqueData], held: list[TorqueData], fits: list[JointFriction],
                   periods: list[float]
-                  ) -> tuple[LinearActuator, np.ndarray, np.ndarray, dict[float, float]]:
-    """The learned model, its raw RMS (7,) on training and held out, the windows' scores."""
+                  ) -> tuple[LinearActuator, np.ndarray, np.ndarray, dict[float, float],
+                             dict[str, dict[str, list[float]]]]:
+    """The learned model and what the fit knows of it.
+
+    Returns the model, its raw RMS (7,) on training and held out, the windows' scores and
+    the training range of its inputs (:func:`~simops_sysid.actuator_fit.input_range`).
+    """
     period = float(np.median(periods))
     if max(periods) > 1.05 * min(periods):
         raise ActuatorFitError('the bags\' joint states come at different rates '
@@ -180,7 +185,7 @@ def _fit_actuator(train: list[TorqueData], held: list[TorqueData], fits: list[Jo
     learned, scores = actuator_fit.choose_and_fit(fitting, period)
     actuator_fit.check_held_out(checking, learned)
     return (learned, actuator_fit.rms(fitting, learned), actuator_fit.rms(checking, learned),
-            scores)
+            scores, input_range(fitting))
 
 
 def _print(robot: RobotSpec, fits: list[JointFriction], rms: dict[str, dict[str, np.ndarray]],
