@@ -116,7 +116,7 @@ def simulate(duration: float, seed: int = 0, params: SimParams | None = None,
         return (position + encoder[k - 1, :7] if k else position), velocity
 
     # the node's rule, closed loop: each goal starts from the arm's measured state then
-    log = (CommandLog('sim', arrival, targets=excitation.q, speed=SPEC.velocity) if stream
+    log = (CommandLog('sim', arrival, targets=excitation.q, limits=SPEC) if stream
            else CommandLog('sim', arrival, goals=goals))
     inputs = controller_inputs(log, 0.0, dt, SPEC.home, measured)
     for k in range(steps):   # measured() reads k

@@ -20,9 +20,10 @@ from sim_helpers import SCENE_XML
 
 from simops_core.robot_spec import load_robot_spec
 from simops_sim.joint_commands import ArmCommand
+from simops_sim.reflexes import Reflexes
 from simops_sim.stepper import Stepper, Timing
 from simops_sim.stream_rule import PACE_WINDOW, StreamPacer
-from simops_sim.trajectory_plan import TrajectoryGoal
+from simops_sim.trajectory_plan import TrajectoryGoal, TrajectoryPlan
 from simops_sim.world import World
 from simops_sysid.replay import CommandLog, application_steps, physics_targets
 
@@ -74,7 +75,7 @@ def test_the_replay_drives_the_model_as_the_node_does(rate: float) -> None:
     steps = 1200
     node, _ = node_inputs(arrivals, [ArmCommand(t.copy(), None) for t in targets], steps)
     log = CommandLog('/joint_commands', arrivals, targets=targets, period=PERIOD,
-                     speed=spec.velocity, timeout=TIMEOUT)
+                     limits=spec, timeout=TIMEOUT)
     replay = physics_targets(log, 0.0, steps, 0.001, spec.home)
     np.testing.assert_array_equal(replay, node)
     # the stream ends held, and at 1 kHz the arm follows it at 1 kHz: the last target is
@@ -160,7 +161,7 @@ def test_a_fast_jittered_stream_is_followed_without_growing_lag() -> None:
     speed = 0.85 * spec.velocity[0]
     targets = np.repeat(spec.home[None, :7], arrivals.size, axis=0)
     targets[:, 0] += speed * (arrivals - arrivals[0])
-    log = CommandLog('stream', arrivals, targets=targets, period=PERIOD, speed=spec.velocity,
+    log = CommandLog('stream', arrivals, targets=targets, period=PERIOD, limits=spec,
                      timeout=TIMEOUT)
     dt = 0.001
     rows = physics_targets(log, 0.0, int(arrivals[-1] / dt), dt, spec.home[:7])
@@ -168,3 +169,50 @@ def test_a_fast_jittered_stream_is_followed_without_growing_lag() -> None:
     stream = np.interp(now, arrivals, targets[:, 0])
     settled = now > arrivals[0] + 0.5   # the first targets' ramp (50 ms spans) caught up
     assert np.abs(rows[settled, 0] - stream[settled]).max() < 2 * speed * 0.0011
+
+
+def test_a_catch_up_towards_a_position_limit_keeps_to_the_limit_there() -> None:
+    """A 20 Hz stream whose arm target lags (a stall) near fr3_joint5's upper limit: the plan
+    catches up no faster than the arm allows at the target, so the simulator does not stop
+    its own arm. The bound is Franka's position-based limit, computed here from the spec's
+    numbers (robot_specifications.rst, "Position-Based Velocity Limits"); a ceiling of half
+    the constant 5.26 rad/s (2.63 rad/s) was beyond the 2.45 rad/s allowed at 2.607 rad."""
+    spec = load_robot_spec('fr3')
+    joint = 4
+    pacer = StreamPacer(spec)
+    previous = spec.home[:7].copy()
+    previous[joint] = 2.55
+    pacer.followed(0.0, previous)   # the stream's last target, followed from a stall
+    current, target = previous.copy(), previous.copy()
+    current[joint], target[joint] = 2.40, 2.607   # the arm target lags the stream
+    goal, speed = pacer.goal(PERIOD, target, current, PERIOD, TIMEOUT)
+    plan = TrajectoryPlan(goal, 0.0, current, 0.0)
+    ends, velocities = plan.segments()
+    q_max = spec.position_upper[joint]
+    allowed = min(spec.velocity[joint],
+                  -spec.velocity_offset[joint]
+                  + np.sqrt(2.0 * spec.deceleration[joint] * (q_max - 2.607)))
+    assert allowed == pytest.approx(2.45, abs=0.01)
+    assert speed[joint] == pytest.approx(0.057 / PERIOD)   # the stream asks for 1.14 rad/s
+    assert velocities[0, joint] <= allowed + 1e-12
+    assert velocities[0, joint] > 0.9 * allowed   # it still catches up, at the limit
+    np.testing.assert_array_equal(ends[-1], target)
+    assert Reflexes(spec).command(speed, 0.0, (ends, velocities)) is None
+
+
+def test_a_stream_asking_for_more_than_the_limit_is_followed_at_its_own_speed() -> None:
+    """The ceiling never slows a stream below what it asks for: a stream beyond the arm's
+    position-based limit is followed as sent, and the arm stops on it, as a real one does."""
+    spec = load_robot_spec('fr3')
+    joint = 4
+    pacer = StreamPacer(spec)
+    current = spec.home[:7].copy()
+    current[joint] = 2.45
+    target = current.copy()
+    target[joint] = 2.607   # 3.14 rad/s over the period, beyond 2.45 rad/s there
+    goal, speed = pacer.goal(0.0, target, current, PERIOD, TIMEOUT)
+    plan = TrajectoryPlan(goal, 0.0, current, 0.0)
+    ends, velocities = plan.segments()
+    assert velocities[0, joint] == pytest.approx(speed[joint])
+    stop = Reflexes(spec).command(speed, 0.0, (ends, velocities))
+    assert stop is not None and stop.error == 'joint_velocity_violation'

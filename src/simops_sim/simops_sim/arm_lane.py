@@ -8,8 +8,8 @@ is the arm's own:
   a plan by the stream rule (:mod:`simops_sim.stream_rule`, which ``fit``'s replay runs
   too; a protective stop if the stream asks for too much speed), and
   :class:`~simops_sim.trajectory_plan.TrajectoryGoal` trajectories; the physics samples the
-  plan. Each command is applied at the first step due after it arrived, also while the
-  schedule catches up after a hiccup;
+  plan. Each command is applied at the first step that runs after it arrived, also while
+  the schedule catches up (the simulator's lag never delays a command);
 - the command timeout (a streamed target older than ``command_timeout`` s of sim time is
   replaced by a hold);
 - protective stops (:mod:`simops_sim.reflexes`): a command beyond the velocity limits, or a
@@ -165,7 +165,7 @@ class ArmLane:
         self._stepper = stepper
         self.counts = LaneCounts()
         # (time.monotonic() at DDS receipt, sequence number, command): applied at the first step
-        # due after it arrived. Numbers count submissions; ``_applied`` is the number of the
+        # that runs after it arrived. Numbers count submissions; ``_applied`` is the number of the
         # command the arm follows (a hold or reset moves it past every earlier one), and
         # ``_rejected`` the last rejected one with the reason.
         self._inbox: deque[tuple[float, int, ArmCommand | TrajectoryGoal]] = deque()
@@ -176,7 +176,7 @@ class ArmLane:
         self._streaming = False
         # the stream rule, on time.monotonic() arrivals; its stream ends at a trajectory, a
         # cancel, a reset or a stop
-        self._pacer = StreamPacer(physics.spec.velocity,
+        self._pacer = StreamPacer(physics.spec,
                                   stepper.timing.sync_mode == 'realtime')
         self._last_command = 0.0
         self._plan: tuple[float, np.ndarray] | None = None   # see FollowState.plan
@@ -363,14 +363,16 @@ class ArmLane:
 
     # --- the physics thread, with the lock held ----------------------------------------------
 
-    def take_due(self, late: float, due: float) -> None:
-        """Apply what had arrived when the step was ``due`` (everything when ``late`` is long).
+    def take_arrived(self, now: float) -> None:
+        """Apply every command that had arrived when the step runs, at ``now`` s.
 
-        Catching up, a step applies only what had arrived when it was due, so a hiccup does
-        not squeeze several streamed targets into one step. Physics thread.
+        ``now``: ``time.monotonic()`` s, the clock of the arrivals. A command waits for no
+        deadline: a simulator behind real time (catching up, or slower than it) would
+        otherwise add its lag to every command, a delay in the loop of a policy that ticks
+        on sim time which a real arm never adds. Physics thread.
         """
         inbox = self._inbox
-        while inbox and (late > MAX_CATCH_UP or inbox[0][0] <= due):
+        while inbox and inbox[0][0] <= now:
             self._apply(*inbox.popleft())
 
     def waiting(self) -> bool:

@@ -262,10 +262,11 @@ class Stepper:
                     self.viewer.sync()
 
     def advance(self, late: float, due: float) -> list[Frame]:
-        """One realtime step: apply what had arrived when it was ``due``, step, the frames.
+        """One realtime step: apply what had arrived when it runs, step, the frames.
 
         ``due``: the step's due time (``time.monotonic()`` s, the clock of the arrivals);
-        ``late``: how late (s) it runs. The realtime loop calls it at every step.
+        ``late``: how late (s) it runs, so it runs at ``due + late``. The realtime loop calls
+        it at every step.
         """
         with self.lock:
             if late:
@@ -274,7 +275,7 @@ class Stepper:
                     self.counters.overruns += 1
                     self._anchor = None
             for lane in self._lanes:
-                lane.take_due(late, due)
+                lane.take_arrived(due + late)
             return self._timed_step()
 
     def _wait_for_deadline(self) -> tuple[float, float]:

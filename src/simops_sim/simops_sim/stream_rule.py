@@ -26,11 +26,18 @@ or :data:`CATCH_UP_RATIO` times the stream's speed where that is faster, never b
 limits unless the stream itself asks for more. Without the ratio a stream faster than
 :data:`CATCH_UP_SPEED` of the limits never caught up: on Gaz et al.'s Panda recording
 (1 kHz, joints at up to 2 rad/s) the arm target fell 20 ms behind the stream within a second.
+The limits are the arm's at the target, in the direction of travel: where the spec has
+position-based limits (the FR3's), the catch-up towards a position limit slows as the arm
+does (:meth:`~simops_core.robot_spec.RobotSpec.velocity_bounds`). A ceiling of the constant
+limits made the simulator stop its own arm: an FR3 streamed towards fr3_joint5 at 2.6 rad
+caught up at 2.63 rad/s, half the constant 5.26 rad/s but beyond the 2.45 rad/s allowed
+there, while the policy's own steps stayed under it.
 """
 
 from __future__ import annotations
 
 from collections import deque
+from typing import Protocol
 
 import numpy as np
 
@@ -45,15 +52,28 @@ CATCH_UP_RATIO = 1.25   # a fast stream's catch-up: this many times its own spee
 PACE_WINDOW = 8         # gaps the stream's period is the mean of
 
 
+class VelocityLimits(Protocol):
+    """An arm's joint velocity limits, as :class:`~simops_core.robot_spec.RobotSpec` has them.
+
+    ``velocity`` (7,) rad/s: the constant limits.
+    """
+
+    velocity: np.ndarray
+
+    def velocity_bounds(self, position: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The slowest and fastest velocities (rad/s) allowed at ``position`` (..., 7) rad."""
+
+
 class StreamPacer:
     """One arm's stream of position targets, turned into goals by the stream rule.
 
-    ``velocity`` (7,) rad/s: the arm's limits (None: no catch-up ceiling); ``paced``: whether
-    arrival times pace the stream (realtime), or every target takes the period (lockstep).
+    ``limits``: the arm's velocity limits (a robot spec; None: no catch-up ceiling);
+    ``paced``: whether arrival times pace the stream (realtime), or every target takes the
+    period (lockstep).
     """
 
-    def __init__(self, velocity: np.ndarray | None, paced: bool = True) -> None:
-        self.velocity = None if velocity is None else np.asarray(velocity, float)
+    def __init__(self, limits: VelocityLimits | None, paced: bool = True) -> None:
+        self.limits = limits
         self.paced = paced
         self._at: float | None = None          # arrival (s) of the last followed target
         self._reference = np.zeros(0)          # (7,) rad, that target as followed
@@ -95,10 +115,9 @@ class StreamPacer:
         speed = np.abs(np.asarray(target, float) - reference) / span
         if joints is not None:   # joints a target leaves out do not move
             speed[np.setdiff1d(np.arange(speed.size), joints)] = 0.0
-        if self.velocity is None:
+        if self.limits is None:
             return point_goal(target, span, joints), speed
-        faster = np.minimum(CATCH_UP_RATIO * speed, np.maximum(speed, self.velocity))
-        ceiling = np.maximum(faster, CATCH_UP_SPEED * self.velocity)
+        ceiling = catch_up_ceiling(self.limits, target, current, speed)
         return stream_goal(target, current, span, ceiling, joints), speed
 
     def followed(self, arrival: float, end: np.ndarray) -> None:
@@ -109,3 +128,19 @@ class StreamPacer:
             self._gaps.clear()
         self._at = arrival
         self._reference = np.array(end, dtype=float)
+
+
+def catch_up_ceiling(limits: VelocityLimits, target: np.ndarray, current: np.ndarray,
+                     speed: np.ndarray) -> np.ndarray:
+    """The fastest catch-up (7,) rad/s from the arm target ``current`` to ``target`` (7,) rad.
+
+    ``speed`` (7,) rad/s: what the stream asks for. See the module docstring: the arm's
+    limit at ``target`` in the direction of travel bounds it unless ``speed`` is higher.
+    """
+    low, high = limits.velocity_bounds(target)
+    allowed = np.where(target >= current, high, -low)
+    faster = np.minimum(CATCH_UP_RATIO * speed, np.maximum(speed, allowed))
+    ceiling = np.maximum(faster, np.minimum(CATCH_UP_SPEED * limits.velocity, allowed))
+    # at a position limit nothing is allowed towards it: the stream's own speed, else the
+    # constant ceiling (the arm stops there, as it would)
+    return np.where(ceiling > 0.0, ceiling, CATCH_UP_SPEED * limits.velocity)

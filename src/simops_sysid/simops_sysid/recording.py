@@ -306,7 +306,7 @@ def _commands(raw: RawBag, topic: str, spec: RobotSpec, store: object, clock: Re
         series = command_series(raw, topic, arm, store)
         received = np.sort(np.asarray(raw.topics[topic].log_time, dtype=np.int64) * 1e-9)
         log = CommandLog(topic, clock(received) - origin, targets=series.position,
-                         speed=spec.velocity)
+                         limits=spec)
         if topic.endswith(INTERFACE_TOPIC):
             _check_positions(states, log)
         _check_in_limits(f'{raw.path}: {topic}', 'command', series.position, spec)
@@ -329,7 +329,7 @@ def _commands(raw: RawBag, topic: str, spec: RobotSpec, store: object, clock: Re
     effect = clock(np.asarray(arrival)[order]) - origin
     starts = np.array([-np.inf if g.start is None else g.start for g in goals])[order]
     return CommandLog(topic, np.maximum(effect, starts), goals=tuple(goals[i] for i in order),
-                      speed=spec.velocity)
+                      limits=spec)
 
 
 def average_effort(effort: np.ndarray, samples: int) -> np.ndarray:

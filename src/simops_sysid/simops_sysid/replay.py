@@ -24,7 +24,7 @@ import numpy as np
 
 from simops_core.parameter_schema import defaults, load_parameter_schema
 from simops_sim.delay import shift_commands
-from simops_sim.stream_rule import StreamPacer
+from simops_sim.stream_rule import StreamPacer, VelocityLimits
 from simops_sim.trajectory_plan import TrajectoryGoal, TrajectoryPlan
 
 _SIM_DEFAULTS = defaults(load_parameter_schema('sim'))
@@ -43,10 +43,10 @@ class CommandLog:
     (streamed position targets, NaN for joints a command left out) and ``goals`` (M
     trajectory goals, arm-joint order) is set. Streamed targets become plans by the
     simulator's stream rule with its ``control_period`` ``period`` s and ``command_timeout``
-    ``timeout`` s, and the arm's velocity limits ``speed`` (7,) rad/s (None: no catch-up
-    ceiling); see :mod:`simops_sim.stream_rule`. Commands that made the simulator stop are
-    replayed: whether they did depends on a target the recording may not show (its first
-    commands can be missed).
+    ``timeout`` s, and the arm's velocity limits ``limits`` (its robot spec; None: no
+    catch-up ceiling); see :mod:`simops_sim.stream_rule`. Commands that made the simulator
+    stop are replayed: whether they did depends on a target the recording may not show (its
+    first commands can be missed).
     """
 
     source: str
@@ -54,7 +54,7 @@ class CommandLog:
     targets: np.ndarray | None = None
     goals: tuple[TrajectoryGoal, ...] | None = None
     period: float = STREAM_PERIOD
-    speed: np.ndarray | None = None
+    limits: VelocityLimits | None = None
     timeout: float = STREAM_TIMEOUT
 
     def __len__(self) -> int:
@@ -113,7 +113,7 @@ def controller_inputs(log: CommandLog, t0: float, dt: float, initial: np.ndarray
     target = np.array(initial, dtype=float)
     velocity = np.zeros_like(target)
     first = application_steps(log.t, t0, dt)
-    pacer = StreamPacer(log.speed)
+    pacer = StreamPacer(log.limits)
     plan: TrajectoryPlan | None = None
     pending = 0
     now = t0   # summed step by step, as MuJoCo sums its time
