@@ -606,6 +606,34 @@ def test_a_simulator_behind_real_time_applies_a_command_when_it_runs(spec: Robot
     assert stepper.arm.follow_state().applied == number != later
 
 
+def test_with_system_stamps_a_late_step_applies_what_arrived_by_its_stamp(
+        spec: RobotSpec) -> None:
+    """Without /clock the stamps are the steps' due times on the system clock, as a real
+    arm's driver stamps: a command takes effect at the step due after it arrived, the stamp
+    of its arrival, as fit's replay applies a recorded one, also when the simulator runs
+    late (applying it when the step ran put the stand-in 0.1-0.3 s ahead of its
+    recording); a stall beyond MAX_CATCH_UP applies everything."""
+    import time
+
+    from simops_sim.joint_commands import ArmCommand
+    from simops_sim.stepper import Stepper, Timing
+    from simops_sim.stream_rule import MAX_CATCH_UP
+    from simops_sim.world import World
+
+    world = World(mujoco.MjModel.from_xml_path(str(SCENE_XML)), {'': spec})
+    timing = Timing('realtime', 1.0, 0.05, 0.5, 5.0, 1000.0, 0.0, 0.0, 100.0)
+    stepper = Stepper(world, timing, 'home', None, 0, time.time_ns, lambda key, text: None)
+    before = stepper.arm.follow_state().applied   # the start's hold
+    number = stepper.arm.queue(ArmCommand(spec.home + 0.01, None), 10.0)
+    stepper.advance(0.2, 9.85)   # due before it arrived: not yet
+    assert stepper.arm.follow_state().applied == before != number
+    stepper.advance(0.2, 10.0005)   # the step due after it
+    assert stepper.arm.follow_state().applied == number
+    later = stepper.arm.queue(ArmCommand(spec.home + 0.02, None), 12.0)
+    stepper.advance(MAX_CATCH_UP + 0.5, 11.0)   # a stall: everything that had arrived
+    assert stepper.arm.follow_state().applied == later
+
+
 @contextmanager
 def realtime_stepper(spec: RobotSpec, publish: Callable[[object], None] = lambda frame: None
                      ) -> Iterator[Any]:

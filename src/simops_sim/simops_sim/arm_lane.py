@@ -8,8 +8,10 @@ is the arm's own:
   a plan by the stream rule (:mod:`simops_sim.stream_rule`, which ``fit``'s replay runs
   too; a protective stop if the stream asks for too much speed), and
   :class:`~simops_sim.trajectory_plan.TrajectoryGoal` trajectories; the physics samples the
-  plan. Each command is applied at the first step that runs after it arrived, also while
-  the schedule catches up (the simulator's lag never delays a command);
+  plan. Each command is applied at the first step that runs after it arrived (with
+  ``/clock``: the simulator's lag never delays a command), or, with stamps on the system
+  clock, at the first step due after it, as its stamp says and ``fit``'s replay does
+  (:meth:`~simops_sim.stepper.Stepper.advance`);
 - the command timeout (a streamed target older than ``command_timeout`` s of sim time is
   replaced by a hold);
 - protective stops (:mod:`simops_sim.reflexes`): a command beyond the velocity limits, or a
@@ -164,10 +166,10 @@ class ArmLane:
         self.lock = stepper.lock
         self._stepper = stepper
         self.counts = LaneCounts()
-        # (time.monotonic() at DDS receipt, sequence number, command): applied at the first step
-        # that runs after it arrived. Numbers count submissions; ``_applied`` is the number of the
-        # command the arm follows (a hold or reset moves it past every earlier one), and
-        # ``_rejected`` the last rejected one with the reason.
+        # (time.monotonic() at DDS receipt, sequence number, command): applied once it has
+        # arrived (Stepper.advance says by when). Numbers count submissions; ``_applied`` is
+        # the number of the command the arm follows (a hold or reset moves it past every
+        # earlier one), and ``_rejected`` the last rejected one with the reason.
         self._inbox: deque[tuple[float, int, ArmCommand | TrajectoryGoal]] = deque()
         self._submitted = 0
         self._applied = 0
@@ -363,16 +365,13 @@ class ArmLane:
 
     # --- the physics thread, with the lock held ----------------------------------------------
 
-    def take_arrived(self, now: float) -> None:
-        """Apply every command that had arrived when the step runs, at ``now`` s.
+    def take_arrived(self, by: float) -> None:
+        """Apply every command that had arrived ``by`` (``time.monotonic()`` s).
 
-        ``now``: ``time.monotonic()`` s, the clock of the arrivals. A command waits for no
-        deadline: a simulator behind real time (catching up, or slower than it) would
-        otherwise add its lag to every command, a delay in the loop of a policy that ticks
-        on sim time which a real arm never adds. Physics thread.
+        :meth:`~simops_sim.stepper.Stepper.advance` says when that is. Physics thread.
         """
         inbox = self._inbox
-        while inbox and inbox[0][0] <= now:
+        while inbox and inbox[0][0] <= by:
             self._apply(*inbox.popleft())
 
     def waiting(self) -> bool:

@@ -262,11 +262,21 @@ class Stepper:
                     self.viewer.sync()
 
     def advance(self, late: float, due: float) -> list[Frame]:
-        """One realtime step: apply what had arrived when it runs, step, the frames.
+        """One realtime step: apply what had arrived (see below), step, the frames.
 
         ``due``: the step's due time (``time.monotonic()`` s, the clock of the arrivals);
         ``late``: how late (s) it runs, so it runs at ``due + late``. The realtime loop calls
-        it at every step.
+        it at every step. The commands it applies are those that arrived:
+
+        - with ``/clock`` (sim time is the graph's clock), before it runs: a simulator behind
+          real time would otherwise add its lag to every command, a delay in the loop of a
+          node ticking on sim time that a real arm never adds (two arms on two cores ran
+          up to 0.34 s behind, and a policy overshot its arm into the table);
+        - with stamps on the system clock (no ``/clock``, as a real arm's driver stamps),
+          before it was due, which is its stamp: a command takes effect at the stamp of its
+          arrival, as on an arm that is never late, as the recording shows it and as
+          ``fit``'s replay applies it (:func:`simops_sysid.replay.application_steps`);
+          after a stall longer than :data:`MAX_CATCH_UP`, everything.
         """
         with self.lock:
             if late:
@@ -274,8 +284,10 @@ class Stepper:
                 if late > MAX_CATCH_UP:
                     self.counters.overruns += 1
                     self._anchor = None
+            arrived = (due if self._system_ns is not None and late <= MAX_CATCH_UP
+                       else due + late)
             for lane in self._lanes:
-                lane.take_arrived(due + late)
+                lane.take_arrived(arrived)
             return self._timed_step()
 
     def _wait_for_deadline(self) -> tuple[float, float]:
