@@ -109,7 +109,7 @@ def test_fit_learns_the_sensor_from_a_bag_and_scores_it_on_raw_efforts(
         tmp_path: Path, lagging: StandinData) -> None:
     bag = write_bag(tmp_path / 'lagging', lagging, commands=False)
     result = run_fit('--bag', bag, '--out', tmp_path / 'fit.yaml', '--mode', 'torque',
-                     '--actuator-model', 'linear')
+                     '--actuator-model', 'linear', '--report', tmp_path / 'report')
     assert result.returncode == 0, result.stdout + result.stderr
     assert 'raw efforts' in result.stdout and 'learned actuator model' in result.stdout
     provenance = load_sim_params(tmp_path / 'fit.yaml').provenance
@@ -127,8 +127,22 @@ def test_fit_learns_the_sensor_from_a_bag_and_scores_it_on_raw_efforts(
     # the model torque is computed from smooths away.
     assert beyond_noise(held['fitted']) > NOISE, held
     assert beyond_noise(held['actuator_model']) < 0.5 * beyond_noise(held['fitted']), held
-    assert set(provenance['torque_rms_nm']['training']) == {'nominal', 'fitted',
+    assert set(provenance['torque_rms_nm']['training']) == {'rigid_body', 'nominal', 'fitted',
                                                              'actuator_model'}
+    # the report: the provenance's figures per joint and in total, and the held-out plots
+    report = (tmp_path / 'report' / 'torque.md').read_text()
+    for part in ('holdout', 'training'):
+        figures = provenance['torque_rms_nm'][part]
+        for joint in SPEC.arm_joints:
+            row = ' | '.join(f'{figures[key][joint]:.4f}' for key in (
+                'rigid_body', 'nominal', 'fitted', 'actuator_model'))
+            assert f'| {joint} | {row} |' in report, (joint, report)
+        totals = ' | '.join(f'{total(figures[key]):.4f}' for key in (
+            'rigid_body', 'nominal', 'fitted', 'actuator_model'))
+        assert f'| all joints | {totals} |' in report
+    for plot in ('torque_holdout.png', 'torque_residual.png'):
+        assert (tmp_path / 'report' / plot).read_bytes()[:8] == b'\x89PNG\r\n\x1a\n'
+    assert f"wrote {tmp_path / 'report' / 'torque.md'}" in result.stdout
     assert set(provenance['torque_rms_nm_filtered']['holdout']) == {'nominal', 'fitted'}
     learned = provenance['actuator_model']
     assert learned['kind'] == 'linear' and learned['window_s'] in (0.01, 0.02, 0.03, 0.04)

@@ -33,6 +33,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from simops_sysid.torque_figures import joint_total, residual_rms
+
 WINDOWS = (0.01, 0.02, 0.03, 0.04)   # s of history, the candidates
 VALIDATION_FRACTION = 0.2            # of the training samples (the last), to choose the window
 RIDGE = 1e-3                         # ridge penalty per sample, on standardised features
@@ -136,14 +138,14 @@ def choose_and_fit(parts: Sequence[ActuatorPart], period: float
 
 def rms(parts: Sequence[ActuatorPart], model: LinearActuator | None = None) -> np.ndarray:
     """Torque RMS (7,) N*m of the measured efforts against ``model`` (None: the parametric)."""
-    residual = np.vstack([part.measured - (part.model_torque if model is None
-                                           else model.predict(part)) for part in parts])
-    return np.sqrt(np.mean(residual ** 2, axis=0))
+    return residual_rms(np.vstack([part.measured for part in parts]),
+                        np.vstack([part.model_torque if model is None else model.predict(part)
+                                   for part in parts]))
 
 
 def total_rms(parts: Sequence[ActuatorPart], model: LinearActuator | None = None) -> float:
     """:func:`rms` over all joints together, N*m."""
-    return float(np.sqrt(np.mean(rms(parts, model) ** 2)))
+    return joint_total(rms(parts, model))
 
 
 def check_held_out(parts: Sequence[ActuatorPart], model: LinearActuator) -> None:

@@ -10,7 +10,8 @@ torque):
   rigid-body inverse dynamics (:mod:`simops_sysid.torque_run`).
 
 Both write a SimParams YAML with provenance; ``--report`` adds a report directory
-(:mod:`simops_sysid.fit_report`) in trajectory mode. The robot is the one whose arm joints
+(:mod:`simops_sysid.fit_report` in trajectory mode, :mod:`simops_sysid.torque_report` in
+torque mode). The robot is the one whose arm joints
 the bag's joint states name, unless ``--robot`` says; the model is its shipped scene.
 """
 
@@ -23,7 +24,7 @@ import os
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -80,6 +81,7 @@ from simops_sysid.recording import (
     split_sequences,
 )
 from simops_sysid.torque_fit import TorqueDataError
+from simops_sysid.torque_report import HeldOutTraces, write_torque_report
 from simops_sysid.torque_run import ACTUATOR_MODELS, LearnedSensor, run_torque
 
 PROG = 'fit'
@@ -154,7 +156,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument('--out', default='config/sim_params.yaml', type=Path,
                         help='SimParams YAML to write (default config/sim_params.yaml)')
     parser.add_argument('--report', type=Path, metavar='DIR',
-                        help='write plots and summary.md into DIR')
+                        help='write plots and summary.md (torque mode: torque.md) into DIR')
     parser.add_argument('--sequence-length', type=float, default=5.0, metavar='S',
                         help='split recordings into sequences of about S s (5-20; default 5)')
     parser.add_argument('--rate', type=float, default=100.0, metavar='HZ',
@@ -310,12 +312,15 @@ def _run(options: argparse.Namespace) -> int:
     plan = plan_fit(options)
     try:
         if plan.mode == 'torque':
-            params, learned = fit_torque(plan, options)
+            params, learned, traces = fit_torque(plan, options)
             moved = False
             if learned is not None:
                 ref, moved = export_learned(options.out, plan, learned)
                 params = replace(params, actuator_model=ref)
-            code = save_outputs(options, params, None)
+            rate = 1.0 / traces.period
+            code = save_outputs(options, params, '', lambda folder: write_torque_report(
+                folder, plan.robot.arm_joints, params.provenance['torque_rms_nm'], traces,
+                rate))
             if moved and code == EXIT_OK:
                 return _fail(EXIT_SAVED_ELSEWHERE, 'the learned model is in '
                              f'{Path(params.actuator_model.path).parent}')
@@ -323,7 +328,14 @@ def _run(options: argparse.Namespace) -> int:
         fitted = fit_trajectory(plan, options)
     except RefusedError as exc:
         return _fail(exc.code, str(exc))
-    return EXIT_OK if fitted is None else save_outputs(options, fitted.params, fitted)
+    if fitted is None:
+        return EXIT_OK
+    result = fitted.result
+    return save_outputs(
+        options, fitted.params, f' ({result.iterations} iterations, {result.wall:.1f} s)',
+        lambda folder: write_report(folder, result, fitted.layout, fitted.joint_names,
+                                    fitted.train, fitted.held, fitted.dt,
+                                    fitted.delay_profile, fitted.checks))
 
 
 def plan_fit(options: argparse.Namespace) -> Plan:
@@ -400,11 +412,11 @@ def export_learned(out: Path, plan: Plan, learned: LearnedSensor
 
 
 def fit_torque(plan: Plan, options: argparse.Namespace
-               ) -> tuple[SimParams, LearnedSensor | None]:
+               ) -> tuple[SimParams, LearnedSensor | None, HeldOutTraces]:
     """Torque mode: friction and offsets from the efforts, and any learned model asked for.
 
-    Returns the SimParams (with provenance) and the learned model (None unless
-    ``--actuator-model`` asks for one).
+    Returns the SimParams (with provenance), the learned model (None unless
+    ``--actuator-model`` asks for one) and the held-out efforts for the report.
     """
     loaded = [load_states(bag, plan.robot, plan.topics) for bag in options.bag]
     warning = recording_checks.flange_load(plan.model, plan.robot, loaded, options.end_effector)
@@ -573,24 +585,20 @@ def fit_trajectory(plan: Plan, options: argparse.Namespace) -> TrajectoryFit | N
                          held_eval, dt)
 
 
-def save_outputs(options: argparse.Namespace, params: SimParams,
-                 fitted: TrajectoryFit | None) -> int:
-    """Write ``params`` to ``--out`` and, for a trajectory fit, the report to ``--report``.
+def save_outputs(options: argparse.Namespace, params: SimParams, note: str,
+                 report: Callable[[Path], Path]) -> int:
+    """Write ``params`` to ``--out`` and, with ``--report``, the report (``report(folder)``).
 
-    An output that cannot be written at the end loses nothing: the parameters go to a
-    temporary file (or stdout), named on the last line, with :data:`EXIT_SAVED_ELSEWHERE`.
+    ``note`` follows the written file's name. An output that cannot be written at the end
+    loses nothing: the parameters go to a temporary file (or stdout), named on the last
+    line, with :data:`EXIT_SAVED_ELSEWHERE`.
     """
     fallback = _save(params, options.out)
     if fallback is None:
-        print(f'wrote {options.out}' + (
-            f' ({fitted.result.iterations} iterations, {fitted.result.wall:.1f} s)'
-            if fitted is not None else ''))
-    if fitted is not None and options.report is not None:
+        print(f'wrote {options.out}{note}')
+    if options.report is not None:
         try:
-            summary = write_report(options.report, fitted.result, fitted.layout,
-                                   fitted.joint_names, fitted.train, fitted.held,
-                                   fitted.dt, fitted.delay_profile, fitted.checks)
-            print(f'wrote {summary}')
+            print(f'wrote {report(options.report)}')
         except OSError as exc:
             print(f'{PROG}: cannot write the report into {options.report}: '
                   f'{exc.strerror or exc}', file=sys.stderr)

@@ -34,6 +34,7 @@ from scipy.signal import savgol_filter
 from simops_core.sim_params import JointParams, SimParams
 from simops_sim.model_index import ModelIndex
 from simops_sysid import fit_parameters
+from simops_sysid.torque_figures import residual_rms
 
 TRANSITIONS = tuple(float(v) for v in np.geomspace(0.005, 1.0, 48))   # rad/s
 FILTER_WINDOW = 0.05    # s, the Savitzky-Golay window (cubic) for velocity and acceleration
@@ -242,9 +243,8 @@ def apply_friction(data: TorqueData, fits: list[JointFriction], raw: bool = Fals
 
     Against the filtered efforts, or with ``raw`` the unfiltered ones.
     """
-    measured = data.raw if raw else data.effort
-    model = data.rigid_body + friction_torque(data.qd, fits)
-    return np.sqrt(np.mean((measured - model) ** 2, axis=0))
+    return residual_rms(data.raw if raw else data.effort,
+                        data.rigid_body + friction_torque(data.qd, fits))
 
 
 def friction_params(joints: tuple[str, ...], fits: list[JointFriction]) -> SimParams:

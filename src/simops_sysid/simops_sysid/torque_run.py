@@ -36,6 +36,7 @@ from simops_sysid.actuator_fit import (
     input_range,
 )
 from simops_sysid.recording import States, load_states
+from simops_sysid.torque_figures import joint_total, residual_rms
 from simops_sysid.torque_fit import (
     FILTER_WINDOW,
     PAYLOAD_START,
@@ -51,6 +52,7 @@ from simops_sysid.torque_fit import (
     rigid_body_model,
     torque_data,
 )
+from simops_sysid.torque_report import HeldOutTraces
 
 HELD_FRACTION = 0.2   # of each training bag held out when no --holdout is given
 PAYLOAD_ROUNDS = 2    # payload fits, each followed by a friction fit (new transitions)
@@ -60,10 +62,12 @@ ACTUATOR_MODELS = ('none', 'linear')   # --actuator-model: none, or a learned li
 def run_torque(bags: Sequence[Path], holdout: Sequence[Path], robot: RobotSpec,
                model_path: Path, topics: dict[str, TopicSpec], hashes: dict[Path, str],
                end_effector: str = END_EFFECTORS[0], payload: bool = False,
-               actuator_model: str = 'none') -> tuple[SimParams, LearnedSensor | None]:
+               actuator_model: str = 'none'
+               ) -> tuple[SimParams, LearnedSensor | None, HeldOutTraces]:
     """Fit friction and offsets to ``bags``, evaluate on ``holdout``.
 
-    Returns the SimParams to write and, with ``actuator_model``, the learned model to export.
+    Returns the SimParams to write, with ``actuator_model`` the learned model to export
+    (else None), and the held-out efforts as measured and modelled (for the report).
 
     ``end_effector`` (one of :data:`END_EFFECTORS`) is what the recorded arm carries;
     ``payload``: fit a load at the flange too (:func:`fit_payload`); ``actuator_model``
@@ -110,14 +114,18 @@ def run_torque(bags: Sequence[Path], holdout: Sequence[Path], robot: RobotSpec,
                         for d in part] for part in (train, held))
     after = [apply_friction(_join(part), fits, raw) for part in (train, held)
              for raw in (False, True)]
-    rms = {'training': {'nominal': before[1], 'fitted': after[1]},
-           'holdout': {'nominal': before[3], 'fitted': after[3]}}
+    rigid_only = [_rms(_join(part), np.zeros((2, len(robot.arm_joints))), True)
+                  for part in (train, held)]
+    rms = {'training': {'rigid_body': rigid_only[0], 'nominal': before[1], 'fitted': after[1]},
+           'holdout': {'rigid_body': rigid_only[1], 'nominal': before[3], 'fitted': after[3]}}
     learned = None
     if actuator_model != 'none':
         learned = _fit_actuator(train, held, fits, periods)
         rms['training']['actuator_model'], rms['holdout']['actuator_model'] = learned[1:3]
     wall = time.monotonic() - started
     _print(robot, fits, rms, before, after, 1.0 / float(np.median(periods)), wall)
+    traces = _traces(held, friction, fits, None if learned is None else learned[0],
+                     float(np.median(periods)))
     provenance = {
         'fitted_by': 'simops_sysid fit --mode torque (least squares on mj_inverse)',
         'date': datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds'),
@@ -150,7 +158,20 @@ def run_torque(bags: Sequence[Path], holdout: Sequence[Path], robot: RobotSpec,
             'validation_rms_nm': {f'{seconds:g}': round(value, 4)
                                   for seconds, value in scores.items()}}
     fitted = merge_sim_params(carried, friction_params(robot.arm_joints, fits))
-    return fitted.with_provenance(**provenance), sensor
+    return fitted.with_provenance(**provenance), sensor, traces
+
+
+def _traces(held: list[TorqueData], friction: np.ndarray, fits: list[JointFriction],
+            learned: LinearActuator | None, period: float) -> HeldOutTraces:
+    """The held-out efforts, measured (raw) and as each model predicts them."""
+    data = _join(held)
+    models = {'rigid_body': data.rigid_body,
+              'nominal': data.rigid_body + nominal_friction(data.qd, friction),
+              'fitted': data.rigid_body + friction_torque(data.qd, fits)}
+    if learned is not None:
+        models['actuator_model'] = np.vstack([learned.predict(part)
+                                              for part in _parts(held, fits)])
+    return HeldOutTraces(period, data.raw, models)
 
 
 @dataclass(frozen=True)
@@ -203,17 +224,19 @@ def _print(robot: RobotSpec, fits: list[JointFriction], rms: dict[str, dict[str,
               f'{rms["holdout"]["fitted"][j]:>8.3f}'
               + (f'{rms["training"]["actuator_model"][j]:>15.3f}'
                  f'{rms["holdout"]["actuator_model"][j]:>7.3f}' if learned else ''))
-    line = (f'torque RMS (all joints, raw efforts): training {_total(before[1]):.3f} -> '
-            f'{_total(after[1]):.3f} N*m, held-out {_total(before[3]):.3f} -> '
-            f'{_total(after[3]):.3f} N*m')
+    t = joint_total
+    line = (f'torque RMS (all joints, raw efforts): training {t(before[1]):.3f} -> '
+            f'{t(after[1]):.3f} N*m, held-out {t(before[3]):.3f} -> {t(after[3]):.3f} N*m '
+            f'(rigid body alone: {t(rms["training"]["rigid_body"]):.3f}, '
+            f'{t(rms["holdout"]["rigid_body"]):.3f})')
     if learned:
         line += (f'; learned actuator model: training '
-                 f'{_total(rms["training"]["actuator_model"]):.3f}, held-out '
-                 f'{_total(rms["holdout"]["actuator_model"]):.3f} N*m')
+                 f'{t(rms["training"]["actuator_model"]):.3f}, held-out '
+                 f'{t(rms["holdout"]["actuator_model"]):.3f} N*m')
     print(f'{line} ({wall:.1f} s)')
     print(f'torque RMS (all joints, efforts filtered over {FILTER_WINDOW * 1e3:.0f} ms, as '
-          f'fitted): training {_total(before[0]):.3f} -> {_total(after[0]):.3f} N*m, held-out '
-          f'{_total(before[2]):.3f} -> {_total(after[2]):.3f} N*m', flush=True)
+          f'fitted): training {t(before[0]):.3f} -> {t(after[0]):.3f} N*m, held-out '
+          f'{t(before[2]):.3f} -> {t(after[2]):.3f} N*m', flush=True)
 
 
 def _fit_payload(model: mujoco.MjModel, index: ModelIndex, carried: SimParams,
@@ -251,13 +274,8 @@ def _rms(data: TorqueData, friction: np.ndarray, raw: bool) -> np.ndarray:
 
     Against the filtered efforts, or the ``raw`` ones.
     """
-    measured = data.raw if raw else data.effort
-    residual = measured - data.rigid_body - nominal_friction(data.qd, friction)
-    return np.sqrt(np.mean(residual ** 2, axis=0))
-
-
-def _total(values: Sequence[float]) -> float:
-    return float(np.sqrt(np.mean(np.square(values))))
+    return residual_rms(data.raw if raw else data.effort,
+                        data.rigid_body + nominal_friction(data.qd, friction))
 
 
 def _per_joint(robot: RobotSpec, values: Sequence[float]) -> dict[str, float]:
