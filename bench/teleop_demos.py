@@ -149,19 +149,18 @@ class ScriptedOperator:
 
     def tick(self, goal: np.ndarray) -> None:
         """Decide as the expert and publish one message."""
+        from simops_learning.pick_network import quaternion_yaw, square_yaw
+
         self._read_joints()
         with self.lock:
             q, width, cube, quat = self.q.copy(), self.width, self.cube.copy(), self.cube_quat
         move, gripper = self.expert.decide(q, width, cube, goal)
         with torch.inference_mode():
             _, hand_yaw = self.law.grasp(torch.as_tensor(q, dtype=torch.float32)[None])
-        x, y, z, w = quat
-        cube_yaw = float(np.arctan2(2 * (w * z + x * y), 1 - 2 * (y * y + z * z)))
-        quarter = np.pi / 2
-        hand = float(hand_yaw[0])
-        target = cube_yaw + round((hand - cube_yaw) / quarter) * quarter
+            cube_yaw = quaternion_yaw(torch.as_tensor(np.asarray(quat, float))[None])
+            target = square_yaw(hand_yaw.double(), cube_yaw)
         self.set_hand(gripper < 0)
-        self.send(move / 0.05, YAW_GAIN * (target - hand))
+        self.send(move / 0.05, YAW_GAIN * float(target[0] - hand_yaw[0]))
 
     def grasp(self) -> tuple[np.ndarray, float]:
         """The grasp point (3,) m and the hand's yaw (rad) now."""
@@ -195,7 +194,7 @@ class ScriptedOperator:
         if close != self.closed:
             from std_srvs.srv import SetBool
 
-            self.operator._call(SetBool, '/teleop/gripper', SetBool.Request(data=close))
+            self.operator.call(SetBool, '/teleop/gripper', SetBool.Request(data=close))
             self.closed = close
 
 
@@ -243,11 +242,10 @@ def demonstrate(operator: object, scripted: ScriptedOperator, goal: np.ndarray, 
 def recover(operator: object, scripted: ScriptedOperator) -> None:
     """After a protective stop: simops-recover, then the teleop node's ~/enable."""
     from ros_helpers import installed_executable, wait_until
-    from std_srvs.srv import SetBool
 
     print('  protective stop: simops-recover, then /teleop/enable', flush=True)
     run(installed_executable('simops_bringup', 'simops-recover'))
-    operator._call(SetBool, '/teleop/enable', SetBool.Request(data=True))
+    operator.enable(True, '/teleop')
     if not wait_until(lambda: scripted.mode == 'RUNNING', 10.0):
         raise SystemExit(f'the teleop node did not resume: {scripted.mode}')
 

@@ -32,7 +32,7 @@ import numpy as np
 import torch
 
 from simops_learning.pick_env import CUBE_HALF
-from simops_learning.pick_network import TaskSpaceLaw
+from simops_learning.pick_network import TaskSpaceLaw, quaternion_yaw
 
 PHASES = ('approach', 'descend', 'close', 'carry')
 UP = np.array([0.0, 0.0, 1.0])
@@ -114,9 +114,10 @@ class PickExpert:
                cube_quat: np.ndarray) -> np.ndarray:
         """Action (8,) that executes a decision: the law's joint deltas, then ``gripper``."""
         with torch.inference_mode():
+            cube_yaw = quaternion_yaw(torch.as_tensor(np.asarray(cube_quat, float))[None])
             arm = self.law(torch.as_tensor(q, dtype=torch.float32)[None],
                            torch.as_tensor(move, dtype=torch.float32)[None],
-                           torch.tensor([_yaw(cube_quat)]))[0]
+                           cube_yaw.float())[0]
         return np.append(arm.numpy().astype(float), gripper)
 
     def _carry_target(self, cube: np.ndarray, goal: np.ndarray) -> np.ndarray:
@@ -133,9 +134,3 @@ class PickExpert:
         if cube[2] < cruise - 0.02:
             return np.array([cube[0], cube[1], cruise])
         return np.array([goal[0], goal[1], cruise])
-
-
-def _yaw(quat_xyzw: np.ndarray) -> float:
-    """The yaw (rad) of a quaternion x-y-z-w about the base z axis."""
-    x, y, z, w = (float(v) for v in quat_xyzw)
-    return float(np.arctan2(2 * (w * z + x * y), 1 - 2 * (y * y + z * z)))

@@ -102,6 +102,21 @@ class ArmKinematics(nn.Module):
         return position, rotation, torch.stack(origins, dim=1), torch.stack(axes, dim=1)
 
 
+def quaternion_yaw(quat: torch.Tensor) -> torch.Tensor:
+    """The yaw (B,) rad about the base z axis of quaternions (B, 4) x-y-z-w."""
+    x, y, z, w = quat[:, 0], quat[:, 1], quat[:, 2], quat[:, 3]
+    return torch.atan2(2 * (w * z + x * y), 1 - 2 * (y * y + z * z))
+
+
+def square_yaw(hand_yaw: torch.Tensor, cube_yaw: torch.Tensor) -> torch.Tensor:
+    """The hand's yaw (B,) rad square to the cube's faces nearest ``hand_yaw`` (B,) rad.
+
+    The cube's yaw ``cube_yaw`` (B,) rad, modulo a quarter turn.
+    """
+    quarter = torch.pi / 2
+    return cube_yaw + torch.round((hand_yaw - cube_yaw) / quarter) * quarter
+
+
 class TaskSpaceLaw(nn.Module):
     """Joint deltas that move the grasp point and keep the hand square over the cube.
 
@@ -134,9 +149,7 @@ class TaskSpaceLaw(nn.Module):
         """Action units (B, 7) for joints q (B, 7) rad, move (B, 3) m, cube yaw (B,) rad."""
         position, rotation, origins, axes = self.kinematics(q)
         grasp = position + self.depth * rotation[:, :, 2]
-        hand_yaw = torch.atan2(rotation[:, 1, 0], rotation[:, 0, 0])
-        quarter = torch.pi / 2
-        yaw = cube_yaw + torch.round((hand_yaw - cube_yaw) / quarter) * quarter
+        yaw = square_yaw(torch.atan2(rotation[:, 1, 0], rotation[:, 0, 0]), cube_yaw)
         c, s = torch.cos(yaw), torch.sin(yaw)
         zero = torch.zeros_like(c)
         target = torch.stack([c, s, zero, s, -c, zero, zero, zero, zero - 1.0],
@@ -202,8 +215,7 @@ class PickPolicy(nn.Module):
         """
         q, cube, quat, goal = raw[:, :7], raw[:, 7:10], raw[:, 10:14], raw[:, 14:17]
         grasp, _ = self.law.grasp(q)
-        x, y, z, w = quat[:, 0], quat[:, 1], quat[:, 2], quat[:, 3]
-        cube_yaw = torch.atan2(2 * (w * z + x * y), 1 - 2 * (y * y + z * z))
+        cube_yaw = quaternion_yaw(quat)
         to_cube, to_goal = cube - grasp, goal - cube
         features = torch.cat([
             to_cube, to_goal, goal - grasp,

@@ -76,7 +76,12 @@ class Operator(BackgroundNode):
 
     # --- services ------------------------------------------------------------------------
 
-    def _call(self, kind: type, service: str, request: object) -> object:
+    def call(self, kind: type, service: str, request: object) -> object:
+        """Call ``service`` of type ``kind`` with ``request``; its response, if it succeeded.
+
+        Raises :class:`OperatorError` when the service does not appear or answer within
+        the service timeout, or refuses (``success`` false).
+        """
         client = self.node.create_client(kind, service)
         try:
             if not client.wait_for_service(timeout_sec=SERVICE_TIMEOUT):
@@ -98,7 +103,7 @@ class Operator(BackgroundNode):
             raise OperatorError(f'the recorder does not listen on {RECORDER}/episode_info')
         self._info.publish(String(data=json.dumps({'label': label})))
         time.sleep(0.2)  # the label reaches the recorder before the start request
-        return self._call(Trigger, f'{RECORDER}/start', Trigger.Request()).message
+        return self.call(Trigger, f'{RECORDER}/start', Trigger.Request()).message
 
     def report_outcome(self, success: bool, notes: str) -> None:
         """Label the open episode's outcome on the recorder's ``~/episode_info``."""
@@ -107,11 +112,11 @@ class Operator(BackgroundNode):
 
     def stop_recording(self) -> str:
         """Finish the open episode; return its bag directory."""
-        return self._call(Trigger, f'{RECORDER}/stop', Trigger.Request()).message
+        return self.call(Trigger, f'{RECORDER}/stop', Trigger.Request()).message
 
     def enable(self, on: bool, node: str = POLICY) -> None:
         """Call ``node``'s ``~/enable`` (the policy's by default)."""
-        self._call(SetBool, f'{node}/enable', SetBool.Request(data=on))
+        self.call(SetBool, f'{node}/enable', SetBool.Request(data=on))
 
     # --- topics --------------------------------------------------------------------------
 
