@@ -56,10 +56,13 @@ def test_two_arms_one_physics_two_policies_and_no_leaks(launch: object,
         poses = ros_probe.messages(arm_topic(arm, 'ee_pose'))
         return bool(poses) and distance(poses[-1], ARMS[arm]) < SUCCESS_RADIUS
 
+    def distances() -> dict[str, float]:
+        return {arm: distance(ros_probe.messages(arm_topic(arm, 'ee_pose'))[-1], goal)
+                for arm, goal in ARMS.items() if ros_probe.messages(arm_topic(arm, 'ee_pose'))}
+
+    # a string message: pytest shortens any other to 240 characters, the log with it
     assert wait_until(lambda: all(reached(arm) for arm in ARMS), STARTUP + REACH_TIMEOUT), (
-        {arm: distance(ros_probe.messages(arm_topic(arm, 'ee_pose'))[-1], goal)
-         for arm, goal in ARMS.items() if ros_probe.messages(arm_topic(arm, 'ee_pose'))},
-        proc.output[-3000:])
+        f'distances {distances()}\n{proc.output[-3000:]}')
 
     # Each policy commands its arm at 20 Hz of sim time, the clock it runs on (the graph's
     # use_sim_time): on two loaded cores the simulator of two arms runs slower than real
