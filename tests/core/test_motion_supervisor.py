@@ -2,16 +2,9 @@
 
 from __future__ import annotations
 
-import threading
-
 import pytest
 
-from simops_core import safety
-from simops_core.motion_supervisor import Mode, MotionSupervisor, stand_still
-from simops_core.robot_spec import load_robot_spec
-from simops_core.safety import SafetyLimits
-
-SPEC = load_robot_spec('fr3')
+from simops_core.motion_supervisor import Mode, MotionSupervisor
 
 
 def test_starts_enabled_ramps_then_runs() -> None:
@@ -92,24 +85,3 @@ def test_fault_latches_and_stale_hold_does_not() -> None:
     assert not sup.tick(0.3, True, '', has_target=True).run and sup.mode is Mode.FAULT
     assert sup.enable(True)[0]
     assert sup.tick(0.4, True, '', has_target=True).run
-
-
-def test_the_arms_own_stop_publishes_nothing_and_restarts_from_the_measured_position() -> None:
-    """After a protective stop the arm holds where it stopped, not at the node's last target:
-    the FAULT publishes nothing, so the node drops its target (``stand_still`` returns None)
-    and the run after ``~/enable`` starts from the measured position."""
-    limits = SafetyLimits.from_spec(SPEC, 0.05, 0.5, 0.05)
-    sup = MotionSupervisor(start_enabled=True, ramp_time=0.0)
-    assert sup.tick(0.0, True, '', has_target=False).run
-    state = safety.start(SPEC.home, 0.04, limits)
-    sup.arm_stopped('the arm stopped itself (protective stop: joint_reflex)')
-    decision = sup.tick(0.1, True, '', has_target=True)
-    assert sup.mode is Mode.FAULT and not decision.run and not decision.publish
-    assert stand_still(sup, decision, state, limits, threading.Lock()) is None
-    sup.fault('control tick failed')   # another fault meanwhile stays quiet too
-    assert not sup.tick(0.2, True, '', has_target=True).publish
-    assert sup.enable(True)[0]
-    again = sup.tick(0.3, True, '', has_target=False)
-    assert again.run and again.restart
-    sup.fault('inference failed')   # a FAULT of the node's own holds its last target
-    assert sup.tick(0.4, True, '', has_target=True).publish

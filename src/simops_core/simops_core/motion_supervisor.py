@@ -15,10 +15,6 @@ HOLD       inputs not ready or stale, a non-finite action, or latched  last targ
 ESTOP      the e-stop is active                                        last target again
 FAULT      latched: out-of-domain state, failed inference, start       last target again
            outside the limits; cleared by ``~/enable``
-FAULT      latched: the arm stopped itself (a protective stop); the    none
-           arm ignores commands and holds where it stopped, so the
-           node forgets its last target and restarts from the
-           measured position after recovery and ``~/enable``
 =========  ==========================================================  ===================
 
 A node starts DISABLED and publishes nothing until ``~/enable`` is called (or, on a simulator
@@ -75,7 +71,6 @@ class MotionSupervisor:
         self._armed = start_enabled
         self._stopping = False
         self._latched: Mode | None = None
-        self._quiet = False   # the latched FAULT is the arm's own stop: publish nothing
         self._estop = False
         self._needs_ramp = True
         self._ramp_start = 0.0
@@ -103,7 +98,7 @@ class MotionSupervisor:
             return False, 'e-stop is active; release it first'
         was_armed = self._armed
         self._armed = on
-        self._latched, self._quiet = None, False
+        self._latched = None
         self._needs_ramp = True
         if not on:
             self._stopping = was_armed
@@ -121,16 +116,6 @@ class MotionSupervisor:
         """Latch FAULT (hold) until :meth:`enable`."""
         self._latch(Mode.FAULT, reason)
 
-    def arm_stopped(self, reason: str) -> None:
-        """The arm stopped itself: latch FAULT, publishing nothing, until :meth:`enable`.
-
-        The ticks' decisions do not publish, so the node drops its target: the arm holds
-        where it stopped, not at the target the node last sent, and the next start begins
-        at the measured position (a hold of the old target would jump to it).
-        """
-        self._latch(Mode.FAULT, reason)
-        self._quiet = True
-
     def hold_once(self, reason: str) -> None:
         """This tick held (e.g. a non-finite action); the next tick may run again."""
         self.mode, self.reason = Mode.HOLD, reason
@@ -144,7 +129,7 @@ class MotionSupervisor:
             return held
         if self._latched is not None:
             self.mode = self._latched
-            return Decision(run=False, publish=False) if self._quiet else held
+            return held
         if self._stopping and has_target:
             self.mode, self.reason = Mode.STOPPING, 'disabled by ~/enable: braking to rest'
             return Decision(run=False, publish=True, brake=True)

@@ -4,10 +4,9 @@ A Franka arm in reflex mode (a protective stop) ignores commands until error rec
 node that kept commanding it would resume, after the recovery, far from where the arm
 stopped. :class:`ArmStop` polls the newest ``franka_msgs/FrankaRobotState`` once per control
 tick (no per-message callback at the broadcaster's 1 kHz) and, while the arm is stopped,
-latches the node's FAULT (:meth:`~simops_core.motion_supervisor.MotionSupervisor.arm_stopped`:
-no commands, and the next start from the measured position) until ``~/enable`` after the
-recovery (an enable while the arm is still stopped faults again at the next tick). Without
-the topic (no franka_ros2 broadcaster) nothing is ever reported.
+latches the node's FAULT, so it holds until ``~/enable`` after the recovery (an enable
+while the arm is still stopped faults again at the next tick). Without the topic (no
+franka_ros2 broadcaster) nothing is ever reported.
 """
 
 from __future__ import annotations
@@ -54,5 +53,5 @@ class ArmStop:
             if isinstance(verdict, tuple):
                 self.reason = verdict[0]
         if self.reason:
-            self._supervisor.arm_stopped(self.reason)
+            self._supervisor.fault(self.reason)
         return self.reason
