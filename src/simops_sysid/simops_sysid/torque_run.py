@@ -114,8 +114,8 @@ def run_torque(bags: Sequence[Path], holdout: Sequence[Path], robot: RobotSpec,
                         for d in part] for part in (train, held))
     after = [apply_friction(_join(part), fits, raw) for part in (train, held)
              for raw in (False, True)]
-    rigid_only = [_rms(_join(part), np.zeros((2, len(robot.arm_joints))), True)
-                  for part in (train, held)]
+    rigid_only = [residual_rms(joined.raw, joined.rigid_body)
+                  for joined in (_join(train), _join(held))]
     rms = {'training': {'rigid_body': rigid_only[0], 'nominal': before[1], 'fitted': after[1]},
            'holdout': {'rigid_body': rigid_only[1], 'nominal': before[3], 'fitted': after[3]}}
     learned = None
