@@ -6,7 +6,10 @@ episodes (policy, safety pipeline, the controller's law, reflexes: everything) r
 at a time (``run_episodes``, the path before #18) and ``--batch`` envs stepped together
 (``run_episodes_batched``). Then the whole gate (``validate``) with local worker processes
 and on a Ray cluster started on 127.0.0.1, 1 and 2 workers, process start-up included.
-Physics steps are counted as 50 per 20 Hz control step.
+Physics steps are counted as 50 per 20 Hz control step. The in-process runs are repeated
+with a learned sensor model (``bench/learned_sensor.py``: the fitted model's shape, a 40 ms
+window at 1 kHz) named by the physics, which the envs run in the actuator law (one forward
+pass for all batched envs per step); the target is at most 30 % fewer steps/s.
 
     .venv/bin/python bench/validate_throughput.py [--episodes 10] [--steps 20000] [--no-ray]
 """
@@ -16,11 +19,13 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 import mujoco
 import numpy as np
+from learned_sensor import write_bench_model
 from mujoco import rollout
 
 from simops_core.executor import LocalExecutor, RayExecutor, isolate_for_local_ray
@@ -60,10 +65,15 @@ def raw_rates(steps: int) -> tuple[float, float]:
     return in_c, steps / (time.perf_counter() - started)
 
 
-def in_process(episodes: int, batch: int) -> tuple[float, float]:
-    """Physics steps/s of the gate's episodes in this process: one env, and ``batch`` envs."""
+def in_process(episodes: int, batch: int, sim_params: Path | None = None
+               ) -> tuple[float, float]:
+    """Physics steps/s of the gate's episodes in this process: one env, and ``batch`` envs.
+
+    ``sim_params``: the physics (None: nominal), e.g. one naming a learned sensor model.
+    """
     conditions = Conditions(friction=0.8, delay=1)
-    envs = [FR3ReachEnv(card_path=POLICY.with_suffix('.yaml'), conditions=conditions)
+    envs = [FR3ReachEnv(card_path=POLICY.with_suffix('.yaml'), conditions=conditions,
+                        sim_params_file=sim_params)
             for _ in range(batch)]
     model = load_policy(POLICY, envs[0].card)
     rates = []
@@ -103,6 +113,13 @@ def main() -> None:
           f'({alone / in_c:5.1%} of raw C)')
     print(f'gate episodes in one process, {args.batch:2d} envs:    {together:9.0f} physics '
           f'steps/s ({together / in_c:5.1%} of raw C)')
+    with tempfile.TemporaryDirectory() as folder:
+        alone_m, together_m = in_process(4 * args.episodes, args.batch,
+                                         write_bench_model(Path(folder)))
+    for label, rate, base in (('one env', alone_m, alone),
+                              (f'{args.batch:2d} envs', together_m, together)):
+        print(f'  with a learned sensor model, {label}: {rate:9.0f} physics steps/s '
+              f'({rate / base - 1:+.1%} against without; target >= -30 %)')
     configs = len(GRID['friction']) * len(GRID['delay'])
     for workers in sorted({1, cores}):
         rate, wall = gate_rate(args.episodes, LocalExecutor(workers))

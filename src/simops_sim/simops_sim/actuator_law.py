@@ -19,7 +19,10 @@ Before each MuJoCo step, an arm's controller (the simulator's model of franka_ro
    (:mod:`simops_sim.friction`).
 
 After the step it checks the protective stops (:mod:`simops_sim.reflexes`); a stop latches
-and the arm holds where it is, at rest.
+and the arm holds where it is, at rest. Then a row with a learned sensor model
+(:mod:`simops_sim.sensor_model`) pushes the step's effort, velocity and acceleration into
+its history at the model's rate; once the steps are done, every row that pushed reads what
+its torque sensors report (one forward pass per model for all of its rows).
 
 :class:`ArmLaws` holds this state for ``n`` arms as rows of arrays, and :func:`advance` runs
 ``steps`` physics steps of every row: a :class:`~simops_sim.physics.Physics` is one row
@@ -45,6 +48,7 @@ import numpy as np
 
 from simops_sim.feedforward import InverseDynamics, step_acceleration
 from simops_sim.reflexes import ProtectiveStop, ReflexBank, Reflexes
+from simops_sim.sensor_model import SensorModel, sense
 from simops_sim.trajectory_plan import KNOT_TOLERANCE, TrajectoryPlan
 
 
@@ -66,7 +70,9 @@ def contact_generalised(model: mujoco.MjModel, data: mujoco.MjData, out: np.ndar
 
 # ArmLaws' arrays with one row per arm, besides command, ring, level and transition
 _ROW_ARRAYS = ('linear', 'start', 'knot0', 'knot1', 'span', 'first', 'last', 'step', 'slope',
-               'ramp', 'delay', 'head', 'stiffness', 'previous', 'earlier')
+               'ramp', 'delay', 'head', 'stiffness', 'previous', 'earlier', 'torque_bias',
+               'inputs', 'inputs_time', 'sample_at', 'sensed', 'outside')
+SAMPLE_TOLERANCE = 1e-9   # s: a sample time this close after a step's end is the step's
 
 
 @dataclass(frozen=True)
@@ -119,6 +125,17 @@ class ArmLaws:
         self.previous, self.earlier = np.zeros((n, arm)), np.zeros((n, arm))
         self.reflexes: list[Reflexes | None] = [None] * n
         self.stops: list[ProtectiveStop | None] = [None] * n
+        # the learned sensor model: each row's (None: none), its input history (3, W, a)
+        # newest first, the torque-sensor bias (a,) N*m in its effort input, the last step's
+        # inputs (3, a) and their sim time (s), the next sample's time (s), what the sensors
+        # read (a,) N*m, and how many samples left the model's training range
+        self.sensors: list[SensorModel | None] = [None] * n
+        self.history = np.zeros((n, 3, 0, arm))
+        self.torque_bias = np.zeros((n, arm))
+        self.inputs = np.zeros((n, 3, arm))
+        self.inputs_time, self.sample_at = np.zeros(n), np.zeros(n)
+        self.sensed = np.zeros((n, arm))
+        self.outside = np.zeros(n, int)
         self.runs: dict[int, _Run] = {}   # advance's bindings per sites; see :meth:`changed`
 
     def changed(self) -> None:
@@ -199,6 +216,36 @@ class ArmLaws:
         self.level[row], self.transition[row] = 0.0, 1.0
         self.level[row, :k], self.transition[row, :k] = level, transition
 
+    def set_sensor(self, row: int, model: SensorModel | None, bias: np.ndarray,
+                   site: ArmSite) -> None:
+        """Row ``row`` reports its efforts through ``model`` (None: the parametric effort).
+
+        ``bias`` (a,) N*m: the torque-sensor bias of the SimParams, part of the model's effort
+        input as of the parametric effort; ``site``: where the row acts (its history starts
+        from the state there, :meth:`fill_sensor`).
+        """
+        self.changed()
+        self.sensors[row] = model
+        self.torque_bias[row] = bias
+        if model is not None and model.window > self.history.shape[2]:
+            self.history = _pad(self.history, model.window, 2, 0.0)
+        self.fill_sensor(row, site)
+
+    def fill_sensor(self, row: int, site: ArmSite) -> None:
+        """Row ``row``'s sensor history from the state at ``site`` now, as if it had always held.
+
+        After a reset (and a forward pass): every lag holds the present inputs, as the fit
+        pads a recording's start.
+        """
+        model = self.sensors[row]
+        if model is None:
+            return
+        read_inputs(site, self.torque_bias[row], self.inputs[row])
+        self.history[row] = self.inputs[row][:, None, :]
+        self.inputs_time[row] = site.data.time
+        self.sample_at[row] = site.data.time + model.period
+        sense(self.sensors, np.array([row]), self.history, self.sensed)
+
     @classmethod
     def stack(cls, laws: Sequence[ArmLaws]) -> ArmLaws:
         """One :class:`ArmLaws` of every row of ``laws`` in order (copies), of one layout."""
@@ -211,7 +258,9 @@ class ArmLaws:
         out.ring = np.concatenate([_pad(x.ring, depth, 1, 0.0) for x in laws])
         out.level = np.concatenate([_pad(x.level, k, 1, 0.0) for x in laws])
         out.transition = np.concatenate([_pad(x.transition, k, 1, 1.0) for x in laws])
-        for name in ('plans', 'friction_dofs', 'reflexes', 'stops', 'dynamics'):
+        window = max(x.history.shape[2] for x in laws)
+        out.history = np.concatenate([_pad(x.history, window, 2, 0.0) for x in laws])
+        for name in ('plans', 'friction_dofs', 'reflexes', 'stops', 'dynamics', 'sensors'):
             setattr(out, name, [v for x in laws for v in getattr(x, name)])
         return out
 
@@ -224,6 +273,7 @@ class ArmLaws:
             for name in _ROW_ARRAYS:
                 getattr(x, name)[:] = getattr(self, name)[rows]
             x.ring[:] = self.ring[rows, :x.ring.shape[1]]
+            x.history[:] = self.history[rows, :, :x.history.shape[2]]
             x.plans[:] = self.plans[rows]
             x.stops[:] = self.stops[rows]
             row += x.rows
@@ -237,6 +287,19 @@ def _pad(array: np.ndarray, size: int, axis: int, value: float) -> np.ndarray:
     widths = [(0, 0)] * array.ndim
     widths[axis] = (0, grow)
     return np.pad(array, widths, constant_values=value)
+
+
+def read_inputs(site: ArmSite, bias: np.ndarray, out: np.ndarray) -> None:
+    """A sensor model's inputs (3, a) at ``site`` now: effort N*m, velocity, acceleration.
+
+    The effort is the parametric one (``qfrc_actuator`` plus ``bias``), as
+    :meth:`~simops_sim.physics.Physics.read_joints` reports it without a model.
+    """
+    data = site.data
+    data.qfrc_actuator.take(site.dofs, out=out[0])
+    out[0] += bias
+    data.qvel.take(site.dofs, out=out[1])
+    data.qacc.take(site.dofs, out=out[2])
 
 
 def advance(laws: ArmLaws, sites: Sequence[ArmSite], steps: int) -> None:
@@ -272,6 +335,30 @@ class _Run:
                           self.velocity[i, :dofs.size], self.force[i, :dofs.size])
                          for i, dofs in enumerate(laws.friction_dofs) if dofs.size]
         self.checks = _Checks(laws, sites, self.steppers)
+        # the learned sensor models' rows, their data and dofs, bias (m, a) N*m, period (m,)
+        # s and training range (m, 3, a); scratch for their inputs (m, 3, a) and sim times
+        sensors = [(i, model) for i, model in enumerate(laws.sensors) if model is not None]
+        self.sensing = np.array([i for i, _ in sensors], int)
+        self.every_row = len(sensors) == laws.rows
+        self.sensor_reads = [(self.datas[i], sites[i].dofs) for i, _ in sensors]
+        self.sensor_bias = laws.torque_bias[self.sensing].copy()
+        self.sensor_period = np.array([model.period for _, model in sensors])
+        self.sensor_low = np.array([model.low for _, model in sensors]).reshape(-1, 3, laws.arm)
+        self.sensor_high = np.array([model.high for _, model in sensors]).reshape(-1, 3,
+                                                                                 laws.arm)
+        self.sensor_now = np.zeros((len(sensors), 3, laws.arm))
+        self.sensor_flat = self.sensor_now.reshape(-1)
+        # views of each row's effort, velocity and acceleration, in sensor_now's order
+        self.sensor_views: list[np.ndarray] | None = []
+        for data, dofs in self.sensor_reads:
+            first = int(dofs[0]) if dofs.size else 0
+            if not np.array_equal(dofs, np.arange(first, first + dofs.size)):
+                self.sensor_views = None
+                break
+            self.sensor_views += [getattr(data, name)[first:first + dofs.size]
+                                  for name in ('qfrc_actuator', 'qvel', 'qacc')]
+        self.sensor_end = np.zeros(len(sensors))
+        self.sensor_pushed = np.zeros(len(sensors), bool)
         # the impedance law's rows: inverse dynamics, step (s), and scratch (a,) for the
         # delayed velocity, acceleration and torque
         self.impedance = [(i, dynamics, float(self.timesteps[i]), np.zeros(laws.arm),
@@ -353,8 +440,72 @@ class _Run:
                 mujoco.mj_step(model, data)
             if self.checks.rows:
                 self.checks.run()
+            if self.sensor_reads:
+                self.sense()
         if uniform and depth:
             laws.head[:] = head
+        if self.sensor_reads:   # read once the steps are done: nothing reads it in between
+            self.evaluate()
+
+
+    def sense(self) -> None:
+        """Push the samples each sensing row's step passed into its history.
+
+        The inputs at each sample time in the step are interpolated between the step's start
+        and end (the end's own, exactly, at the end). :meth:`evaluate` reads the model.
+        """
+        laws, now, rows, end = self.laws, self.sensor_now, self.sensing, self.sensor_end
+        if self.sensor_views is not None:   # every row's arm dofs contiguous: one copy
+            np.concatenate(self.sensor_views, out=self.sensor_flat)
+        else:
+            for j, (data, dofs) in enumerate(self.sensor_reads):
+                data.qfrc_actuator.take(dofs, out=now[j, 0])
+                data.qvel.take(dofs, out=now[j, 1])
+                data.qacc.take(dofs, out=now[j, 2])
+        for j, (data, _) in enumerate(self.sensor_reads):
+            end[j] = data.time
+        now[:, 0] += self.sensor_bias
+        if self.every_row and (np.abs(laws.sample_at - end) <= SAMPLE_TOLERANCE).all():
+            # the usual case (the step is the model's period): one sample, the step's end
+            history = laws.history
+            history[:, :, 1:] = history[:, :, :-1]
+            history[:, :, 0] = now
+            laws.outside += ((now < self.sensor_low) | (now > self.sensor_high)).any(axis=(1, 2))
+            laws.sample_at += self.sensor_period
+            laws.inputs[:], laws.inputs_time[:] = now, end
+            self.sensor_pushed[:] = True
+            return
+        start, before, due = laws.inputs_time[rows], laws.inputs[rows], laws.sample_at[rows]
+        while True:
+            pushing = due <= end + SAMPLE_TOLERANCE
+            if not pushing.any():
+                break
+            fraction = (due - start) / (end - start)
+            sample = before + fraction[:, None, None] * (now - before)
+            at_end = due >= end - SAMPLE_TOLERANCE
+            sample[at_end] = now[at_end]
+            if self.every_row and pushing.all():
+                history = laws.history
+                history[:, :, 1:] = history[:, :, :-1]
+                history[:, :, 0] = sample
+            else:
+                pushed = rows[pushing]
+                history = laws.history[pushed]
+                history[:, :, 1:] = history[:, :, :-1]
+                history[:, :, 0] = sample[pushing]
+                laws.history[pushed] = history
+            beyond = ((sample < self.sensor_low) | (sample > self.sensor_high)).any(axis=(1, 2))
+            laws.outside[rows] += beyond & pushing
+            due = np.where(pushing, due + self.sensor_period, due)
+            self.sensor_pushed |= pushing
+        laws.sample_at[rows], laws.inputs[rows], laws.inputs_time[rows] = due, now, end
+
+    def evaluate(self) -> None:
+        """What the sensors of every row that pushed read now: one forward pass per model."""
+        if self.sensor_pushed.any():
+            sense(self.laws.sensors, self.sensing[self.sensor_pushed], self.laws.history,
+                  self.laws.sensed)
+            self.sensor_pushed[:] = False
 
 
 def _sample_linear(laws: ArmLaws, now: np.ndarray) -> None:

@@ -13,6 +13,9 @@ Conventions, for every array this module takes or returns:
   the effort includes the gravity-holding torque: at rest it equals g(q). That is the
   convention of Franka's measured link-side torque ``tau_J``, which franka_ros2 publishes as
   ``effort`` on ``joint_states``; passive damping and friction torques are not included.
+  With a learned sensor model named by the SimParams (``actuator_model``,
+  :mod:`simops_sim.sensor_model`), the arm's effort is what that model says the torque
+  sensors read of this one; the motion is the same bit for bit.
 
 Physics parameters come from a :class:`~simops_core.sim_params.SimParams` through
 :func:`simops_sim.model_params.apply_sim_params`, the one code path that the node, the env
@@ -55,6 +58,7 @@ from simops_sim.model_params import (
     sensor_bias,
 )
 from simops_sim.reflexes import ProtectiveStop, Reflexes
+from simops_sim.sensor_model import load_sensor_model
 from simops_sim.trajectory_plan import TrajectoryPlan
 
 MAX_SPEED = 100.0   # rad/s or m/s; any faster dof means the integration diverged
@@ -169,6 +173,10 @@ class Physics:
         The model fields are the caller's to write (:func:`apply_arm_params`).
         """
         self._bias[:] = sensor_bias(params, self.index.joint_names)
+        arm = self.index.arm_dof
+        model = (None if params.actuator_model is None
+                 else load_sensor_model(params.actuator_model, arm))
+        self.law.set_sensor(0, model, self._bias[1, :arm], self.site)
         smooth = SmoothFriction.of(params, self.index)
         self.law.set_friction(0, smooth.dofs, smooth.level, smooth.transition)
         steps = delay_steps(params.command_delay or 0.0, self.timestep)
@@ -404,6 +412,7 @@ class Physics:
         mujoco.mj_forward(self.model, self.data)
         self._command[:] = self.data.ctrl[self.site.ids]
         self.law.fill_delay(0)
+        self.law.fill_sensor(0, self.site)
 
     def arm_measured(self) -> tuple[np.ndarray, np.ndarray]:
         """The arm's measured position (7,) rad (encoder bias included) and velocity (7,) rad/s.
@@ -428,6 +437,13 @@ class Physics:
         data.qfrc_actuator.take(index.dof_adr, out=out[2])
         out[0] += self._bias[0]
         out[2] += self._bias[1]
+        if self.law.sensors[0] is not None:   # what the learned model says the sensors read
+            out[2][:index.arm_dof] = self.law.sensed[0]
+
+    @property
+    def sensor_outside(self) -> int:
+        """Samples whose inputs left the learned sensor model's training range (0: none)."""
+        return int(self.law.outside[0])
 
     def state(self) -> SimState:
         """A copy of the current state (joints, flange and object poses in the base frame)."""

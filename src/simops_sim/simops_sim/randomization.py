@@ -70,9 +70,10 @@ class Conditions:
         obj = ObjectParams(mass=_times(base.object.mass, self.mass * self.object_mass),
                            friction=_times(base.object.friction, self.friction))
         delay = (base.command_delay or 0.0) + self.delay * control_period
-        return SimParams(joints=joints, command_delay=delay,
-                         body_mass_scale=scales, object=obj,
-                         provenance={**base.provenance, 'conditions': self.as_dict()})
+        # everything else of the base (controller, payload, end effector, a learned sensor
+        # model) holds as it is
+        return replace(base, joints=joints, command_delay=delay, body_mass_scale=scales,
+                       object=obj, provenance={**base.provenance, 'conditions': self.as_dict()})
 
     def as_dict(self) -> dict[str, float]:
         """Field name → value."""

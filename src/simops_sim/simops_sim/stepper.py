@@ -150,6 +150,7 @@ class Stepper:
         self.robot_every = max(1, round(1.0 / (timing.robot_state_rate * dt)))
         self.lanes = {prefix: ArmLane(self, prefix, arm) for prefix, arm in world.arms.items()}
         self._lanes = tuple(self.lanes.values())
+        self._outside_reported = 0   # learned-sensor samples beyond its range, reported so far
         self._step_index = 0
         self._anchor: tuple[float, int] | None = None   # (wall time, step index)
         self.stamp_offset = 0   # ns from sim time to stamps (system time without /clock)
@@ -420,6 +421,9 @@ class Stepper:
             stopped = [lane for lane in self._lanes if lane.physics.stop is not None]
             stop = stopped[0].physics.stop if stopped else None
             arm = stopped[0].prefix.rstrip('_') + ': ' if stopped and stopped[0].prefix else ''
+            outside = sum(lane.physics.sensor_outside for lane in self._lanes)
+            extrapolated, self._outside_reported = (outside - self._outside_reported,
+                                                    outside)
         values: dict[str, float | int | str | bool] = {
             'realtime_factor': rtf,
             'target_realtime_factor': timing.realtime_factor,
@@ -436,6 +440,7 @@ class Stepper:
             'paused': paused,
             'protective_stops': sum(n.protective_stops for n in counts),
             'protective_stop': '' if stop is None else stop.error,
+            'sensor_model_outside': outside,
         }
         if c.divergences:
             return Report('error', f'physics diverged ({c.last_divergence}); reset to '
@@ -445,4 +450,8 @@ class Stepper:
         if (timing.sync_mode == 'realtime' and timing.realtime_factor > 0 and not paused
                 and rtf < 0.95 * timing.realtime_factor):
             return Report('warn', 'behind real time', values)
+        if extrapolated:
+            return Report('warn', f'the learned sensor model extrapolates: {extrapolated} '
+                                  'samples beyond its training range since the last report',
+                          values)
         return Report('ok', 'ok', values)
