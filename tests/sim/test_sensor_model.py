@@ -11,6 +11,7 @@ and the batched path (``step_together``, the gate's) equals each arm stepped alo
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import mujoco
@@ -23,10 +24,11 @@ from sim_helpers import command_publisher, qos, settled, start_sim, subscribe_st
 from std_msgs.msg import Float64MultiArray
 
 from simops_core.robot_spec import load_robot_spec
-from simops_core.sim_params import SimParams, SimParamsError, load_sim_params
+from simops_core.sim_params import PayloadParams, SimParams, SimParamsError, load_sim_params
 from simops_sim.physics import Physics
 from simops_sim.physics_batch import step_together
-from simops_sim.sensor_model import SensorModelError
+from simops_sim.randomization import Conditions
+from simops_sim.sensor_model import SensorModelError, load_sensor_model
 from simops_sim.trajectory_plan import TrajectoryPlan, point_goal
 from simops_sysid.actuator_export import export_actuator_model
 from simops_sysid.actuator_fit import ActuatorPart, LinearActuator
@@ -258,3 +260,20 @@ def test_the_node_reports_extrapolation_on_diagnostics(ros_probe: RosProbe,
         assert wait_until(warned, 5), [r.message for r in reports()]
         assert warned()[0].level == DiagnosticStatus.WARN
         assert int(values(warned()[0])['sensor_model_outside']) > 0
+
+
+def test_the_linear_path_is_the_torchscript_forward(lagging: tuple[Path, np.ndarray]) -> None:
+    """The simulator applies a linear model from its buffers: the module's own arithmetic."""
+    model = load_sensor_model(load_sim_params(lagging[0]).actuator_model, 7)
+    history = np.random.default_rng(3).normal(0.0, 5.0, (16, 3, WINDOW, 7))
+    assert model.taps is not None
+    np.testing.assert_allclose(model(history), model.forward(history), rtol=0, atol=1e-12)
+
+
+def test_randomised_physics_keeps_the_model(lagging: tuple[Path, np.ndarray]) -> None:
+    """Conditions drawn around a base change its factors, not its sensor model or payload."""
+    base = replace(load_sim_params(lagging[0]), payload=PayloadParams(mass=0.5, com_z=0.05))
+    drawn = Conditions(friction=1.3, mass=0.8, delay=2).sim_params(
+        base, SPEC.arm_joints, (), 0.05)
+    assert drawn.actuator_model == base.actuator_model and drawn.payload == base.payload
+    assert drawn.command_delay == pytest.approx(0.002 + 2 * 0.05)
