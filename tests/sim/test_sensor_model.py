@@ -17,6 +17,7 @@ from pathlib import Path
 import mujoco
 import numpy as np
 import pytest
+import torch
 import yaml
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
 from ros_helpers import REPO, RosProbe, wait_until
@@ -32,6 +33,7 @@ from simops_sim.sensor_model import SensorModelError, load_sensor_model
 from simops_sim.trajectory_plan import TrajectoryPlan, point_goal
 from simops_sysid.actuator_export import export_actuator_model
 from simops_sysid.actuator_fit import ActuatorPart, LinearActuator
+from simops_sysid.actuator_mlp import MlpActuator, MlpSensorModel
 
 SPEC = load_robot_spec('fr3')
 SCENE = REPO / 'models/fr3/scene.xml'
@@ -277,3 +279,45 @@ def test_randomised_physics_keeps_the_model(lagging: tuple[Path, np.ndarray]) ->
         base, SPEC.arm_joints, (), 0.05)
     assert drawn.actuator_model == base.actuator_model and drawn.payload == base.payload
     assert drawn.command_delay == pytest.approx(0.002 + 2 * 0.05)
+
+
+def test_an_mlp_model_runs_through_its_torchscript_forward(tmp_path: Path) -> None:
+    """``fit --actuator-model mlp``'s kind: the simulator runs the module itself; its efforts
+    are the fit's prediction over the same inputs, the batched path each arm's alone."""
+    linear = LinearActuator(WINDOW, PERIOD, lag_weights(seed=2))
+    module = MlpSensorModel(linear, np.zeros((3, WINDOW, 7)), np.full((3, WINDOW, 7), 20.0))
+    with torch.no_grad():
+        module.w2.normal_(0.0, 0.3, generator=torch.Generator().manual_seed(1))
+    mlp = MlpActuator(WINDOW, PERIOD, module.eval(), 0, 0.0, 0.0)
+    ranges = {name: WIDE for name in ('model_torque', 'velocity', 'acceleration')}
+    ref = export_actuator_model(mlp, tmp_path / 'fit', SPEC.arm_joints,
+                                {'robot': 'fr3', 'training_range': ranges})
+    path = tmp_path / 'fit.yaml'
+    path.write_text(yaml.safe_dump({'version': 1, 'actuator_model': {
+        'path': ref.path, 'sha256': ref.sha256}}))
+    params = load_sim_params(path)
+    assert load_sensor_model(params.actuator_model, 7).taps is None   # no linear shortcut
+    on, off = run(arm(params), periods=8), run(arm(without_model(params)), periods=8)
+    assert np.array_equal(on['qpos'], off['qpos'])
+    start = arm(without_model(params))
+    dofs = start.index.dof_adr[:7]
+    first = [start.data.qfrc_actuator[dofs], start.data.qvel[dofs], start.data.qacc[dofs]]
+    part = ActuatorPart(np.vstack([first[0], off['torque']]),
+                        np.vstack([first[1], off['qvel'][:, dofs]]),
+                        np.vstack([first[2], off['acc']]), np.zeros((len(off['acc']) + 1, 7)))
+    expected = mlp.predict(part)[1:]
+    np.testing.assert_allclose(on['effort'][:, :7], expected, rtol=0, atol=1e-9)
+    assert np.abs(expected - linear.predict(part)[1:]).max() > 0.01   # the network acts
+    together, alone = [arm(params) for _ in range(3)], [arm(params) for _ in range(3)]
+    joints = np.empty((2, 3, 9))
+    for period in range(6):
+        for k, (a, b) in enumerate(zip(together, alone, strict=True)):
+            drive(a, period + k)
+            drive(b, period + k)
+        step_together(together, 50)
+        for physics in alone:
+            physics.step(50)
+        for a, b in zip(together, alone, strict=True):
+            a.read_joints(joints[0])
+            b.read_joints(joints[1])
+            np.testing.assert_allclose(joints[0], joints[1], rtol=0, atol=1e-12)

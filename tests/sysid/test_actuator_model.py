@@ -31,6 +31,7 @@ from simops_sysid.actuator_fit import (
     input_history,
     total_rms,
 )
+from simops_sysid.actuator_mlp import fit_mlp
 
 NOISE = 0.05          # N*m of torque-sensor noise, as config/standin_robot.yaml
 SENSOR_LAG = 0.010    # s, the time constant of the hidden sensor filter
@@ -210,3 +211,33 @@ def test_a_refused_learned_model_exits_5_and_writes_nothing(tmp_path: Path,
     assert 'Traceback' not in result.stderr
     assert 'too few samples for a learned model' in result.stderr.strip().splitlines()[-1]
     assert not (tmp_path / 'fit.yaml').exists()
+
+
+def stiction(seconds: float, seed: int) -> ActuatorPart:
+    """Model torque and velocity as independent smooth random signals (low-passed noise),
+    read by the lagging sensor plus a saturating function of velocity, 0.5 tanh(qd / 0.2)
+    N*m (a stiction-like term no linear filter holds)."""
+    rng = np.random.default_rng(seed)
+    n = round(seconds / PERIOD)
+    smooth = [1.0 - np.exp(-2 * np.pi * 2.0 * PERIOD)]   # a 2 Hz first-order low-pass
+
+    def signal(scale: float) -> np.ndarray:
+        raw = lfilter(smooth, [1.0, smooth[0] - 1.0], rng.normal(0.0, 1.0, (n, 7)), axis=0)
+        return scale * raw / raw.std(axis=0)
+
+    torque, velocity = signal(3.0), signal(0.5)
+    measured = sensor(torque, PERIOD, rng) + 0.5 * np.tanh(velocity / 0.2)
+    return ActuatorPart(torque, velocity, np.gradient(velocity, PERIOD, axis=0), measured)
+
+
+def test_the_mlp_learns_what_the_linear_filter_cannot() -> None:
+    """On held-out data the network takes most of what the filter leaves beyond the noise."""
+    train, held = stiction(15.0, seed=11), stiction(5.0, seed=12)
+    linear, _ = choose_and_fit([train], PERIOD)
+    mlp = fit_mlp([train], linear)
+    left_linear, left_mlp = total_rms([held], linear), total_rms([held], mlp)
+    assert left_linear > 2 * NOISE, left_linear
+    assert left_mlp - NOISE < 0.5 * (left_linear - NOISE), (left_linear, left_mlp)
+    check_held_out([held], mlp)
+    again = fit_mlp([train], linear)   # seeded: the same bags give the same model
+    np.testing.assert_array_equal(again.predict(held), mlp.predict(held))

@@ -1,8 +1,9 @@
 """The learned actuator model as an artifact: TorchScript plus a card, like the policies.
 
-``fit --mode torque --actuator-model linear`` writes, beside its SimParams ``STEM.yaml``:
+``fit --mode torque --actuator-model linear|mlp`` writes, beside its SimParams ``STEM.yaml``:
 
-- ``STEM.actuator.pt``: a TorchScript :class:`LinearSensorModel`, input ``history``
+- ``STEM.actuator.pt``: a TorchScript :class:`LinearSensorModel` (or
+  :class:`~simops_sysid.actuator_mlp.MlpSensorModel`: card ``kind: mlp``), input ``history``
   (B, 3, W, 7) float64 (:func:`simops_sysid.actuator_fit.input_history`): the
   :data:`~simops_sysid.actuator_fit.INPUTS` (model torque N*m, velocity rad/s, acceleration
   rad/s^2) by lag (index 0 the newest sample, W samples at the card's rate) by arm joint;
@@ -34,6 +35,7 @@ from torch import nn
 from simops_core.policy_card import file_sha256
 from simops_core.sim_params import ActuatorModelRef
 from simops_sysid.actuator_fit import INPUTS, LinearActuator
+from simops_sysid.actuator_mlp import MlpActuator
 
 ROLE = 'sensor'   # what the arm reports as effort, not what the joint receives
 UNITS = {'model_torque': 'N*m', 'velocity': 'rad/s', 'acceleration': 'rad/s^2',
@@ -56,20 +58,24 @@ class LinearSensorModel(nn.Module):
         return (history * self.taps).sum(dim=(1, 2)) + self.bias
 
 
-def export_actuator_model(model: LinearActuator, stem: Path, joints: Sequence[str],
-                          training: Mapping[str, Any]) -> ActuatorModelRef:
+def export_actuator_model(model: LinearActuator | MlpActuator, stem: Path,
+                          joints: Sequence[str], training: Mapping[str, Any]) -> ActuatorModelRef:
     """Write ``STEM.actuator.pt`` and its card ``STEM.actuator.yaml``; return the reference.
 
-    ``training``: the card's record of the fit (robot, bags, held-out figures, input range).
-    The reference's path is the ``.pt``'s file name (the SimParams lies beside it).
+    ``model``: the linear filter, or the filter with its networks
+    (:mod:`simops_sysid.actuator_mlp`). ``training``: the card's record of the fit (robot,
+    bags, held-out figures, input range). The reference's path is the ``.pt``'s file name
+    (the SimParams lies beside it).
     """
     script = stem.with_name(stem.name + '.actuator.pt')
-    module = torch.jit.script(LinearSensorModel(model).eval())
+    kind = 'linear' if isinstance(model, LinearActuator) else 'mlp'
+    source = LinearSensorModel(model) if kind == 'linear' else model.module
+    module = torch.jit.script(source.eval())
     with warnings.catch_warnings():   # TorchScript is deprecated upstream; as the policies
         warnings.simplefilter('ignore', DeprecationWarning)
         module.save(str(script))
     sha = file_sha256(script)
-    card = {'kind': 'linear', 'role': ROLE, 'joints': list(joints), 'inputs': list(INPUTS),
+    card = {'kind': kind, 'role': ROLE, 'joints': list(joints), 'inputs': list(INPUTS),
             'units': UNITS, 'window': model.window,
             'window_s': round(model.window * model.period, 6),
             'period_s': round(model.period, 9), 'rate_hz': round(1.0 / model.period, 3),

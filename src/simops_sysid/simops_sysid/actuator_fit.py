@@ -30,6 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 
@@ -76,6 +77,17 @@ class LinearActuator:
         """What the torque sensors read (N, 7) N*m over ``part``."""
         return np.column_stack([features(part, j, self.window) @ self.weights[j]
                                 for j in range(self.weights.shape[0])])
+
+
+class SensorPredictor(Protocol):
+    """A learned model as the fit scores it: ``window`` samples at ``period`` s."""
+
+    window: int
+    period: float
+
+    def predict(self, part: ActuatorPart) -> np.ndarray:
+        """What the torque sensors read (N, 7) N*m over ``part``."""
+        ...
 
 
 def history(x: np.ndarray, window: int) -> np.ndarray:
@@ -136,19 +148,19 @@ def choose_and_fit(parts: Sequence[ActuatorPart], period: float
     return fit_linear(parts, max(1, round(best / period)), period), scores
 
 
-def rms(parts: Sequence[ActuatorPart], model: LinearActuator | None = None) -> np.ndarray:
+def rms(parts: Sequence[ActuatorPart], model: SensorPredictor | None = None) -> np.ndarray:
     """Torque RMS (7,) N*m of the measured efforts against ``model`` (None: the parametric)."""
     return residual_rms(np.vstack([part.measured for part in parts]),
                         np.vstack([part.model_torque if model is None else model.predict(part)
                                    for part in parts]))
 
 
-def total_rms(parts: Sequence[ActuatorPart], model: LinearActuator | None = None) -> float:
+def total_rms(parts: Sequence[ActuatorPart], model: SensorPredictor | None = None) -> float:
     """:func:`rms` over all joints together, N*m."""
     return joint_total(rms(parts, model))
 
 
-def check_held_out(parts: Sequence[ActuatorPart], model: LinearActuator) -> None:
+def check_held_out(parts: Sequence[ActuatorPart], model: SensorPredictor) -> None:
     """Refuse ``model`` (:class:`ActuatorFitError`) if worse than the parametric one held out."""
     learned, parametric = total_rms(parts, model), total_rms(parts)
     if learned > parametric:

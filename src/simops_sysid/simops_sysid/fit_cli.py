@@ -136,7 +136,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument('--actuator-model', choices=ACTUATOR_MODELS, default='none',
                         help='torque mode: also learn what the torque sensors read beyond the '
                              'rigid body and friction, as a causal linear filter per joint '
-                             '(linear), scored on held-out raw efforts; none (default)')
+                             '(linear) or that filter plus a small network per joint (mlp), '
+                             'scored on held-out raw efforts; none (default)')
     parser.add_argument('--end-effector', choices=END_EFFECTORS, default=END_EFFECTORS[0],
                         help='what the recorded arm carries on its flange: the Franka Hand '
                              'of the model (default) or none; a tool is --params payload')

@@ -32,7 +32,7 @@ from simops_sysid import actuator_fit
 from simops_sysid.actuator_fit import (
     ActuatorFitError,
     ActuatorPart,
-    LinearActuator,
+    SensorPredictor,
     input_range,
 )
 from simops_sysid.recording import States, load_states
@@ -56,7 +56,7 @@ from simops_sysid.torque_report import HeldOutTraces
 
 HELD_FRACTION = 0.2   # of each training bag held out when no --holdout is given
 PAYLOAD_ROUNDS = 2    # payload fits, each followed by a friction fit (new transitions)
-ACTUATOR_MODELS = ('none', 'linear')   # --actuator-model: none, or a learned linear filter
+ACTUATOR_MODELS = ('none', 'linear', 'mlp')   # --actuator-model: none, or the kind learned
 
 
 def run_torque(bags: Sequence[Path], holdout: Sequence[Path], robot: RobotSpec,
@@ -120,7 +120,7 @@ def run_torque(bags: Sequence[Path], holdout: Sequence[Path], robot: RobotSpec,
            'holdout': {'rigid_body': rigid_only[1], 'nominal': before[3], 'fitted': after[3]}}
     learned = None
     if actuator_model != 'none':
-        learned = _fit_actuator(train, held, fits, periods)
+        learned = _fit_actuator(train, held, fits, periods, actuator_model)
         rms['training']['actuator_model'], rms['holdout']['actuator_model'] = learned[1:3]
     wall = time.monotonic() - started
     _print(robot, fits, rms, before, after, 1.0 / float(np.median(periods)), wall)
@@ -155,14 +155,13 @@ def run_torque(bags: Sequence[Path], holdout: Sequence[Path], robot: RobotSpec,
             'kind': actuator_model, 'inputs': list(actuator_fit.INPUTS),
             'window_s': round(fitted_model.window * fitted_model.period, 6),
             'period_s': round(fitted_model.period, 6),
-            'validation_rms_nm': {f'{seconds:g}': round(value, 4)
-                                  for seconds, value in scores.items()}}
+            'validation_rms_nm': {key: round(value, 4) for key, value in scores.items()}}
     fitted = merge_sim_params(carried, friction_params(robot.arm_joints, fits))
     return fitted.with_provenance(**provenance), sensor, traces
 
 
 def _traces(held: list[TorqueData], friction: np.ndarray, fits: list[JointFriction],
-            learned: LinearActuator | None, period: float) -> HeldOutTraces:
+            learned: SensorPredictor | None, period: float) -> HeldOutTraces:
     """The held-out efforts, measured (raw) and as each model predicts them."""
     data = _join(held)
     models = {'rigid_body': data.rigid_body,
@@ -178,7 +177,7 @@ def _traces(held: list[TorqueData], friction: np.ndarray, fits: list[JointFricti
 class LearnedSensor:
     """A learned model to export: the fit and its card's record (:mod:`actuator_export`)."""
 
-    model: LinearActuator
+    model: SensorPredictor
     training: dict[str, Any]
 
 
@@ -189,13 +188,14 @@ def _parts(data: list[TorqueData], fits: list[JointFriction]) -> list[ActuatorPa
 
 
 def _fit_actuator(train: list[TorqueData], held: list[TorqueData], fits: list[JointFriction],
-                  periods: list[float]
-                  ) -> tuple[LinearActuator, np.ndarray, np.ndarray, dict[float, float],
+                  periods: list[float], kind: str
+                  ) -> tuple[SensorPredictor, np.ndarray, np.ndarray, dict[str, float],
                              dict[str, dict[str, list[float]]]]:
-    """The learned model and what the fit knows of it.
+    """The learned model of ``kind`` (``linear`` or ``mlp``) and what the fit knows of it.
 
-    Returns the model, its raw RMS (7,) on training and held out, the windows' scores and
-    the training range of its inputs (:func:`~simops_sysid.actuator_fit.input_range`).
+    Returns the model, its raw RMS (7,) on training and held out, the validation scores
+    (N*m, all joints) of each window of the linear filter and, for ``mlp``, of the network,
+    and the training range of its inputs (:func:`~simops_sysid.actuator_fit.input_range`).
     """
     period = float(np.median(periods))
     if max(periods) > 1.05 * min(periods):
@@ -203,7 +203,19 @@ def _fit_actuator(train: list[TorqueData], held: list[TorqueData], fits: list[Jo
                                f'({1 / max(periods):.0f}-{1 / min(periods):.0f} Hz): a learned '
                                'model is fitted at one rate; fit bags of one rate')
     fitting, checking = _parts(train, fits), _parts(held, fits)
-    learned, scores = actuator_fit.choose_and_fit(fitting, period)
+    linear, windows = actuator_fit.choose_and_fit(fitting, period)
+    scores = {f'{seconds:g}': value for seconds, value in windows.items()}
+    learned: SensorPredictor = linear
+    if kind == 'mlp':
+        # torch only now: imported, it slows the trajectory fit's threaded rollouts
+        from simops_sysid.actuator_mlp import fit_mlp
+
+        learned = fit_mlp(fitting, linear)
+        scores['mlp'] = learned.validation_rms
+        print(f'MLP on the {linear.window * period * 1e3:.0f} ms filter: {learned.epochs} '
+              f'epochs, validation {learned.validation_rms:.4f} N*m (the filter alone '
+              f'{learned.filter_rms:.4f}; 0 epochs: the network adds nothing there)',
+              flush=True)
     actuator_fit.check_held_out(checking, learned)
     return (learned, actuator_fit.rms(fitting, learned), actuator_fit.rms(checking, learned),
             scores, input_range(fitting))
