@@ -21,6 +21,7 @@ from ros_helpers import REPO, installed_executable, wait_until
 from sysid_helpers import simulate, write_bag
 
 from simops_bringup.arguments import robot_names
+from simops_bringup.pipeline import stages
 from simops_bringup.pipeline_file import PipelineError, load_pipeline
 from simops_core.promotion import check_deployable
 
@@ -67,6 +68,10 @@ def pipeline(*args: object) -> subprocess.CompletedProcess[str]:
     ({'sims': {'training': 'turbo'}}, "field 'sims.training' must be one of"),
     ({'sims': {'gap': 1}}, "field 'sims.gap' must be true or false"),
     ({'sims': {'render': True}}, "field 'sims.render' is not a known field"),
+    ({'calibration': {'bags': ['bags/excite'], 'actuator_model': 'cubic'}},
+     "field 'calibration.actuator_model' must be one of"),
+    ({'calibration': {'actuator_model': 'linear'}},
+     "field 'calibration.actuator_model' is learned from bags"),
 ])
 def test_each_malformed_pipeline_file_gets_one_line(tmp_path: Path, changes: dict,
                                                     message: str) -> None:
@@ -84,6 +89,25 @@ def test_the_shipped_pipeline_files_are_valid() -> None:
     for path in sorted((REPO / 'pipelines').glob('*.yaml')):
         loaded = load_pipeline(path, robot_names())
         assert path.stem == f'{loaded.robot}_{loaded.task}'
+
+
+def test_a_learned_sensor_model_is_fitted_with_the_calibration_and_named_by_the_gate(
+        tmp_path: Path) -> None:
+    """calibration.actuator_model: the calibrate stage also runs fit's torque mode; the gate's
+    validation sim reports efforts through its model (its files are the gate's inputs)."""
+    (tmp_path / 'bags/excite').mkdir(parents=True)
+    loaded = load_pipeline(pipeline_file(tmp_path, calibration={
+        'bags': ['bags/excite'], 'actuator_model': 'mlp'}), robot_names())
+    dvc = stages(loaded)['stages']
+    first, second = dvc['calibrate']['cmd']
+    assert '--out calibration.yaml' in first and '--actuator-model' not in first
+    assert '--mode torque --actuator-model mlp --out sensor.yaml' in second
+    assert {'sensor.yaml', 'sensor.actuator.pt', 'sensor.actuator.yaml'} <= set(
+        dvc['calibrate']['outs'])
+    assert '--sensor-model sensor.yaml' in dvc['gate']['cmd']
+    assert 'sensor.actuator.pt' in dvc['gate']['deps']
+    assert '--sensor-model' not in stages(load_pipeline(pipeline_file(tmp_path),
+                                                        robot_names()))['stages']['gate']['cmd']
 
 
 def test_a_rerun_does_nothing_and_a_new_bag_reruns_fit_and_everything_after(

@@ -127,6 +127,50 @@ def test_failing_policy_fails_with_feedback(tmp_path: Path) -> None:
     load_randomization(tmp_path / 'r' / 'dr_suggestion.yaml')
 
 
+def sensor_params(folder: Path) -> Path:
+    """A SimParams naming a learned sensor model: a 20 ms average of the model torque."""
+    from simops_core.robot_spec import load_robot_spec
+    from simops_sysid.actuator_export import export_actuator_model
+    from simops_sysid.actuator_fit import INPUTS, LinearActuator
+
+    weights = np.zeros((7, 61))
+    weights[:, :20] = 1.0 / 20
+    wide = {'min': [-1e6] * 7, 'max': [1e6] * 7}
+    ranges = {name: wide for name in INPUTS}
+    ref = export_actuator_model(LinearActuator(20, 0.001, weights), folder / 'sensor',
+                                load_robot_spec('fr3').arm_joints,
+                                {'robot': 'fr3', 'training_range': ranges})
+    path = folder / 'sensor.yaml'
+    path.write_text(yaml.safe_dump({'version': 1, 'actuator_model': {
+        'path': ref.path, 'sha256': ref.sha256}}))
+    return path
+
+
+def test_the_validation_sim_reports_efforts_through_a_named_sensor_model(
+        tmp_path: Path) -> None:
+    sensor = sensor_params(tmp_path)
+    run = subprocess.run([VALIDATE, '--policy', str(POLICY), '--grid', 'friction=1.0',
+                          '--episodes', '2', '--workers', '1', '--out', str(tmp_path / 'r'),
+                          '--sensor-model', str(sensor), '--sim-gap'],
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    result = json.loads((tmp_path / 'r' / 'validation.json').read_text())
+    assert result['sensor_model']['sha256'] == file_sha256(sensor)
+    assert result['sensor_model']['model_sha256'] == file_sha256(tmp_path /
+                                                                 'sensor.actuator.pt')
+    assert result['sim_params'] is None          # the calibration is not the sensor's file
+    assert 'torque sensors: the learned model' in (tmp_path / 'r' / 'validation.md').read_text()
+    env = FR3ReachEnv(card_path=POLICY.with_suffix('.yaml'), sensor_model=sensor)
+    env.reset(seed=0)
+    assert env.physics.law.sensors[0] is not None   # the envs run it in the actuator law
+    none = tmp_path / 'none.yaml'
+    none.write_text('version: 1\n')
+    refused = subprocess.run([VALIDATE, '--policy', str(POLICY), '--sensor-model', str(none)],
+                             capture_output=True, text=True, timeout=120)
+    assert refused.returncode == 2 and 'names no actuator_model' in refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 1
+
+
 @pytest.mark.parametrize('args', [
     ['--policy', 'missing.pt'], ['--policy', str(POLICY), '--grid', 'gravity=1'],
     ['--policy', str(POLICY), '--card', str(REPO / 'models/policy/fr3_reach.pt2.yaml')],

@@ -7,6 +7,9 @@
 ``dvc.yaml`` over the existing commands in the run folder and runs ``dvc repro`` there:
 
 1. ``calibrate``: ``fit`` on the file's bags into ``calibration.yaml`` (with bags only);
+   with ``calibration.actuator_model``, also ``fit --mode torque --actuator-model`` into
+   ``sensor.yaml`` and its learned model, which the gate's validation sim reports its
+   efforts through (``simops-validate --sensor-model``);
 2. ``train``: ``simops-train`` in that physics (or the file's SimParams, or nominal) into
    ``policy/<robot>_<task>.pt`` and its card;
 3. ``gate``: ``simops-validate`` against the same physics into ``gate/`` (its verdict is
@@ -64,6 +67,7 @@ EXIT_CODES = {EXIT_OK: 'run: every stage is done and the policy promoted (or pro
               EXIT_INTERRUPTED: 'interrupted (Ctrl-C): the running stage was stopped'}
 PARAMS = 'pipeline.yaml'    # the pipeline file's sections, DVC's params file in the run folder
 CALIBRATION = 'calibration.yaml'
+SENSOR = 'sensor.yaml'   # the torque-mode fit naming the learned sensor model
 GATE = 'gate'
 # DVC reports nothing to anyone: no telemetry from a lab machine.
 DVC_ENV = {'DVC_NO_ANALYTICS': '1'}
@@ -103,14 +107,24 @@ def stages(pipeline: Pipeline) -> dict[str, Any]:
     policy = [f'policy/{stem}{suffix}' for suffix in ('.pt', '.yaml', '.pt2', '.pt2.yaml')]
     out: dict[str, Any] = {}
     physics: list[str] = []
+    sensor: list[str] = []   # the learned sensor model the validation sim reports through
     if pipeline.bags:
+        recordings = (*(f'--bag {_q(b)}' for b in pipeline.bags),
+                      *(f'--holdout {_q(h)}' for h in pipeline.holdout))
+        commands = [_command('fit', *recordings,
+                             f'--out {CALIBRATION} --report calibration_report')]
+        if pipeline.actuator_model != 'none':
+            commands.append(_command('fit', *recordings, '--mode torque --actuator-model '
+                                     f'{pipeline.actuator_model} --out {SENSOR} '
+                                     '--report sensor_report'))
+            sensor = [SENSOR, SENSOR.replace('.yaml', '.actuator.pt'),
+                      SENSOR.replace('.yaml', '.actuator.yaml')]
         out['calibrate'] = {
-            'cmd': _command('fit', *(f'--bag {_q(b)}' for b in pipeline.bags),
-                            *(f'--holdout {_q(h)}' for h in pipeline.holdout),
-                            f'--out {CALIBRATION} --report calibration_report'),
+            'cmd': commands[0] if len(commands) == 1 else commands,
             'deps': [str(b) for b in (*pipeline.bags, *pipeline.holdout)],
             'params': [{PARAMS: ['robot', 'calibration']}],
-            'outs': [CALIBRATION, 'calibration_report']}
+            'outs': [CALIBRATION, 'calibration_report',
+                     *([*sensor, 'sensor_report'] if sensor else [])]}
         physics = [CALIBRATION]
     elif pipeline.sim_params is not None:
         physics = [str(pipeline.sim_params)]
@@ -133,8 +147,9 @@ def stages(pipeline: Pipeline) -> dict[str, Any]:
                         f'{sim} --episodes {pipeline.episodes} --seed {pipeline.gate_seed} '
                         f'--workers {pipeline.gate_workers} --out {GATE} --verdict-exit-zero '
                         f'--sim-profile {pipeline.validation_sim}'
+                        + (f' --sensor-model {SENSOR}' if sensor else '')
                         + (' --sim-gap' if pipeline.sim_gap else ''), grid, thresholds),
-        'deps': [*policy, *physics, profiles],
+        'deps': [*policy, *physics, *sensor, profiles],
         'params': [{PARAMS: ['sims', 'gate']}],
         'outs': [f'{GATE}/validation.md', f'{GATE}/validation_heatmap.png'],
         'metrics': [{f'{GATE}/validation.json': {'cache': False}}]}
@@ -160,7 +175,8 @@ def prepare(pipeline: Pipeline, folder: Path, dvc: str) -> None:
     params = {'robot': pipeline.robot, 'task': pipeline.task,
               'calibration': {'bags': [str(b) for b in pipeline.bags],
                               'holdout': [str(h) for h in pipeline.holdout],
-                              'sim_params': str(pipeline.sim_params or '')},
+                              'sim_params': str(pipeline.sim_params or ''),
+                              'actuator_model': pipeline.actuator_model},
               'sims': {'training': pipeline.training_sim,
                        'validation': pipeline.validation_sim, 'gap': pipeline.sim_gap},
               'train': dict(pipeline.train),

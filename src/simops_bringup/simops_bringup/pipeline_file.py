@@ -12,6 +12,8 @@ commands, in order: calibrate (``fit`` on the bags, or a given SimParams), train
       bags: [recordings/excite]    # fitted with fit's defaults, or
       holdout: []                  #   evaluated only
       sim_params: null             # a SimParams file instead of bags
+      actuator_model: none         # with bags: also learn what the torque sensors read
+                                   #   (linear or mlp), which the validation sim reports
     sims:                          # optional: the profiles of config/sim_profiles.yaml
       training: training           #   simops-train's simulator
       validation: validation       #   the gate's
@@ -45,7 +47,8 @@ from simops_sim.sim_profiles import TRAINING, VALIDATION, load_sim_profiles
 PIPELINE_VERSION = 1
 TOP_LEVEL = ('version', 'robot', 'task', 'calibration', 'sims', 'train', 'gate', 'promote')
 SIMS_FIELDS = ('training', 'validation', 'gap')
-CALIBRATION_FIELDS = ('bags', 'holdout', 'sim_params')
+CALIBRATION_FIELDS = ('bags', 'holdout', 'sim_params', 'actuator_model')
+ACTUATOR_MODELS = ('none', 'linear', 'mlp')   # fit --actuator-model's kinds
 # simops-train's options a pipeline may set (counts; pick_place's rounds and episodes, PPO)
 TRAIN_FIELDS = ('seed', 'goals', 'updates', 'eval_episodes', 'rounds', 'episodes',
                 'ppo_iterations', 'workers')
@@ -77,6 +80,7 @@ class Pipeline:
     training_sim: str = TRAINING
     validation_sim: str = VALIDATION
     sim_gap: bool = False
+    actuator_model: str = 'none'   # learned from the bags for the validation sim's sensors
 
     @property
     def name(self) -> str:
@@ -114,6 +118,11 @@ def load_pipeline(path: str | Path, robots: tuple[str, ...]) -> Pipeline:
         sim_params = _existing(check, path.parent / sim_params, 'calibration.sim_params')
     if holdout and not bags:
         check.fail('calibration.holdout', 'needs bags to fit')
+    actuator_model = (check.choice(calibration, 'actuator_model', ACTUATOR_MODELS,
+                                   'calibration.actuator_model')
+                      if 'actuator_model' in calibration else 'none')
+    if actuator_model != 'none' and not bags:
+        check.fail('calibration.actuator_model', 'is learned from bags; give calibration.bags')
     sims = check.mapping(root.get('sims') or {}, 'sims')
     check.known(sims, SIMS_FIELDS, 'sims')
     profiles = tuple(load_sim_profiles())
@@ -150,7 +159,7 @@ def load_pipeline(path: str | Path, robots: tuple[str, ...]) -> Pipeline:
         _count(check, gate, 'episodes', 'gate.episodes') if 'episodes' in gate else 30,
         _count(check, gate, 'seed', 'gate.seed', 0) if 'seed' in gate else 0, levels,
         _count(check, gate, 'workers', 'gate.workers') if 'workers' in gate else 2, promote,
-        training_sim, validation_sim, sim_gap)
+        training_sim, validation_sim, sim_gap, actuator_model)
 
 
 def _paths(check: Fields, path: Path, table: dict[str, Any], key: str) -> tuple[Path, ...]:

@@ -217,6 +217,19 @@ def load_sim_params(path: str | Path) -> SimParams:
     return replace(params, actuator_model=verified_model(params.actuator_model, file))
 
 
+def sensor_model_of(path: str | Path) -> ActuatorModelRef:
+    """The learned model the SimParams file at ``path`` names, path resolved, bytes checked.
+
+    What the validation sim takes from a torque-mode fit (``fit --actuator-model``) beside
+    its calibration. Raises :class:`SimParamsError` (one line) if it names none.
+    """
+    params = load_sim_params(path)
+    if params.actuator_model is None:
+        raise SimParamsError(f'{path}: names no actuator_model; fit one with fit --mode torque '
+                             '--actuator-model linear')
+    return params.actuator_model
+
+
 def verified_model(ref: ActuatorModelRef, sim_params_file: Path) -> ActuatorModelRef:
     """``ref`` with its path resolved from ``sim_params_file``'s folder, its bytes checked.
 

@@ -30,6 +30,7 @@ conditions are drawn at the curriculum's level.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +42,12 @@ from simops_core.paths import ROBOT_SCENE, resolve_resource
 from simops_core.policy_card import CardError, PolicyCard, load_policy_card
 from simops_core.policy_step import PolicyStep, StepSettings
 from simops_core.robot_spec import gripper_width, load_robot_spec
-from simops_core.sim_params import SimParams, load_sim_params, merge_sim_params
+from simops_core.sim_params import (
+    SimParams,
+    load_sim_params,
+    merge_sim_params,
+    sensor_model_of,
+)
 from simops_core.tasks import TASKS
 from simops_learning.curriculum import Curriculum
 from simops_learning.reach_card import HISTORY, parse_card, reach_card
@@ -77,7 +83,9 @@ class FR3ReachEnv(gym.Env):
     control ticks: tick ``k`` after a reset has ``blend = min(k * period / ramp_time, 1)``,
     what the node sees with on-time ticks. ``profile``: the simulator's MuJoCo options
     (:mod:`simops_sim.sim_profiles`; ``'training'`` for speed, ``'validation'`` as the
-    simulator node runs).
+    simulator node runs). ``sensor_model``: a SimParams file whose learned sensor model
+    (``fit --actuator-model``) the arm reports its efforts through, beside the calibration
+    (the validation sim's; :mod:`simops_sim.sensor_model`).
     """
 
     metadata: dict[str, Any] = {'render_modes': []}  # noqa: RUF012 - gymnasium's API
@@ -94,7 +102,8 @@ class FR3ReachEnv(gym.Env):
                  max_episode_steps: int = MAX_EPISODE_STEPS,
                  success_radius: float = SUCCESS_RADIUS,
                  robot: str = 'fr3', model: str | None = None,
-                 keyframe: str = DEFAULT_KEYFRAME, profile: str = VALIDATION) -> None:
+                 keyframe: str = DEFAULT_KEYFRAME, profile: str = VALIDATION,
+                 sensor_model: str | Path | None = None) -> None:
         self.spec_robot = load_robot_spec(robot)
         spec = self.spec_robot
         self.card: PolicyCard = (
@@ -113,6 +122,8 @@ class FR3ReachEnv(gym.Env):
                                  self.profile)
         self.physics = Physics(mj_model, spec, reflexes=True)
         fitted = load_sim_params(sim_params_file) if sim_params_file else SimParams()
+        if sensor_model:   # the validation sim's torque sensors: a learned model
+            fitted = replace(fitted, actuator_model=sensor_model_of(sensor_model))
         self.base_params = merge_sim_params(self.physics.nominal, fitted)
         self.randomization = randomization
         self.curriculum = curriculum or Curriculum()

@@ -42,9 +42,9 @@ from simops_core.executor import (
     make_executor,
 )
 from simops_core.policy_card import CardError, file_sha256, load_policy_card
-from simops_core.promotion import PromotionError, record_path
+from simops_core.promotion import PromotionError, file_entry, record_path
 from simops_core.robot_spec import SpecError, load_robot_spec
-from simops_core.sim_params import SimParamsError, load_sim_params
+from simops_core.sim_params import SimParamsError, load_sim_params, sensor_model_of
 from simops_core.tasks import TASK_NAMES, resolve_task
 from simops_learning.promote import promote
 from simops_learning.rollout import BATCH, TASK_EPISODES
@@ -124,6 +124,7 @@ class Task:
     robot: str
     task: str = 'reach'
     profile: str = VALIDATION
+    sensor_model: Path | None = None
 
 
 _WORKER: dict[tuple[Any, ...], tuple[list[Any], Any]] = {}   # per worker process: envs, model
@@ -142,12 +143,14 @@ def run_task(task: Task) -> tuple[int, list[Outcome]]:
     from simops_learning.rollout import run_episodes_batched
     from simops_policy.model import load_policy
 
-    key = (task.task, task.card, task.sim_params, task.robot, task.policy, task.profile)
+    key = (task.task, task.card, task.sim_params, task.robot, task.policy, task.profile,
+           task.sensor_model)
     if key not in _WORKER:
         _WORKER.clear()
         kind = env_class(task.task)
         envs = [kind(card_path=task.card, sim_params_file=task.sim_params, robot=task.robot,
-                     profile=task.profile) for _ in range(BATCH)]
+                     profile=task.profile, sensor_model=task.sensor_model)
+                for _ in range(BATCH)]
         _WORKER[key] = envs, load_policy(task.policy, envs[0].card)
     envs, model = _WORKER[key]
     results = run_episodes_batched(envs[:len(task.episodes)], model.infer, task.episodes,
@@ -158,10 +161,13 @@ def run_task(task: Task) -> tuple[int, list[Outcome]]:
 def validate(policy: Path, card: Path, sim_params: Path | None, grid: dict[str, list[float]],
              episodes: int, workers: int, seed: int, robot: str = 'fr3',
              progress: bool = True, task: str = 'reach',
-             executor: Executor | None = None, profile: str = VALIDATION) -> Report:
+             executor: Executor | None = None, profile: str = VALIDATION,
+             sensor_model: Path | None = None) -> Report:
     """Run the grid of ``task`` (:mod:`simops_core.tasks`); return the report, unwritten.
 
-    ``profile``: the simulator the episodes run in (:mod:`simops_sim.sim_profiles`).
+    ``profile``: the simulator the episodes run in (:mod:`simops_sim.sim_profiles`);
+    ``sensor_model``: a SimParams file naming the learned sensor model its arm reports
+    efforts through (None: the parametric efforts).
 
     Each configuration's episodes run in chunks of up to 60, one task each, on ``executor``
     (default: ``workers`` local processes); every configuration gets every episode exactly
@@ -170,7 +176,7 @@ def validate(policy: Path, card: Path, sim_params: Path | None, grid: dict[str, 
     configs = grid_conditions(grid)
     chunk = max(1, min(episodes, TASK_EPISODES))
     tasks = [Task(i, c, range(start, min(start + chunk, episodes)), policy, card, sim_params,
-                  seed, robot, task, profile)
+                  seed, robot, task, profile, sensor_model)
              for i, c in enumerate(configs) for start in range(0, episodes, chunk)]
     left = [sum(t.config == i for t in tasks) for i in range(len(configs))]
     tally = Tally(len(configs))
@@ -195,7 +201,9 @@ def validate(policy: Path, card: Path, sim_params: Path | None, grid: dict[str, 
         results[config] += part
     report = Report.build(policy, file_sha256(policy), sim_params, grid, configs, results,
                           episodes, seed, time.monotonic() - started)
-    return replace(report, profile=profile)
+    return replace(report, profile=profile, sensor_model=(
+        None if sensor_model is None else {**file_entry(sensor_model),
+                                           'model_sha256': sensor_model_of(sensor_model).sha256}))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -208,6 +216,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument('--policy', required=True, help='TorchScript .pt or .pt2 policy')
     parser.add_argument('--card', help='policy card (default: policy path with .yaml)')
     parser.add_argument('--sim-params', help='SimParams YAML (calibrated physics)')
+    parser.add_argument('--sensor-model', metavar='SIMPARAMS',
+                        help='a SimParams YAML naming a learned sensor model (fit --mode torque '
+                             '--actuator-model): the validation sim\'s arm reports its efforts '
+                             'through it; the calibration stays --sim-params')
     parser.add_argument('--task', choices=TASK_NAMES,
                         help='the task (and env) for a card that names none (default reach); '
                              'a card\'s own task is refused if it differs')
@@ -258,6 +270,9 @@ def main(argv: list[str] | None = None) -> int:
         sim_profile(args.sim_profile)
         if sim_params is not None:
             load_sim_params(sim_params)
+        sensor = Path(args.sensor_model) if args.sensor_model else None
+        if sensor is not None:
+            sensor_model_of(sensor)
         task, trained = _check_policy(policy, card, args.robot, args.task)
         grid = parse_grid(args.grid or list(GRIDS[task]))
     except (UsageError, SimParamsError, SimProfileError, CardError, SpecError,
@@ -268,7 +283,7 @@ def main(argv: list[str] | None = None) -> int:
         executor = make_executor(args.ray, args.workers)
         report = validate(policy, card, sim_params, grid, args.episodes, args.workers,
                           args.seed, args.robot, task=task, executor=executor,
-                          profile=args.sim_profile)
+                          profile=args.sim_profile, sensor_model=sensor)
         if args.sim_gap:
             report = report.with_training(validate(
                 policy, card, sim_params, grid, args.episodes, args.workers, args.seed,

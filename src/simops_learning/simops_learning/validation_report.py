@@ -74,6 +74,9 @@ class Report:
     verdict: str = 'unjudged'
     profile: str = VALIDATION                        # the simulator (simops_sim.sim_profiles)
     training_success: tuple[float, ...] | None = None   # the same cells in the training sim
+    # the learned sensor model the arm reported efforts through: its SimParams file's path
+    # and sha256, and the model's (model_sha256); None: the parametric efforts
+    sensor_model: dict[str, str] | None = None
 
     @classmethod
     def build(cls, policy: Path, sha256: str, sim_params: Path | None,
@@ -206,7 +209,7 @@ class Report:
                                  strict=True)]
         return {
             'policy': self.policy, 'sha256': self.sha256, 'sim_params': self.sim_params,
-            'sim_profile': profile_entry(self.profile),
+            'sim_profile': profile_entry(self.profile), 'sensor_model': self.sensor_model,
             'grid': self.grid, 'seed': self.seed, 'wall_time_s': self.wall_time_s,
             'thresholds': asdict(self.thresholds), 'verdict': self.verdict,
             'mean_success': self.mean, 'min_success': self.min,
@@ -254,6 +257,9 @@ def markdown(report: Report, heatmap: str, suggestion: Path | None) -> str:
         '# Policy validation', '',
         f'- policy: `{report.policy}` (sha256 `{report.sha256[:16]}…`)',
         f'- simulator: the {report.profile} profile ({options})',
+        *([f'- torque sensors: the learned model of `{report.sensor_model["path"]}` '
+            f'(model sha256 `{report.sensor_model["model_sha256"][:16]}…`)']
+          if report.sensor_model else []),
         f'- physics: {report.sim_params or "model nominal"}; grid '
         + ', '.join(f'{k} = {", ".join(f"{v:g}" for v in vs)}' for k, vs in report.grid.items()),
         f'- {len(report.configs)} configurations × {report.configs[0].episodes} episodes '
