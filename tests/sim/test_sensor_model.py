@@ -120,6 +120,39 @@ def run(physics: Physics, periods: int = 30, steps: int = 50) -> dict[str, np.nd
     return {key: np.array(value) for key, value in out.items()}
 
 
+def recorded_part(params: SimParams, off: dict[str, np.ndarray]) -> ActuatorPart:
+    """The model's inputs over a run without it (``off``), preceded by the state it starts
+    from: what the fit's prediction reads, sample for sample."""
+    start = arm(without_model(params))
+    dofs = start.index.dof_adr[:7]
+    first = [start.data.qfrc_actuator[dofs] + start._bias[1, :7], start.data.qvel[dofs],
+             start.data.qacc[dofs]]
+    return ActuatorPart(np.vstack([first[0], off['torque']]),
+                        np.vstack([first[1], off['qvel'][:, dofs]]),
+                        np.vstack([first[2], off['acc']]), np.zeros((len(off['acc']) + 1, 7)))
+
+
+def batched_against_alone(params: list[SimParams], periods: int) -> list[np.ndarray]:
+    """Arms of ``params`` stepped together (the gate's path) and each alone, driven alike:
+    the largest difference of what each pair reports, after every control period."""
+    together, alone = [arm(p) for p in params], [arm(p) for p in params]
+    joints = np.empty((2, 3, 9))
+    out = []
+    for period in range(periods):
+        for k, (a, b) in enumerate(zip(together, alone, strict=True)):
+            drive(a, period + k)
+            drive(b, period + k)
+        step_together(together, 50)
+        for physics in alone:
+            physics.step(50)
+        for a, b in zip(together, alone, strict=True):
+            a.read_joints(joints[0])
+            b.read_joints(joints[1])
+            assert np.array_equal(a.data.qpos, b.data.qpos)
+            out.append(joints[0] - joints[1])
+    return out
+
+
 @pytest.fixture(scope='module')
 def lagging(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, np.ndarray]:
     folder = tmp_path_factory.mktemp('lag')
@@ -135,14 +168,7 @@ def test_the_motion_is_the_same_bit_for_bit_and_the_effort_is_the_fitted_filter(
     for key in ('qpos', 'qvel', 'torque', 'acc'):
         assert np.array_equal(on[key], off[key]), key     # a sensor: the motion is untouched
     assert np.array_equal(off['effort'][:, :7], off['torque'])   # without: the parametric
-    # the fit's own prediction over the recorded inputs, the history starting at rest
-    start = arm(without_model(params))
-    dofs = start.index.dof_adr[:7]
-    first = [start.data.qfrc_actuator[dofs] + start._bias[1, :7], start.data.qvel[dofs],
-             start.data.qacc[dofs]]
-    part = ActuatorPart(np.vstack([first[0], off['torque']]),
-                        np.vstack([first[1], off['qvel'][:, dofs]]),
-                        np.vstack([first[2], off['acc']]), np.zeros((len(off['acc']) + 1, 7)))
+    part = recorded_part(params, off)   # the fit's own prediction over the same inputs
     expected = LinearActuator(WINDOW, PERIOD, weights).predict(part)[1:]
     np.testing.assert_allclose(on['effort'][:, :7], expected, rtol=0, atol=1e-9)
     assert np.array_equal(on['effort'][:, 7:], off['effort'][:, 7:])   # the fingers: as before
@@ -184,24 +210,8 @@ def test_the_batched_path_equals_each_arm_alone_with_the_model_on(
     params = load_sim_params(lagging[0])
     other = load_sim_params(write_model(tmp_path, lag_weights(seed=5)))
 
-    def arms() -> list[Physics]:
-        return [arm(params), arm(other), arm(params), arm(without_model(params))]
-
-    together, alone = arms(), arms()
-    joints = np.empty((2, 3, 9))
-    for period in range(12):
-        for k, (a, b) in enumerate(zip(together, alone, strict=True)):
-            drive(a, period + k)
-            drive(b, period + k)
-        step_together(together, 50)
-        for physics in alone:
-            physics.step(50)
-        for a, b in zip(together, alone, strict=True):
-            a.read_joints(joints[0])
-            b.read_joints(joints[1])
-            assert np.array_equal(joints[0], joints[1])
-            assert np.array_equal(a.data.qpos, b.data.qpos)
-            assert np.array_equal(a.law.history, b.law.history)
+    differences = batched_against_alone([params, other, params, without_model(params)], 12)
+    assert not np.any(differences)
 
 
 def test_samples_beyond_the_training_range_are_counted(tmp_path: Path) -> None:
@@ -299,25 +309,9 @@ def test_an_mlp_model_runs_through_its_torchscript_forward(tmp_path: Path) -> No
     assert load_sensor_model(params.actuator_model, 7).taps is None   # no linear shortcut
     on, off = run(arm(params), periods=8), run(arm(without_model(params)), periods=8)
     assert np.array_equal(on['qpos'], off['qpos'])
-    start = arm(without_model(params))
-    dofs = start.index.dof_adr[:7]
-    first = [start.data.qfrc_actuator[dofs], start.data.qvel[dofs], start.data.qacc[dofs]]
-    part = ActuatorPart(np.vstack([first[0], off['torque']]),
-                        np.vstack([first[1], off['qvel'][:, dofs]]),
-                        np.vstack([first[2], off['acc']]), np.zeros((len(off['acc']) + 1, 7)))
-    expected = mlp.predict(part)[1:]
+    expected = mlp.predict(recorded_part(params, off))[1:]
     np.testing.assert_allclose(on['effort'][:, :7], expected, rtol=0, atol=1e-9)
-    assert np.abs(expected - linear.predict(part)[1:]).max() > 0.01   # the network acts
-    together, alone = [arm(params) for _ in range(3)], [arm(params) for _ in range(3)]
-    joints = np.empty((2, 3, 9))
-    for period in range(6):
-        for k, (a, b) in enumerate(zip(together, alone, strict=True)):
-            drive(a, period + k)
-            drive(b, period + k)
-        step_together(together, 50)
-        for physics in alone:
-            physics.step(50)
-        for a, b in zip(together, alone, strict=True):
-            a.read_joints(joints[0])
-            b.read_joints(joints[1])
-            np.testing.assert_allclose(joints[0], joints[1], rtol=0, atol=1e-12)
+    linear_only = linear.predict(recorded_part(params, off))[1:]
+    assert np.abs(expected - linear_only).max() > 0.01   # the network acts
+    differences = batched_against_alone([params] * 3, 6)
+    assert np.abs(differences).max() == 0.0, np.abs(differences).max()
