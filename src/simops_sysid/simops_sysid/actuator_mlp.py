@@ -10,9 +10,9 @@ arm joint over the same window, in the style of Hwangbo et al.'s actuator nets: 
 with ``h_t`` the joint's history (3, W) of model torque, velocity and acceleration, newest
 first, and ``z_t`` its newest :data:`LAGS` samples standardised (their mean and spread over
 the training samples, per feature): the filter carries the dynamics, the network the
-static nonlinearity (stiction, saturation) no filter holds. Given the whole window, the
-network fitted the few trajectories of a recording and not the sensor: on held-out motion
-it did worse than the filter alone. The network starts at zero output (``w2 = 0``), so
+static nonlinearity (stiction, saturation) no filter holds, for which the newest sample
+is enough (a choice: a network over the whole window is not compared on real data yet).
+The network starts at zero output (``w2 = 0``), so
 training starts from the linear model; Adam on the first part of the training samples,
 stopped at the epoch whose RMS is best on their last
 :data:`~simops_sysid.actuator_fit.VALIDATION_FRACTION` (a split in time, as the window is
