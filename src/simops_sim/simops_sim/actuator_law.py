@@ -447,7 +447,6 @@ class _Run:
         if self.sensor_reads:   # read once the steps are done: nothing reads it in between
             self.evaluate()
 
-
     def sense(self) -> None:
         """Push the samples each sensing row's step passed into its history.
 
