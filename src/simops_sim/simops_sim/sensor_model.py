@@ -51,8 +51,8 @@ class SensorModel:
     ``window`` W samples at ``period`` s; ``low`` and ``high`` (3, a): the range of each
     input per joint in training; ``sha256`` of the ``.pt``. A linear model (card ``kind:
     linear``) is applied from its own parameters, ``taps`` (3, W, a) and ``bias`` (a,), the
-    module's buffers: the same arithmetic as its ``forward`` (``tests/sim/
-    test_sensor_model.py`` holds them equal), at a fifth of TorchScript's call overhead,
+    module's buffers: the same computation as its ``forward`` (``tests/sim/
+    test_sensor_model.py`` holds them within 1e-12 N*m), at a quarter of TorchScript's call time,
     which the simulator pays every 1 ms. Rows that share one :class:`SensorModel` share
     its evaluations.
     """
