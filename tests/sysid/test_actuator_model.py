@@ -26,9 +26,11 @@ from simops_sysid.actuator_export import export_actuator_model
 from simops_sysid.actuator_fit import (
     ActuatorFitError,
     ActuatorPart,
+    beyond_range,
     check_held_out,
     choose_and_fit,
     input_history,
+    input_range,
     total_rms,
 )
 from simops_sysid.actuator_mlp import fit_mlp
@@ -86,6 +88,18 @@ def test_a_model_worse_than_the_parametric_one_held_out_is_refused() -> None:
     model, _ = choose_and_fit([train], PERIOD)
     with pytest.raises(ActuatorFitError, match='does worse on held-out data'):
         check_held_out([held], model)
+
+
+def test_held_out_samples_beyond_the_training_range_are_counted_per_input() -> None:
+    train = synthetic(4.0, seed=13)
+    seen = input_range([train])
+    held = replace(train, velocity=train.velocity.copy())
+    held.velocity[:100, 3] = np.array(seen['velocity']['max'])[3] + 1.0   # 100 samples beyond
+    assert beyond_range([train], seen) == {'model_torque': 0.0, 'velocity': 0.0,
+                                           'acceleration': 0.0}
+    shares = beyond_range([held], seen)
+    assert shares['velocity'] == pytest.approx(100 / len(held.velocity))
+    assert shares['model_torque'] == shares['acceleration'] == 0.0
 
 
 def test_too_little_data_is_refused() -> None:
@@ -147,6 +161,14 @@ def test_fit_learns_the_sensor_from_a_bag_and_scores_it_on_raw_efforts(
     assert set(provenance['torque_rms_nm_filtered']['holdout']) == {'nominal', 'fitted'}
     learned = provenance['actuator_model']
     assert learned['kind'] == 'linear' and learned['window_s'] in (0.01, 0.02, 0.03, 0.04)
+    # where the held-out data leaves the training range, the fit says so: printed, kept and
+    # reported
+    beyond = learned['holdout_beyond_training_range']
+    assert set(beyond) == {'model_torque', 'velocity', 'acceleration'}
+    assert all(0.0 <= share <= 1.0 for share in beyond.values())
+    line = ', '.join(f'{name.replace("_", " ")} {100 * share:.1f} %'
+                     for name, share in beyond.items())
+    assert line in result.stdout and line in report
     # the model is an artifact beside the SimParams, named by path and sha256
     model = tmp_path / 'fit.actuator.pt'
     named = load_sim_params(tmp_path / 'fit.yaml').actuator_model

@@ -183,8 +183,23 @@ def input_range(parts: Sequence[ActuatorPart]) -> dict[str, dict[str, list[float
     out = {}
     for name in INPUTS:
         values = np.vstack([getattr(part, name) for part in parts])
-        out[name] = {'min': [round(float(v), 6) for v in values.min(axis=0)],
-                     'max': [round(float(v), 6) for v in values.max(axis=0)]}
+        # rounded outward to 1e-6, so the training samples themselves stay inside
+        out[name] = {'min': [float(v) for v in np.floor(values.min(axis=0) * 1e6) / 1e6],
+                     'max': [float(v) for v in np.ceil(values.max(axis=0) * 1e6) / 1e6]}
+    return out
+
+
+def beyond_range(parts: Sequence[ActuatorPart], seen: dict[str, dict[str, list[float]]]
+                 ) -> dict[str, float]:
+    """Per input, the fraction of ``parts``' samples with a joint outside the range ``seen``.
+
+    ``seen``: :func:`input_range` of the training parts. There the model extrapolates.
+    """
+    out = {}
+    for name in INPUTS:
+        values = np.vstack([getattr(part, name) for part in parts])
+        low, high = np.array(seen[name]['min']), np.array(seen[name]['max'])
+        out[name] = float(np.mean(np.any((values < low) | (values > high), axis=1)))
     return out
 
 

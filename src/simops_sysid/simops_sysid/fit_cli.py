@@ -319,9 +319,10 @@ def _run(options: argparse.Namespace) -> int:
                 ref, moved = export_learned(options.out, plan, learned)
                 params = replace(params, actuator_model=ref)
             rate = 1.0 / traces.period
+            learned_record = params.provenance.get('actuator_model', {})
             code = save_outputs(options, params, '', lambda folder: write_torque_report(
                 folder, plan.robot.arm_joints, params.provenance['torque_rms_nm'], traces,
-                rate))
+                rate, learned_record.get('holdout_beyond_training_range')))
             if moved and code == EXIT_OK:
                 return _fail(EXIT_SAVED_ELSEWHERE, 'the learned model is in '
                              f'{Path(params.actuator_model.path).parent}')

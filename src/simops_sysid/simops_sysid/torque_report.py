@@ -46,11 +46,13 @@ class HeldOutTraces:
 
 def write_torque_report(folder: Path, joints: Sequence[str],
                         rms: Mapping[str, Mapping[str, Mapping[str, float]]],
-                        traces: HeldOutTraces, rate: float) -> Path:
+                        traces: HeldOutTraces, rate: float,
+                        beyond: Mapping[str, float] | None = None) -> Path:
     """Write ``torque.md`` and the held-out plots into ``folder``; return ``torque.md``.
 
     ``rms``: the provenance's ``torque_rms_nm`` (part -> model -> joint -> N*m); ``rate``
-    Hz: the recorded rate the figures are at.
+    Hz: the recorded rate the figures are at; ``beyond``: with a learned model, the
+    fraction of held-out samples beyond its training range, per input.
     """
     folder.mkdir(parents=True, exist_ok=True)
     lines = ['# Torque fit', '',
@@ -68,6 +70,10 @@ def write_torque_report(folder: Path, joints: Sequence[str],
         lines.append('| all joints | ' + ' | '.join(
             f'{joint_total(figures[key].values()):.4f}' for key in keys) + ' |')
         lines.append('')
+    if beyond is not None:
+        lines += ['Held-out samples beyond the learned model\'s training range, where it '
+                  'extrapolates: ' + ', '.join(f'{name.replace("_", " ")} {100 * share:.1f} %'
+                                               for name, share in beyond.items()) + '.', '']
     _plot(folder / 'torque_holdout.png', joints, traces, residual=False)
     _plot(folder / 'torque_residual.png', joints, traces, residual=True)
     lines += ['![held-out efforts](torque_holdout.png)', '',

@@ -143,7 +143,7 @@ def run_torque(bags: Sequence[Path], holdout: Sequence[Path], robot: RobotSpec,
                         'fitted': _per_joint(robot, after[2])}}}
     sensor = None
     if learned is not None:
-        fitted_model, _, _, scores, seen = learned
+        fitted_model, _, _, scores, seen, beyond = learned
         sensor = LearnedSensor(fitted_model, {
             'robot': robot.name, 'fitted_by': 'simops_sysid fit --mode torque --actuator-model',
             'date': provenance['date'], 'training_range': seen,
@@ -155,7 +155,9 @@ def run_torque(bags: Sequence[Path], holdout: Sequence[Path], robot: RobotSpec,
             'kind': actuator_model, 'inputs': list(actuator_fit.INPUTS),
             'window_s': round(fitted_model.window * fitted_model.period, 6),
             'period_s': round(fitted_model.period, 6),
-            'validation_rms_nm': {key: round(value, 4) for key, value in scores.items()}}
+            'validation_rms_nm': {key: round(value, 4) for key, value in scores.items()},
+            'holdout_beyond_training_range': {key: round(value, 4)
+                                              for key, value in beyond.items()}}
     fitted = merge_sim_params(carried, friction_params(robot.arm_joints, fits))
     return fitted.with_provenance(**provenance), sensor, traces
 
@@ -190,12 +192,13 @@ def _parts(data: list[TorqueData], fits: list[JointFriction]) -> list[ActuatorPa
 def _fit_actuator(train: list[TorqueData], held: list[TorqueData], fits: list[JointFriction],
                   periods: list[float], kind: str
                   ) -> tuple[SensorPredictor, np.ndarray, np.ndarray, dict[str, float],
-                             dict[str, dict[str, list[float]]]]:
+                             dict[str, dict[str, list[float]]], dict[str, float]]:
     """The learned model of ``kind`` (``linear`` or ``mlp``) and what the fit knows of it.
 
     Returns the model, its raw RMS (7,) on training and held out, the validation scores
     (N*m, all joints) of each window of the linear filter and, for ``mlp``, of the network,
-    and the training range of its inputs (:func:`~simops_sysid.actuator_fit.input_range`).
+    the training range of its inputs (:func:`~simops_sysid.actuator_fit.input_range`) and
+    the fraction of held-out samples beyond it, per input.
     """
     period = float(np.median(periods))
     if max(periods) > 1.05 * min(periods):
@@ -217,8 +220,13 @@ def _fit_actuator(train: list[TorqueData], held: list[TorqueData], fits: list[Jo
               f'{learned.filter_rms:.4f}; 0 epochs: the network adds nothing there)',
               flush=True)
     actuator_fit.check_held_out(checking, learned)
+    seen = input_range(fitting)
+    beyond = actuator_fit.beyond_range(checking, seen)
+    print('held-out samples beyond the learned model\'s training range (there it '
+          'extrapolates): ' + ', '.join(f'{name.replace("_", " ")} {100 * share:.1f} %'
+                                        for name, share in beyond.items()), flush=True)
     return (learned, actuator_fit.rms(fitting, learned), actuator_fit.rms(checking, learned),
-            scores, input_range(fitting))
+            scores, seen, beyond)
 
 
 def _print(robot: RobotSpec, fits: list[JointFriction], rms: dict[str, dict[str, np.ndarray]],
