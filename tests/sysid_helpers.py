@@ -79,7 +79,8 @@ class StandinData:
 
 def simulate(duration: float, seed: int = 0, params: SimParams | None = None,
              noise: float = 1e-4, rate: float = 50.0, stamped: bool = True,
-             stream: bool = False, law: str = 'joint_trajectory') -> StandinData:
+             stream: bool = False, law: str = 'joint_trajectory',
+             torque_lag: float = 0.0) -> StandinData:
     """Run the stand-in (hidden physics by default) through an excitation of ``duration`` s.
 
     Commands are computed every ``1 / rate`` s and arrive 0.2-1.5 ms later, in order;
@@ -87,7 +88,8 @@ def simulate(duration: float, seed: int = 0, params: SimParams | None = None,
     streamed targets (``/joint_commands``, the node's stream rule) instead of one-point
     trajectories (write the bag with ``stream='/joint_commands'``). ``law``: the controller
     law the simulator runs (``joint_impedance``: a position interface's, write the bag with
-    ``stream`` a forward controller's ``~/commands``).
+    ``stream`` a forward controller's ``~/commands``). ``torque_lag`` s: the joints receive
+    the actuators' torque through a first-order lag of this time constant (0: none).
     """
     params = params or load_sim_params(HIDDEN)
     rng = np.random.default_rng(seed)
@@ -103,6 +105,7 @@ def simulate(duration: float, seed: int = 0, params: SimParams | None = None,
     physics = Physics(mujoco.MjModel.from_xml_path(str(MODEL)), SPEC, params=params)
     physics.reset_keyframe('home')
     physics.set_controller(law)
+    physics.set_torque_lag(torque_lag)
     dt = physics.timestep
     steps = round((duration + 1.5) / dt)
     rows = np.empty((steps, 3, len(SPEC.joint_names)))

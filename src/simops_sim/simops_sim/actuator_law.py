@@ -18,6 +18,10 @@ Before each MuJoCo step, an arm's controller (the simulator's model of franka_ro
 5. applies the smooth friction ``-c tanh(qd / v)`` at the velocities before the step
    (:mod:`simops_sim.friction`).
 
+A row with a torque lag (a stand-in's hidden imperfection, :meth:`ArmLaws.set_torque_lag`)
+steps in two halves: its joints receive the actuators' torque of the step through a
+first-order lag, the efforts still read the actuators' torque.
+
 After the step it checks the protective stops (:mod:`simops_sim.reflexes`); a stop latches
 and the arm holds where it is, at rest. Then a row with a learned sensor model
 (:mod:`simops_sim.sensor_model`) pushes the step's effort, velocity and acceleration into
@@ -71,7 +75,8 @@ def contact_generalised(model: mujoco.MjModel, data: mujoco.MjData, out: np.ndar
 # ArmLaws' arrays with one row per arm, besides command, ring, level and transition
 _ROW_ARRAYS = ('linear', 'start', 'knot0', 'knot1', 'span', 'first', 'last', 'step', 'slope',
                'ramp', 'delay', 'head', 'stiffness', 'previous', 'earlier', 'torque_bias',
-               'inputs', 'inputs_time', 'sample_at', 'sensed', 'outside')
+               'inputs', 'inputs_time', 'sample_at', 'sensed', 'outside', 'lag_weight',
+               'lagged')
 SAMPLE_TOLERANCE = 1e-9   # s: a sample time this close after a step's end is the step's
 
 
@@ -136,6 +141,10 @@ class ArmLaws:
         self.inputs_time, self.sample_at = np.zeros(n), np.zeros(n)
         self.sensed = np.zeros((n, arm))
         self.outside = np.zeros(n, int)
+        # a stand-in's hidden torque lag (:meth:`set_torque_lag`): each row's filter weight a
+        # step (0: none) and the torque its arm joints receive (a,) N*m
+        self.lag_weight = np.zeros(n)
+        self.lagged = np.zeros((n, arm))
         self.runs: dict[int, _Run] = {}   # advance's bindings per sites; see :meth:`changed`
 
     def changed(self) -> None:
@@ -245,6 +254,23 @@ class ArmLaws:
         self.inputs_time[row] = site.data.time
         self.sample_at[row] = site.data.time + model.period
         sense(self.sensors, np.array([row]), self.history, self.sensed)
+
+    def set_torque_lag(self, row: int, seconds: float, timestep: float, site: ArmSite) -> None:
+        """Row ``row``'s arm joints receive its actuators' torque through a first-order lag.
+
+        ``seconds``: the lag's time constant (0: none); ``timestep`` s: the physics step. A
+        stand-in's hidden imperfection, which no SimParams field expresses: the efforts
+        still read the actuators' torque (``qfrc_actuator``), the motion follows the lagged
+        torque, so the measured torque leads what the motion's dynamics imply, as on a real
+        arm's joints. The lag starts at the torque at ``site`` now (:meth:`fill_lag`).
+        """
+        self.changed()
+        self.lag_weight[row] = -np.expm1(-timestep / seconds) if seconds > 0.0 else 0.0
+        self.fill_lag(row, site)
+
+    def fill_lag(self, row: int, site: ArmSite) -> None:
+        """Row ``row``'s lagged torque from the actuators' torque at ``site`` now (forwarded)."""
+        site.data.qfrc_actuator.take(site.dofs, out=self.lagged[row])
 
     @classmethod
     def stack(cls, laws: Sequence[ArmLaws]) -> ArmLaws:
@@ -369,6 +395,13 @@ class _Run:
         self.ring, self.direct = np.flatnonzero(delay > 0), np.flatnonzero(delay == 0)
         self.lengths = delay[self.ring]
         self.depth = int(delay[0]) if (delay == delay[0]).all() else None   # one for all
+        # the torque-lag rows of each stepped data (none: one mj_step), with scratch (a,) for
+        # the actuators' torque and the correction the step adds to qfrc_applied
+        lagging = {id(data): [] for _, data in self.steppers}
+        for i in np.flatnonzero(laws.lag_weight > 0.0):
+            lagging[id(self.datas[i])].append((int(i), sites[i].dofs, np.zeros(laws.arm),
+                                               np.zeros(laws.arm)))
+        self.lagging = [lagging[id(data)] for _, data in self.steppers]
 
     def advance(self, steps: int) -> None:
         laws, arm, command, delayed = self.laws, self.laws.arm, self.laws.command, self.delayed
@@ -436,8 +469,11 @@ class _Run:
                     put(dofs, row)
             for i, (put, ids) in enumerate(self.putters):
                 put(ids, delayed[i])
-            for model, data in self.steppers:
-                mujoco.mj_step(model, data)
+            for (model, data), lagging in zip(self.steppers, self.lagging, strict=True):
+                if lagging:
+                    self.lagged_step(model, data, lagging)
+                else:
+                    mujoco.mj_step(model, data)
             if self.checks.rows:
                 self.checks.run()
             if self.sensor_reads:
@@ -446,6 +482,26 @@ class _Run:
             laws.head[:] = head
         if self.sensor_reads:   # read once the steps are done: nothing reads it in between
             self.evaluate()
+
+    def lagged_step(self, model: mujoco.MjModel, data: mujoco.MjData,
+                    lagging: list[tuple[int, np.ndarray, np.ndarray, np.ndarray]]) -> None:
+        """One physics step in which ``lagging``'s rows receive their lagged torque.
+
+        The actuators' torque ``u`` of the step is MuJoCo's own (``mj_fwdActuation`` after
+        ``mj_step1``); each row's lagged torque ``y += w (u - y)``; the step adds ``y - u``
+        to the joints' applied forces, so they receive ``y``, and takes it away after.
+        """
+        mujoco.mj_step1(model, data)
+        mujoco.mj_fwdActuation(model, data)
+        weights, lagged = self.laws.lag_weight, self.laws.lagged
+        for i, dofs, torque, correction in lagging:
+            data.qfrc_actuator.take(dofs, out=torque)
+            lagged[i] += weights[i] * (torque - lagged[i])
+            np.subtract(lagged[i], torque, out=correction)
+            data.qfrc_applied[dofs] += correction
+        mujoco.mj_step2(model, data)
+        for _, dofs, _, correction in lagging:
+            data.qfrc_applied[dofs] -= correction
 
     def sense(self) -> None:
         """Push the samples each sensing row's step passed into its history.

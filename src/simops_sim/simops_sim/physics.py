@@ -282,6 +282,15 @@ class Physics:
         self.law.follow(0, None)
         self.law.put_target(0, q, qd)
 
+    def set_torque_lag(self, seconds: float) -> None:
+        """The arm joints receive the actuators' torque through a first-order lag (0: none).
+
+        ``seconds``: the time constant. A stand-in's hidden imperfection that no SimParams
+        field expresses; the efforts still read the actuators' torque
+        (:meth:`~simops_sim.actuator_law.ArmLaws.set_torque_lag`).
+        """
+        self.law.set_torque_lag(0, seconds, self.timestep, self.site)
+
     def set_gripper_width(self, width: float) -> None:
         """Gripper opening target (m); the servo clamps it to its ctrlrange.
 
@@ -413,6 +422,7 @@ class Physics:
         self._command[:] = self.data.ctrl[self.site.ids]
         self.law.fill_delay(0)
         self.law.fill_sensor(0, self.site)
+        self.law.fill_lag(0, self.site)
 
     def arm_measured(self) -> tuple[np.ndarray, np.ndarray]:
         """The arm's measured position (7,) rad (encoder bias included) and velocity (7,) rad/s.
