@@ -93,6 +93,25 @@ def test_the_fast_check_agrees_with_the_full_one(
     assert REFLEXES.within(measured) == (REFLEXES.measure(*measured, 0.0) is None)
 
 
+@given(inside(), st.integers(0, 6), st.floats(0.9, 1.1), st.sampled_from([-1.0, 1.0]))
+def test_the_per_step_check_passes_no_velocity_beyond_the_position_based_limit(
+        state: tuple[np.ndarray, np.ndarray, np.ndarray], joint: int, scale: float,
+        sign: float) -> None:
+    """At any position, a velocity about at the position-based limit there (limits computed
+    here, independently): the per-step check (and its stopping-distance shortcut) passes it
+    exactly when the full check does, and only when the limits allow it."""
+    position, velocity, contact = (x.copy() for x in state)
+    low, high = allowed_velocity(position)
+    velocity = np.clip(velocity, low, high)
+    velocity[joint] = scale * (high[joint] if sign > 0 else low[joint])
+    within = REFLEXES.within(np.stack((position, velocity, contact)))
+    assert within == (REFLEXES.measure(position, velocity, contact, 0.0) is None)
+    if within:
+        slack = 1.0 + SPEED_TOLERANCE
+        assert np.all(velocity <= np.array(high) * slack)
+        assert np.all(velocity >= np.array(low) * slack)
+
+
 @given(inside(), st.integers(0, 6), st.floats(0.02, 0.99), st.sampled_from([-1.0, 1.0]))
 def test_towards_a_limit_the_velocity_limit_is_the_position_based_one(
         state: tuple[np.ndarray, np.ndarray, np.ndarray], joint: int, fraction: float,

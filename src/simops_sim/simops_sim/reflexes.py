@@ -168,6 +168,21 @@ class ReflexBank:
         self._position_based = [(reflexes[rows[0]].spec,
                                  slice(None) if len(rows) == everyone else np.array(rows))
                                 for rows in by_spec.values()]
+        # A sufficient condition for the position-based limits, cheaper than computing them:
+        # a joint whose stopping distance (|qd| + v_offset)^2 / (2 a_dec) from where it is
+        # stays within its position limits is under both of them (velocity_bounds). (n, 7):
+        # the limits' centre and half-width, v_offset and 1 / (2 a_dec); others never limit.
+        self._stop_centre, self._stop_half = np.zeros((everyone, 7)), np.full((everyone, 7),
+                                                                              np.inf)
+        self._offset, self._inverse = np.zeros((everyone, 7)), np.zeros((everyone, 7))
+        for i, r in enumerate(reflexes):
+            if r._position_based:
+                spec = r.spec
+                self._stop_centre[i] = (spec.position_upper + spec.position_lower) / 2.0
+                self._stop_half[i] = (spec.position_upper - spec.position_lower) / 2.0
+                self._offset[i] = spec.velocity_offset
+                self._inverse[i] = 0.5 / spec.deceleration
+        self._reach = np.zeros((everyone, 7))   # scratch
 
     def inside(self, measured: np.ndarray) -> np.ndarray:
         """Whether each arm's state trips no stop: (n,) bool (read only).
@@ -177,6 +192,14 @@ class ReflexBank:
         """
         box = np.abs(measured - self._centre) <= self._half
         if box.all():
+            reach = self._reach
+            np.abs(measured[1], out=reach)
+            reach += self._offset
+            np.square(reach, out=reach)
+            reach *= self._inverse
+            reach += np.abs(measured[0] - self._stop_centre)
+            if (reach <= self._stop_half).all():   # the usual case: far enough from the limits
+                return self._everyone
             for spec, rows in self._position_based:
                 if self._beyond_position_based(measured, spec, rows).any():
                     break
