@@ -52,7 +52,7 @@ import numpy as np
 
 from simops_sim.feedforward import InverseDynamics, step_acceleration
 from simops_sim.reflexes import ProtectiveStop, ReflexBank, Reflexes
-from simops_sim.sensor_model import SensorModel, sense
+from simops_sim.sensor_model import SensorModel, groups, sense
 from simops_sim.trajectory_plan import KNOT_TOLERANCE, TrajectoryPlan
 
 
@@ -253,7 +253,7 @@ class ArmLaws:
         self.history[row] = self.inputs[row][:, None, :]
         self.inputs_time[row] = site.data.time
         self.sample_at[row] = site.data.time + model.period
-        sense(self.sensors, np.array([row]), self.history, self.sensed)
+        sense([(model, np.array([row]))], self.history, self.sensed)
 
     def set_torque_lag(self, row: int, seconds: float, timestep: float, site: ArmSite) -> None:
         """Row ``row``'s arm joints receive its actuators' torque through a first-order lag.
@@ -328,6 +328,21 @@ def read_inputs(site: ArmSite, bias: np.ndarray, out: np.ndarray) -> None:
     data.qacc.take(site.dofs, out=out[2])
 
 
+def input_views(site: ArmSite) -> list[np.ndarray] | None:
+    """Views of :func:`read_inputs`' sources at ``site``, for one copy a step.
+
+    The effort (without the bias), velocity and acceleration; None when the arm's dofs are
+    not contiguous.
+    """
+    dofs = site.dofs
+    first = int(dofs[0]) if dofs.size else 0
+    if not np.array_equal(dofs, np.arange(first, first + dofs.size)):
+        return None
+    data = site.data
+    return [source[first:first + dofs.size]
+            for source in (data.qfrc_actuator, data.qvel, data.qacc)]
+
+
 def advance(laws: ArmLaws, sites: Sequence[ArmSite], steps: int) -> None:
     """Run ``steps`` physics steps of every row of ``laws``; row i acts at ``sites[i]``.
 
@@ -366,7 +381,8 @@ class _Run:
         sensors = [(i, model) for i, model in enumerate(laws.sensors) if model is not None]
         self.sensing = np.array([i for i, _ in sensors], int)
         self.every_row = len(sensors) == laws.rows
-        self.sensor_reads = [(self.datas[i], sites[i].dofs) for i, _ in sensors]
+        self.sensor_sites = [sites[i] for i, _ in sensors]
+        self.sensor_groups = groups(laws.sensors, self.sensing)
         self.sensor_bias = laws.torque_bias[self.sensing].copy()
         self.sensor_period = np.array([model.period for _, model in sensors])
         self.sensor_low = np.array([model.low for _, model in sensors]).reshape(-1, 3, laws.arm)
@@ -375,14 +391,9 @@ class _Run:
         self.sensor_now = np.zeros((len(sensors), 3, laws.arm))
         self.sensor_flat = self.sensor_now.reshape(-1)
         # views of each row's effort, velocity and acceleration, in sensor_now's order
-        self.sensor_views: list[np.ndarray] | None = []
-        for data, dofs in self.sensor_reads:
-            first = int(dofs[0]) if dofs.size else 0
-            if not np.array_equal(dofs, np.arange(first, first + dofs.size)):
-                self.sensor_views = None
-                break
-            self.sensor_views += [getattr(data, name)[first:first + dofs.size]
-                                  for name in ('qfrc_actuator', 'qvel', 'qacc')]
+        views = [input_views(site) for site in self.sensor_sites]
+        self.sensor_views = (None if None in views
+                             else [view for row in views for view in row])
         self.sensor_end = np.zeros(len(sensors))
         self.sensor_pushed = np.zeros(len(sensors), bool)
         # the impedance law's rows: inverse dynamics, step (s), and scratch (a,) for the
@@ -476,11 +487,11 @@ class _Run:
                     mujoco.mj_step(model, data)
             if self.checks.rows:
                 self.checks.run()
-            if self.sensor_reads:
+            if self.sensor_sites:
                 self.sense()
         if uniform and depth:
             laws.head[:] = head
-        if self.sensor_reads:   # read once the steps are done: nothing reads it in between
+        if self.sensor_sites:   # read once the steps are done: nothing reads it in between
             self.evaluate()
 
     def lagged_step(self, model: mujoco.MjModel, data: mujoco.MjData,
@@ -512,21 +523,23 @@ class _Run:
         laws, now, rows, end = self.laws, self.sensor_now, self.sensing, self.sensor_end
         if self.sensor_views is not None:   # every row's arm dofs contiguous: one copy
             np.concatenate(self.sensor_views, out=self.sensor_flat)
+            now[:, 0] += self.sensor_bias
         else:
-            for j, (data, dofs) in enumerate(self.sensor_reads):
-                data.qfrc_actuator.take(dofs, out=now[j, 0])
-                data.qvel.take(dofs, out=now[j, 1])
-                data.qacc.take(dofs, out=now[j, 2])
-        for j, (data, _) in enumerate(self.sensor_reads):
-            end[j] = data.time
-        now[:, 0] += self.sensor_bias
-        if self.every_row and (np.abs(laws.sample_at - end) <= SAMPLE_TOLERANCE).all():
+            for j, site in enumerate(self.sensor_sites):
+                read_inputs(site, self.sensor_bias[j], now[j])
+        for j, site in enumerate(self.sensor_sites):
+            end[j] = site.data.time
+        due = laws.sample_at
+        if self.every_row and (abs(due[0] - end[0]) <= SAMPLE_TOLERANCE if len(due) == 1
+                               else (np.abs(due - end) <= SAMPLE_TOLERANCE).all()):
             # the usual case (the step is the model's period): one sample, the step's end
             history = laws.history
             history[:, :, 1:] = history[:, :, :-1]
             history[:, :, 0] = now
-            laws.outside += ((now < self.sensor_low) | (now > self.sensor_high)).any(axis=(1, 2))
-            laws.sample_at += self.sensor_period
+            beyond = (now < self.sensor_low) | (now > self.sensor_high)
+            if beyond.any():
+                laws.outside += beyond.any(axis=(1, 2))
+            due += self.sensor_period
             laws.inputs[:], laws.inputs_time[:] = now, end
             self.sensor_pushed[:] = True
             return
@@ -557,10 +570,13 @@ class _Run:
 
     def evaluate(self) -> None:
         """What the sensors of every row that pushed read now: one forward pass per model."""
-        if self.sensor_pushed.any():
-            sense(self.laws.sensors, self.sensing[self.sensor_pushed], self.laws.history,
+        pushed = self.sensor_pushed
+        if pushed.all():   # the usual case: the groups bound once
+            sense(self.sensor_groups, self.laws.history, self.laws.sensed)
+        elif pushed.any():
+            sense(groups(self.laws.sensors, self.sensing[pushed]), self.laws.history,
                   self.laws.sensed)
-            self.sensor_pushed[:] = False
+        pushed[:] = False
 
 
 def _sample_linear(laws: ArmLaws, now: np.ndarray) -> None:

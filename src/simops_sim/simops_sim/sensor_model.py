@@ -131,23 +131,25 @@ def _load(path: str, sha256: str) -> SensorModel:
     return SensorModel(script, sha256, window, period, low, high, module, taps, bias)
 
 
-def sense(models: list[SensorModel | None], rows: np.ndarray, history: np.ndarray,
-          out: np.ndarray) -> None:
-    """Evaluate ``rows`` (indices) into ``out`` (n, a), one evaluation per model.
+def groups(models: list[SensorModel | None], rows: np.ndarray
+           ) -> list[tuple[SensorModel, np.ndarray]]:
+    """``rows`` (indices) grouped by their model, in first-seen order: (model, its rows)."""
+    by_model: dict[int, tuple[SensorModel, list[int]]] = {}
+    for i in rows:
+        model = models[int(i)]
+        by_model.setdefault(id(model), (model, []))[1].append(int(i))
+    return [(model, np.array(members)) for model, members in by_model.values()]
 
+
+def sense(grouped: list[tuple[SensorModel, np.ndarray]], history: np.ndarray,
+          out: np.ndarray) -> None:
+    """Evaluate the rows of ``grouped`` (:func:`groups`) into ``out`` (n, a).
+
+    One evaluation per model.
     ``history`` (n, 3, W_max, a): each row's inputs, newest first; a row reads its model's
     first W lags.
     """
-    first = models[int(rows[0])]
-    if all(models[i] is first for i in rows):   # the usual case: one model
-        groups = [rows]
-    else:
-        by_model: dict[int, list[int]] = {}
-        for i in rows:
-            by_model.setdefault(id(models[i]), []).append(int(i))
-        groups = [np.array(members) for members in by_model.values()]
-    for members in groups:
-        model = models[int(members[0])]
+    for model, members in grouped:
         if len(members) == len(out) and model.window == history.shape[2]:
             out[:] = model(history)   # every row: no gather
         else:
