@@ -47,6 +47,9 @@ class LinearSensorModel(nn.Module):
 
     def __init__(self, model: LinearActuator) -> None:
         super().__init__()
+        if model.inputs != INPUTS:   # the simulator reads these three, no others
+            raise ValueError(f'a learned model over {", ".join(model.inputs)} cannot be '
+                             f'exported: the simulator gives it {", ".join(INPUTS)}')
         joints, window = model.weights.shape[0], model.window
         taps = model.weights[:, :-1].reshape(joints, len(INPUTS), window)
         self.register_buffer('taps', torch.tensor(taps.transpose(1, 2, 0).copy()))  # (3, W, 7)

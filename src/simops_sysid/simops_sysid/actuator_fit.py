@@ -40,6 +40,9 @@ WINDOWS = (0.01, 0.02, 0.03, 0.04)   # s of history, the candidates
 VALIDATION_FRACTION = 0.2            # of the training samples (the last), to choose the window
 RIDGE = 1e-3                         # ridge penalty per sample, on standardised features
 INPUTS = ('model_torque', 'velocity', 'acceleration')   # the histories, in feature order
+# Further inputs a structure experiment may add (bench/actuator_inputs.py); the exported
+# model and the simulator take INPUTS
+OPTIONAL_INPUTS = ('position', 'tracking_error')
 
 
 class ActuatorFitError(ValueError):
@@ -52,30 +55,35 @@ class ActuatorPart:
 
     ``model_torque`` N*m: the parametric model's (rigid body plus friction); ``velocity``
     rad/s and ``acceleration`` rad/s^2: the motion it was computed from; ``measured`` N*m: the
-    raw efforts, unfiltered, at the recorded rate.
+    raw efforts, unfiltered, at the recorded rate. Where known, the :data:`OPTIONAL_INPUTS`:
+    ``position`` rad, as measured, and ``tracking_error`` rad, the commanded position less
+    the measured one.
     """
 
     model_torque: np.ndarray
     velocity: np.ndarray
     acceleration: np.ndarray
     measured: np.ndarray
+    position: np.ndarray | None = None
+    tracking_error: np.ndarray | None = None
 
 
 @dataclass(frozen=True)
 class LinearActuator:
-    """A fitted model: ``weights`` (7, 3 W + 1) over :func:`features`, at ``period`` s.
+    """A fitted model: ``weights`` (7, I W + 1) over :func:`features`, at ``period`` s.
 
-    ``window`` ``W`` is in samples; the weights multiply the features as they come (the
-    standardisation of the fit is folded in).
+    ``window`` ``W`` is in samples, over the I ``inputs``; the weights multiply the features
+    as they come (the standardisation of the fit is folded in).
     """
 
     window: int
     period: float
     weights: np.ndarray
+    inputs: tuple[str, ...] = INPUTS
 
     def predict(self, part: ActuatorPart) -> np.ndarray:
         """What the torque sensors read (N, 7) N*m over ``part``."""
-        return np.column_stack([features(part, j, self.window) @ self.weights[j]
+        return np.column_stack([features(part, j, self.window, self.inputs) @ self.weights[j]
                                 for j in range(self.weights.shape[0])])
 
 
@@ -100,19 +108,28 @@ def history(x: np.ndarray, window: int) -> np.ndarray:
     return out
 
 
-def features(part: ActuatorPart, joint: int, window: int) -> np.ndarray:
-    """Joint ``joint``'s inputs (N, 3 ``window`` + 1): the :data:`INPUTS` histories, then 1."""
-    columns = [history(getattr(part, name)[:, joint], window)
-               for name in ('model_torque', 'velocity', 'acceleration')]
+def features(part: ActuatorPart, joint: int, window: int,
+             inputs: tuple[str, ...] = INPUTS) -> np.ndarray:
+    """Joint ``joint``'s inputs (N, I ``window`` + 1): the ``inputs``' histories, then 1."""
+    columns = [history(_input(part, name)[:, joint], window) for name in inputs]
     return np.hstack([*columns, np.ones((part.measured.shape[0], 1))])
 
 
-def fit_linear(parts: Sequence[ActuatorPart], window: int, period: float) -> LinearActuator:
-    """Ridge-fit a :class:`LinearActuator` of ``window`` samples to ``parts``."""
+def _input(part: ActuatorPart, name: str) -> np.ndarray:
+    values = getattr(part, name)
+    if values is None:
+        raise ActuatorFitError(f'the learned model\'s input {name.replace("_", " ")} is not '
+                               'known for these samples')
+    return values
+
+
+def fit_linear(parts: Sequence[ActuatorPart], window: int, period: float,
+               inputs: tuple[str, ...] = INPUTS) -> LinearActuator:
+    """Ridge-fit a :class:`LinearActuator` of ``window`` samples of ``inputs`` to ``parts``."""
     joints = parts[0].measured.shape[1]
-    weights = np.empty((joints, 3 * window + 1))
+    weights = np.empty((joints, len(inputs) * window + 1))
     for j in range(joints):
-        a = np.vstack([features(part, j, window) for part in parts])
+        a = np.vstack([features(part, j, window, inputs) for part in parts])
         b = np.concatenate([part.measured[:, j] for part in parts])
         scale = a.std(axis=0)
         scale[scale == 0.0] = 1.0   # the constant, and a joint that did not move
@@ -120,15 +137,16 @@ def fit_linear(parts: Sequence[ActuatorPart], window: int, period: float) -> Lin
         normal = scaled.T @ scaled + RIDGE * b.size * np.eye(a.shape[1])
         normal[-1, -1] -= RIDGE * b.size   # the constant is not penalised
         weights[j] = np.linalg.solve(normal, scaled.T @ b) / scale
-    return LinearActuator(window, period, weights)
+    return LinearActuator(window, period, weights, inputs)
 
 
-def choose_and_fit(parts: Sequence[ActuatorPart], period: float
+def choose_and_fit(parts: Sequence[ActuatorPart], period: float,
+                   inputs: tuple[str, ...] = INPUTS
                    ) -> tuple[LinearActuator, dict[float, float]]:
     """Choose the window on the training parts' last :data:`VALIDATION_FRACTION`, refit on all.
 
-    Returns the model and the validation RMS (N*m, all joints) of each window of
-    :data:`WINDOWS` (s). Raises :class:`ActuatorFitError` for too few samples.
+    Returns the model over ``inputs`` and the validation RMS (N*m, all joints) of each
+    window of :data:`WINDOWS` (s). Raises :class:`ActuatorFitError` for too few samples.
     """
     fitting, checking = [], []
     for part in parts:
@@ -142,10 +160,10 @@ def choose_and_fit(parts: Sequence[ActuatorPart], period: float
                                f'{needed:.1f} s of training data')
     scores = {}
     for seconds in WINDOWS:
-        model = fit_linear(fitting, max(1, round(seconds / period)), period)
+        model = fit_linear(fitting, max(1, round(seconds / period)), period, inputs)
         scores[seconds] = total_rms(checking, model)
     best = min(scores, key=lambda seconds: scores[seconds])
-    return fit_linear(parts, max(1, round(best / period)), period), scores
+    return fit_linear(parts, max(1, round(best / period)), period, inputs), scores
 
 
 def rms(parts: Sequence[ActuatorPart], model: SensorPredictor | None = None) -> np.ndarray:
@@ -204,5 +222,6 @@ def beyond_range(parts: Sequence[ActuatorPart], seen: dict[str, dict[str, list[f
 
 
 def _slice(part: ActuatorPart, span: slice) -> ActuatorPart:
-    return ActuatorPart(part.model_torque[span], part.velocity[span], part.acceleration[span],
-                        part.measured[span])
+    return ActuatorPart(*(None if values is None else values[span] for values in (
+        part.model_torque, part.velocity, part.acceleration, part.measured, part.position,
+        part.tracking_error)))

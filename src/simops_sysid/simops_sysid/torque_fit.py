@@ -109,19 +109,33 @@ def torque_data(model: mujoco.MjModel, index: ModelIndex, t: np.ndarray, q: np.n
     if not np.any(effort[:, :arm]) or not np.all(np.isfinite(effort[:, :arm])):
         raise TorqueDataError('the joint states carry no efforts (torques): torque mode needs '
                               'them; record a JointState with effort, as franka_ros2 publishes')
+    window, keep = filter_window(t), kept_samples(t)
+    edge = keep.start
     period = float(np.median(np.diff(t)))
-    window = max(5, round(FILTER_WINDOW / period) | 1)
-    edge = max(window, round(EDGE / period))
     if t.size < 2 * edge + MIN_SAMPLES:
         raise TorqueDataError(f'only {t.size} joint states ({t[-1] - t[0]:.2f} s): torque mode '
                               f'needs at least {(2 * edge + MIN_SAMPLES) * period:.1f} s')
     qdd = savgol_filter(qd, window, 3, deriv=1, delta=period, axis=0)
     qd = savgol_filter(qd, window, 3, axis=0)
     filtered = savgol_filter(effort, window, 3, axis=0)   # filtered like the acceleration
-    keep = slice(edge, t.size - edge)
     motion = np.stack((q[keep], qd[keep], qdd[keep]), axis=1)
     return TorqueData(filtered[keep, :arm], inverse_dynamics(model, index, motion),
                       qd[keep, :arm], motion, np.array(effort[keep, :arm], dtype=float))
+
+
+def filter_window(t: np.ndarray) -> int:
+    """The Savitzky-Golay window (odd, samples) of :data:`FILTER_WINDOW` at ``t``'s rate."""
+    return max(5, round(FILTER_WINDOW / float(np.median(np.diff(t)))) | 1)
+
+
+def kept_samples(t: np.ndarray) -> slice:
+    """The samples of ``t`` (N,) s that :func:`torque_data` keeps.
+
+    :data:`EDGE` (at least a filter window) is dropped at each end, where the filter is
+    one-sided.
+    """
+    edge = max(filter_window(t), round(EDGE / float(np.median(np.diff(t)))))
+    return slice(edge, t.size - edge)
 
 
 def inverse_dynamics(model: mujoco.MjModel, index: ModelIndex, motion: np.ndarray

@@ -171,7 +171,7 @@ def _traces(held: list[TorqueData], friction: np.ndarray, fits: list[JointFricti
               'fitted': data.rigid_body + friction_torque(data.qd, fits)}
     if learned is not None:
         models['actuator_model'] = np.vstack([learned.predict(part)
-                                              for part in _parts(held, fits)])
+                                              for part in actuator_parts(held, fits)])
     return HeldOutTraces(period, data.raw, models)
 
 
@@ -183,10 +183,15 @@ class LearnedSensor:
     training: dict[str, Any]
 
 
-def _parts(data: list[TorqueData], fits: list[JointFriction]) -> list[ActuatorPart]:
-    """The learned model's inputs and targets over ``data``, with the fitted friction."""
+def actuator_parts(data: list[TorqueData], fits: list[JointFriction]) -> list[ActuatorPart]:
+    """The learned model's inputs and targets over ``data``, with the fitted friction.
+
+    The measured positions too (an optional input, :data:`~simops_sysid.actuator_fit.
+    OPTIONAL_INPUTS`); the tracking error is not known here.
+    """
     return [ActuatorPart(d.rigid_body + friction_torque(d.qd, fits), d.qd,
-                         d.motion[:, 2, :d.qd.shape[1]], d.raw) for d in data]
+                         d.motion[:, 2, :d.qd.shape[1]], d.raw,
+                         position=d.motion[:, 0, :d.qd.shape[1]]) for d in data]
 
 
 def _fit_actuator(train: list[TorqueData], held: list[TorqueData], fits: list[JointFriction],
@@ -205,7 +210,7 @@ def _fit_actuator(train: list[TorqueData], held: list[TorqueData], fits: list[Jo
         raise ActuatorFitError('the bags\' joint states come at different rates '
                                f'({1 / max(periods):.0f}-{1 / min(periods):.0f} Hz): a learned '
                                'model is fitted at one rate; fit bags of one rate')
-    fitting, checking = _parts(train, fits), _parts(held, fits)
+    fitting, checking = actuator_parts(train, fits), actuator_parts(held, fits)
     linear, windows = actuator_fit.choose_and_fit(fitting, period)
     scores = {f'{seconds:g}': value for seconds, value in windows.items()}
     learned: SensorPredictor = linear
