@@ -26,6 +26,7 @@ from sysid_helpers import SPEC, StandinData, simulate, write_bag
 from simops_core.sim_params import SimParamsError, load_sim_params
 from simops_sysid.actuator_export import export_actuator_model
 from simops_sysid.actuator_fit import (
+    INPUTS,
     ActuatorFitError,
     ActuatorPart,
     beyond_range,
@@ -105,6 +106,28 @@ def test_held_out_samples_beyond_the_training_range_are_counted_per_input() -> N
     shares = beyond_range([held], seen)
     assert shares['velocity'] == pytest.approx(100 / len(held.velocity))
     assert shares['model_torque'] == shares['acceleration'] == 0.0
+
+
+def test_an_optional_input_is_learned_when_the_sensor_reads_it() -> None:
+    """A sensor that also reads the position: the model over the position learns it, the
+    shipped inputs cannot; a missing input is named, and only the shipped inputs export."""
+    train, held = (synthetic(seconds, seed) for seconds, seed in ((12.0, 9), (4.0, 10)))
+    def slow(part: ActuatorPart, phase: float) -> np.ndarray:   # rad, independent of torque
+        t = np.arange(part.measured.shape[0])[:, None] * PERIOD
+        return 0.5 * np.sin(2 * np.pi * 0.3 * t + phase + np.arange(7))
+
+    train, held = (replace(part, position=slow(part, phase))
+                   for part, phase in ((train, 0.0), (held, 1.0)))
+    train, held = (replace(part, measured=part.measured + 2.0 * part.position)
+                   for part in (train, held))
+    shipped, _ = choose_and_fit([train], PERIOD)
+    positioned, _ = choose_and_fit([train], PERIOD, (*INPUTS, 'position'))
+    assert positioned.inputs == (*INPUTS, 'position')
+    assert total_rms([held], positioned) < 1.1 * NOISE < total_rms([held], shipped)
+    with pytest.raises(ActuatorFitError, match='input tracking error is not known'):
+        choose_and_fit([train], PERIOD, (*INPUTS, 'tracking_error'))
+    with pytest.raises(ValueError, match='cannot be exported'):
+        export_actuator_model(positioned, Path('/nonexistent/model'), SPEC.arm_joints, {})
 
 
 def test_too_little_data_is_refused() -> None:
