@@ -15,7 +15,9 @@
    ``~/start``, until the cube's centre rests within 2 cm of the goal (the env's success) or
    ``DEMO_TIMEOUT``; the outcome on ``~/episode_info``, ``~/stop``; then, unrecorded, the
    operator sets the cube down, backs off and brings the hand home, where an env episode
-   starts. The next demonstration starts from there, the cube where it was set down.
+   starts. The next demonstration starts from there, the cube where it was set down; a
+   cube the operator could not reach is put back where the first demonstration found it
+   (the simulator's ``~/reset``), as a person would move it by hand.
 3. ``simops-dataset export`` with the pick_place card, then ``simops-train --task
    pick_place --dataset`` (behaviour cloning on the demonstrations alone), whose final
    line is the cloned policy's success alone at full randomisation over ``--eval-episodes``
@@ -236,7 +238,24 @@ def demonstrate(operator: object, scripted: ScriptedOperator, goal: np.ndarray, 
     if faulted:
         recover(operator, scripted)
     set_down(scripted)
+    if not placed and scripted.expert.phase == 'approach':
+        put_back(operator, scripted)
     return bag, placed, seconds
+
+
+def put_back(operator: object, scripted: ScriptedOperator) -> None:
+    """The operator could not reach the cube: as a person would move it by hand, the scene
+    returns to where the first demonstration found it (the simulator's ``~/reset``: the
+    cube at its start, the hand home), the teleop node disabled meanwhile."""
+    from ros_helpers import wait_until
+    from std_srvs.srv import Trigger
+
+    print('  the cube is out of the operator\'s reach: put back (/sim/reset)', flush=True)
+    operator.enable(False, '/teleop')
+    operator.call(Trigger, '/sim/reset', Trigger.Request())
+    operator.enable(True, '/teleop')
+    if not wait_until(lambda: scripted.mode == 'RUNNING', 10.0):
+        raise SystemExit(f'the teleop node did not resume: {scripted.mode}')
 
 
 def recover(operator: object, scripted: ScriptedOperator) -> None:
