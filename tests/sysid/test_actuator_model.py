@@ -126,6 +126,8 @@ def test_an_optional_input_is_learned_when_the_sensor_reads_it() -> None:
     assert total_rms([held], positioned) < 1.1 * NOISE < total_rms([held], shipped)
     with pytest.raises(ActuatorFitError, match='input tracking error is not known'):
         choose_and_fit([train], PERIOD, (*INPUTS, 'tracking_error'))
+    with pytest.raises(ActuatorFitError, match="no input 'measured'"):
+        choose_and_fit([train], PERIOD, (*INPUTS, 'measured'))
     with pytest.raises(ValueError, match='cannot be exported'):
         export_actuator_model(positioned, Path('/nonexistent/model'), SPEC.arm_joints, {})
 

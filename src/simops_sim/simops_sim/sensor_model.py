@@ -145,9 +145,8 @@ def sense(grouped: list[tuple[SensorModel, np.ndarray]], history: np.ndarray,
           out: np.ndarray) -> None:
     """Evaluate the rows of ``grouped`` (:func:`groups`) into ``out`` (n, a).
 
-    One evaluation per model.
-    ``history`` (n, 3, W_max, a): each row's inputs, newest first; a row reads its model's
-    first W lags.
+    One evaluation per model. ``history`` (n, 3, W_max, a): each row's inputs, newest
+    first; a row reads its model's first W lags.
     """
     for model, members in grouped:
         if len(members) == len(out) and model.window == history.shape[2]:

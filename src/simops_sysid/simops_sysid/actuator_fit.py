@@ -116,6 +116,9 @@ def features(part: ActuatorPart, joint: int, window: int,
 
 
 def _input(part: ActuatorPart, name: str) -> np.ndarray:
+    if name not in (*INPUTS, *OPTIONAL_INPUTS):
+        raise ActuatorFitError(f'the learned model has no input {name!r}; its inputs are '
+                               f'{", ".join((*INPUTS, *OPTIONAL_INPUTS))}')
     values = getattr(part, name)
     if values is None:
         raise ActuatorFitError(f'the learned model\'s input {name.replace("_", " ")} is not '
