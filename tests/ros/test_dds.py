@@ -10,6 +10,7 @@ from ros_helpers import REPO, NodeProcess, RosProbe, wait_until
 from sensor_msgs.msg import JointState
 
 from simops_core.dds_isolation import claim_domain_id, isolated_env
+from simops_ros.rclpy_compat import DISTRO
 
 
 def test_session_is_isolated(ros_env: dict[str, str]) -> None:
@@ -62,3 +63,17 @@ def test_joint_state_round_trip_between_processes(ros_probe: RosProbe, tmp_path:
         assert got.header.frame_id == 'fr3_link0'
         time.sleep(0.1)
         assert echo.stop() == 0, echo.output
+
+
+def test_timed_events_thread_is_batch(ros_probe: RosProbe) -> None:
+    """The loopback profile's ``timed_events_thread``: SCHED_BATCH where Fast DDS applies it.
+
+    Kilted's Fast DDS 3 applies it to every participant's ``dds.ev.*`` thread; Jazzy's 2.14
+    parses the profile (the session above still uses it) and leaves the thread as it was.
+    """
+    threads = {int(task.name): (task / 'comm').read_text().strip()
+               for task in Path(f'/proc/{os.getpid()}/task').iterdir()}
+    events = [tid for tid, name in threads.items() if name.startswith('dds.ev')]
+    assert events, f'no Fast DDS timed-events thread among {sorted(set(threads.values()))}'
+    expected = os.SCHED_BATCH if DISTRO == 'kilted' else os.SCHED_OTHER
+    assert {os.sched_getscheduler(tid) for tid in events} == {expected}
