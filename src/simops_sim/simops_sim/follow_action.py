@@ -5,9 +5,11 @@ as ros2_controllers' JointTrajectoryController serves it (the rules are in
 :mod:`simops_sim.follow_goal`): a goal JTC would reject is rejected with its reason in the
 log; an accepted goal runs through the same trajectory path as the topic, its feedback
 (desired, actual, error, point index) and outcome checked at :data:`MONITOR_RATE` (JTC's
-default ``action_monitor_rate``). A new goal aborts the running one with INVALID_GOAL; a
-command on the topics replaces the goal's trajectory and the goal stays active, judged
-against the new trajectory (JTC's ``topic_callback`` and ``update``,
+default ``action_monitor_rate``) by a timer that runs while a goal does, as JTC starts its
+goal timer when it accepts a goal (``goal_accepted_callback``,
+joint_trajectory_controller.cpp:1486-1491, jazzy ed360c9). A new goal aborts the running
+one with INVALID_GOAL; a command on the topics replaces the goal's trajectory and the goal
+stays active, judged against the new trajectory (JTC's ``topic_callback`` and ``update``,
 joint_trajectory_controller.cpp:270-283 and :1385-1398, jazzy ed360c9); a cancel holds the
 arm where it is. A goal whose trajectory trips a protective stop (:mod:`simops_sim.reflexes`:
 faster than the joint velocity limits), or that runs when the arm stops itself, is aborted
@@ -84,7 +86,8 @@ class FollowJointTrajectoryServer:
             node, FollowJointTrajectory, name, execute_callback=self._execute,
             goal_callback=self._on_goal, handle_accepted_callback=self._on_accepted,
             cancel_callback=lambda _: CancelResponse.ACCEPT)
-        node.create_timer(1.0 / MONITOR_RATE, self._monitor)
+        self._timer = node.create_timer(1.0 / MONITOR_RATE, self._monitor)
+        self._timer.cancel()   # started by a goal: an idle executor is not woken 20 times a second
 
     def _parse(self, request: Any) -> tuple[TrajectoryGoal | None, str | None]:
         """The goal on sim time, or why JTC would reject it."""
@@ -130,6 +133,7 @@ class FollowJointTrajectoryServer:
         start = self._arm.follow_state().time if goal.start is None else goal.start
         monitor = GoalMonitor(tolerances, start, goal.times)
         self._running = _Running(handle, self._arm.submit(goal), monitor)
+        self._timer.reset()
 
     async def _execute(self, handle: Any) -> FollowJointTrajectory.Result:
         """The goal's result, once :meth:`_end` sets it (perhaps before this runs)."""
@@ -191,6 +195,7 @@ class FollowJointTrajectoryServer:
     def _finish(self, code: FollowResult | None, reason: str) -> None:
         """End the running goal, if any (see :meth:`_end`)."""
         running, self._running = self._running, None
+        self._timer.cancel()
         if running is not None and running.handle.is_active:
             self._end(running.handle, code, reason)
 
