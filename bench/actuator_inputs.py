@@ -35,7 +35,13 @@ from simops_core.sim_params import SimParams
 from simops_sim.model_index import index_model
 from simops_sim.model_params import apply_sim_params
 from simops_sysid.actuator_fit import INPUTS, choose_and_fit, total_rms
-from simops_sysid.torque_fit import fit_friction, kept_samples, rigid_body_model, torque_data
+from simops_sysid.torque_fit import (
+    fit_friction,
+    kept_samples,
+    rigid_body_model,
+    sample_period,
+    torque_data,
+)
 from simops_sysid.torque_run import actuator_parts
 
 CANDIDATES = {'shipped (model torque, velocity, acceleration)': INPUTS,
@@ -73,7 +79,7 @@ def main() -> int:
                           for p, commanded in zip(actuator_parts([d], fits), [cmd],
                                                   strict=True)]
                          for d, cmd in ((train, train_cmd), (held, held_cmd)))
-    period = float(np.median(np.diff(data['t'])))
+    period = sample_period(data['t'])
     print(f"Gaz et al.'s Panda, held out {SPLIT:g} s on; torque RMS of the raw efforts, all "
           f'joints (N*m): the parametric model {total_rms(checking):.3f}')
     for name, inputs in CANDIDATES.items():

@@ -109,9 +109,8 @@ def torque_data(model: mujoco.MjModel, index: ModelIndex, t: np.ndarray, q: np.n
     if not np.any(effort[:, :arm]) or not np.all(np.isfinite(effort[:, :arm])):
         raise TorqueDataError('the joint states carry no efforts (torques): torque mode needs '
                               'them; record a JointState with effort, as franka_ros2 publishes')
-    window, keep = filter_window(t), kept_samples(t)
+    window, keep, period = filter_window(t), kept_samples(t), sample_period(t)
     edge = keep.start
-    period = float(np.median(np.diff(t)))
     if t.size < 2 * edge + MIN_SAMPLES:
         raise TorqueDataError(f'only {t.size} joint states ({t[-1] - t[0]:.2f} s): torque mode '
                               f'needs at least {(2 * edge + MIN_SAMPLES) * period:.1f} s')
@@ -123,9 +122,14 @@ def torque_data(model: mujoco.MjModel, index: ModelIndex, t: np.ndarray, q: np.n
                       qd[keep, :arm], motion, np.array(effort[keep, :arm], dtype=float))
 
 
+def sample_period(t: np.ndarray) -> float:
+    """The sample period (s) of the times ``t`` (N,) s: the median of their steps."""
+    return float(np.median(np.diff(t)))
+
+
 def filter_window(t: np.ndarray) -> int:
     """The Savitzky-Golay window (odd, samples) of :data:`FILTER_WINDOW` at ``t``'s rate."""
-    return max(5, round(FILTER_WINDOW / float(np.median(np.diff(t)))) | 1)
+    return max(5, round(FILTER_WINDOW / sample_period(t)) | 1)
 
 
 def kept_samples(t: np.ndarray) -> slice:
@@ -134,7 +138,7 @@ def kept_samples(t: np.ndarray) -> slice:
     :data:`EDGE` (at least a filter window) is dropped at each end, where the filter is
     one-sided.
     """
-    edge = max(filter_window(t), round(EDGE / float(np.median(np.diff(t)))))
+    edge = max(filter_window(t), round(EDGE / sample_period(t)))
     return slice(edge, t.size - edge)
 
 

@@ -50,6 +50,7 @@ from simops_sysid.torque_fit import (
     inverse_dynamics,
     nominal_friction,
     rigid_body_model,
+    sample_period,
     torque_data,
 )
 from simops_sysid.torque_report import HeldOutTraces
@@ -95,7 +96,7 @@ def run_torque(bags: Sequence[Path], holdout: Sequence[Path], robot: RobotSpec,
     train, held, periods = [], [], []
     for bag in bags:
         states = load_states(bag, robot, topics)
-        periods.append(float(np.median(np.diff(states.t))))
+        periods.append(sample_period(states.t))
         if holdout:
             train.append(data(states, slice(None)))
         else:
