@@ -533,9 +533,7 @@ class _Run:
         if self.every_row and (abs(due[0] - end[0]) <= SAMPLE_TOLERANCE if len(due) == 1
                                else (np.abs(due - end) <= SAMPLE_TOLERANCE).all()):
             # the usual case (the step is the model's period): one sample, the step's end
-            history = laws.history
-            history[:, :, 1:] = history[:, :, :-1]
-            history[:, :, 0] = now
+            _shift_in(laws.history, now)
             beyond = (now < self.sensor_low) | (now > self.sensor_high)
             if beyond.any():
                 laws.outside += beyond.any(axis=(1, 2))
@@ -553,14 +551,11 @@ class _Run:
             at_end = due >= end - SAMPLE_TOLERANCE
             sample[at_end] = now[at_end]
             if self.every_row and pushing.all():
-                history = laws.history
-                history[:, :, 1:] = history[:, :, :-1]
-                history[:, :, 0] = sample
+                _shift_in(laws.history, sample)
             else:
                 pushed = rows[pushing]
                 history = laws.history[pushed]
-                history[:, :, 1:] = history[:, :, :-1]
-                history[:, :, 0] = sample[pushing]
+                _shift_in(history, sample[pushing])
                 laws.history[pushed] = history
             beyond = ((sample < self.sensor_low) | (sample > self.sensor_high)).any(axis=(1, 2))
             laws.outside[rows] += beyond & pushing
@@ -577,6 +572,12 @@ class _Run:
             sense(groups(self.laws.sensors, self.sensing[pushed]), self.laws.history,
                   self.laws.sensed)
         pushed[:] = False
+
+
+def _shift_in(history: np.ndarray, sample: np.ndarray) -> None:
+    """Shift ``sample`` (k, 3, a) into ``history`` (k, 3, W, a) as its newest lag, in place."""
+    history[:, :, 1:] = history[:, :, :-1]
+    history[:, :, 0] = sample
 
 
 def _sample_linear(laws: ArmLaws, now: np.ndarray) -> None:
