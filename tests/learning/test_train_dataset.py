@@ -128,6 +128,7 @@ def test_simops_train_clones_a_dataset_and_its_card_names_it(tmp_path: Path) -> 
     assert entry['sha256'] == tree_sha256(root) and entry['path'] == str(root)
     assert entry['episodes'] == 1 and entry['weight'] == 1.0
     assert card['training']['init_policy'] is None
+    assert card['training']['augmentation'] == 'scene turned about the vertical'
     assert card['task'] == 'pick_place'
 
 

@@ -6,7 +6,11 @@
 2. :class:`~simops_learning.pick_network.PickPolicy`'s network is fit by mean squared error
    on the labelled entries (a frame without a step label still teaches the gripper), each
    batch drawn from the datasets in proportion to their ``--weight``; from scratch, or
-   fine-tuned from ``--init-policy`` (its input standardisation then kept).
+   fine-tuned from ``--init-policy`` (its input standardisation then kept). Each frame
+   labelled by a decision is shown at a random heading: the scene turned about the vertical
+   through the grasp point, which turns the network's inputs and the decision with them
+   (:func:`~simops_learning.pick_network.turn_scene`); ``--augment none`` shows the frames
+   as recorded.
 3. The policy alone is evaluated at full randomisation in the training sim, as DAgger's is.
 
 The card records every dataset's path, sha256 and episode count, and the initial policy's
@@ -33,7 +37,7 @@ from simops_core.promotion import file_entry
 from simops_learning.demonstrations import Demonstrations, read_demonstrations
 from simops_learning.lerobot_reader import DatasetError
 from simops_learning.pick_env import FR3PickPlaceEnv
-from simops_learning.pick_network import PickPolicy
+from simops_learning.pick_network import PickPolicy, turn_scene
 from simops_learning.pick_train import (
     Log,
     PickTrainConfig,
@@ -55,6 +59,7 @@ class DatasetTrainConfig:
     datasets: tuple[Path, ...]
     weights: tuple[float, ...]
     init_policy: Path | None = None     # TorchScript pick-and-place policy to fine-tune
+    turn: bool = True                   # show decision-labelled frames at random headings
     pick: PickTrainConfig = field(default_factory=PickTrainConfig)
 
 
@@ -66,24 +71,35 @@ def hidden_of(state: dict[str, torch.Tensor]) -> tuple[int, ...]:
 
 
 def fit_decisions(policy: PickPolicy, parts: Sequence[Demonstrations], weights: Sequence[float],
-                  config: PickTrainConfig, generator: torch.Generator, normalize: bool
-                  ) -> float:
+                  config: PickTrainConfig, generator: torch.Generator, normalize: bool,
+                  turn: bool = True) -> float:
     """Fit ``policy``'s network on the labelled entries; return the last batch loss.
 
     Frame i of dataset d is drawn with probability weight_d / (sum of weights · N_d). The
     loss is the mean squared error over the labelled entries: of the decision (a twist's
     step, the gripper command) and of the joint deltas the task-space law makes of the
-    network's step (a commanded or policy step), in action units.
+    network's step (a commanded or policy step), in action units. With ``turn``, each drawn
+    frame without a joint-delta label (which would not turn with the scene) is turned by
+    an angle uniform in [0, 2 pi) (:func:`~simops_learning.pick_network.turn_scene`), and
+    the standardisation is taken over one such turn of every frame.
     """
     raw = torch.as_tensor(np.concatenate([p.raw for p in parts]))
     labels = torch.as_tensor(np.concatenate([np.concatenate([p.decisions, p.arm], axis=1)
                                              for p in parts]))
     mask = torch.isfinite(labels).float()
     labels = torch.nan_to_num(labels)
+    turnable = (mask[:, 4:] == 0).all(dim=1) if turn else torch.zeros(len(raw), dtype=bool)
+
+    def shown(rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Inputs and labels of frames ``rows``, the turnable ones at random headings."""
+        angle = torch.rand(len(rows), generator=generator, dtype=x.dtype) * (2 * torch.pi)
+        turned, steps = turn_scene(x[rows], labels[rows, :3], angle * turnable[rows])
+        return turned, torch.cat([steps, labels[rows, 3:]], dim=1)
+
     with torch.no_grad():
         x, q, cube_yaw = policy.features(raw)
-    if normalize:
-        policy.set_normalization(x.numpy())
+        if normalize:
+            policy.set_normalization(shown(torch.arange(len(raw)))[0].numpy())
     total = float(sum(weights))
     probability = torch.as_tensor(np.concatenate(
         [np.full(len(p.raw), w / (total * len(p.raw))) for p, w in zip(parts, weights,
@@ -94,9 +110,10 @@ def fit_decisions(policy: PickPolicy, parts: Sequence[Demonstrations], weights: 
     for _ in range(config.updates):
         batch = torch.multinomial(probability, config.batch, replacement=True,
                                   generator=generator)
-        decision = policy.head(x[batch])
+        inputs, targets = shown(batch)
+        decision = policy.head(inputs)
         arm = policy.law(q[batch], decision[:, :3] * policy.move_unit, cube_yaw[batch])
-        error = (torch.cat([decision, arm], dim=1) - labels[batch]) ** 2 * mask[batch]
+        error = (torch.cat([decision, arm], dim=1) - targets) ** 2 * mask[batch]
         loss = error.sum() / mask[batch].sum().clamp(min=1.0)
         optimizer.zero_grad()
         loss.backward()
@@ -138,7 +155,7 @@ def train_from_datasets(config: DatasetTrainConfig, log: Log = print
             f'with an operator twist), {e["episodes_failed_left_out"]} failed episodes left '
             f'out, sha256 {e["sha256"][:12]}')
     loss = fit_decisions(policy, parts, config.weights, pick, generator,
-                         normalize=init_state is None)
+                         normalize=init_state is None, turn=config.turn)
     log(f'fit {pick.updates} updates on {sum(len(p.raw) for p in parts)} frames: loss '
         f'{loss:.4f}, {time.monotonic() - started:.0f} s')
     context = multiprocessing.get_context('spawn')
@@ -156,6 +173,7 @@ def train_from_datasets(config: DatasetTrainConfig, log: Log = print
                      + (' (fine-tuned)' if init_state is not None else ''),
         'policy': 'kinematics layer + MLP (simops_learning.pick_network)',
         'seed': pick.seed, 'hidden': list(pick.hidden), 'updates': pick.updates,
+        'augmentation': 'scene turned about the vertical' if config.turn else 'none',
         'final_loss': round(loss, 5),
         'datasets': [{**p.entry, 'weight': w} for p, w in zip(parts, config.weights,
                                                                 strict=True)],
@@ -183,7 +201,8 @@ def train_datasets_and_export(args: argparse.Namespace,
                            randomization=randomization, sim_params=args.sim_params,
                            profile=args.sim_profile)
     config = DatasetTrainConfig(tuple(Path(d) for d in args.dataset), weights,
-                                Path(args.init_policy) if args.init_policy else None, pick)
+                                Path(args.init_policy) if args.init_policy else None,
+                                turn=args.augment == 'turn', pick=pick)
     try:
         policy, metadata = train_from_datasets(config, log=lambda line: print(line, flush=True))
     except DatasetError as exc:

@@ -38,6 +38,7 @@ from simops_sim.model_index import ModelIndex
 
 FEATURES = 15                # the network's inputs
 MOVE_UNIT = 0.05             # m of grasp-point step per network output unit
+HORIZONTAL = ((0, 1), (3, 4), (6, 7))   # the inputs' horizontal (x, y) pairs (PickPolicy.features)
 
 
 class ArmKinematics(nn.Module):
@@ -100,6 +101,29 @@ class ArmKinematics(nn.Module):
                 turn = torch.stack([c, -s, zero, s, c, zero, zero, zero, one], dim=1)
                 rotation = rotation @ turn.reshape(batch, 3, 3)
         return position, rotation, torch.stack(origins, dim=1), torch.stack(axes, dim=1)
+
+
+def turn_scene(features: torch.Tensor, steps: torch.Tensor, angle: torch.Tensor
+               ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Inputs (B, 15) and grasp-point steps (B, 3) of the scene turned by ``angle`` (B,) rad.
+
+    The turn is about the vertical through the grasp point. The inputs are three relative
+    vectors, two horizontal lengths, the opening and three heights
+    (:meth:`PickPolicy.features`): turning the cube and the goal about that vertical turns
+    the vectors' horizontal parts (:data:`HORIZONTAL`) and leaves the rest. The grasp
+    expert's decision (:mod:`simops_learning.pick_expert`: horizontal distances, heights,
+    and targets relative to the cube, the goal and the grasp point) turns with them, its
+    gripper command unchanged. Behaviour cloning shows the network every heading of a
+    demonstrated scene this way. Returns new tensors.
+    """
+    cos, sin = torch.cos(angle), torch.sin(angle)
+    features, steps = features.clone(), steps.clone()
+    for x, y in HORIZONTAL:
+        features[:, x], features[:, y] = (cos * features[:, x] - sin * features[:, y],
+                                          sin * features[:, x] + cos * features[:, y])
+    steps[:, 0], steps[:, 1] = (cos * steps[:, 0] - sin * steps[:, 1],
+                                sin * steps[:, 0] + cos * steps[:, 1])
+    return features, steps
 
 
 def quaternion_yaw(quat: torch.Tensor) -> torch.Tensor:

@@ -299,6 +299,10 @@ def _main(argv: list[str] | None) -> int:
     parser.add_argument('--init-policy', metavar='PT',
                         help='with --dataset: fine-tune this pick_place policy (.pt) instead '
                              'of training from scratch')
+    parser.add_argument('--augment', choices=('turn', 'none'), default='turn',
+                        help='with --dataset: "turn" shows each frame labelled by a decision '
+                             'at a random heading (the scene turned about the vertical through '
+                             'the grasp point); "none" as recorded (default: turn)')
     parser.add_argument('--randomization', type=Path,
                         help='YAML with a "randomization" mapping (e.g. the dr_suggestion.yaml '
                              'that simops-validate writes); default: the built-in ranges of '
