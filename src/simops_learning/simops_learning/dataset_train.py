@@ -88,10 +88,12 @@ def fit_decisions(policy: PickPolicy, parts: Sequence[Demonstrations], weights: 
                                              for p in parts]))
     mask = torch.isfinite(labels).float()
     labels = torch.nan_to_num(labels)
-    turnable = (mask[:, 4:] == 0).all(dim=1) if turn else torch.zeros(len(raw), dtype=bool)
+    turnable = (mask[:, 4:] == 0).all(dim=1)   # joint-delta labels do not turn
 
     def shown(rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Inputs and labels of frames ``rows``, the turnable ones at random headings."""
+        if not turn:
+            return x[rows], labels[rows]
         angle = torch.rand(len(rows), generator=generator, dtype=x.dtype) * (2 * torch.pi)
         turned, steps = turn_scene(x[rows], labels[rows, :3], angle * turnable[rows])
         return turned, torch.cat([steps, labels[rows, 3:]], dim=1)
