@@ -30,7 +30,7 @@ from simops_learning.pick_network import MOVE_UNIT
 from simops_learning.pick_train import PickTrainConfig, new_policy, run_round, scripted
 from simops_learning.reach_card import CONTROL_RATE
 from simops_learning.seeding import seeded_torch
-from simops_teleop.servo_law import ServoSettings
+from simops_teleop.servo_law import ServoSettings, cap_speed
 
 PERIOD = 1.0 / CONTROL_RATE
 
@@ -38,7 +38,7 @@ PERIOD = 1.0 / CONTROL_RATE
 def demonstrate(env: FR3PickPlaceEnv, expert: PickExpert, demos: int, first_seed: int
                 ) -> tuple[Demonstrations, int]:
     """Frames of ``demos`` placed demonstrations, and how many episodes it took."""
-    cap = ServoSettings().linear
+    settings = ServoSettings()
     raw, decisions, placed, seed = [], [], 0, first_seed
     while placed < demos:
         env.reset(seed=seed, options={'level': 1.0})
@@ -50,8 +50,9 @@ def demonstrate(env: FR3PickPlaceEnv, expert: PickExpert, demos: int, first_seed
             width = float(gripper_width(state.joint_position[7:]))
             cube, goal = state.object_position.copy(), state.goal_position.copy()
             move, gripper = expert.decide(q, width, cube, goal)
-            velocity = np.clip(move / PERIOD, -cap, cap)   # the SpaceMouse's axes, saturated
-            velocity *= min(1.0, cap / max(float(np.linalg.norm(velocity)), 1e-12))
+            # the SpaceMouse's axes saturate at the cap, then the teleop node caps the speed
+            axes = np.clip(move / PERIOD, -settings.linear, settings.linear)
+            velocity = cap_speed(np.concatenate([axes, np.zeros(3)]), settings)[:3]
             frames.append(np.concatenate([q, cube, state.object_quaternion, goal, [width]]))
             labels.append(np.append(velocity * PERIOD / MOVE_UNIT, gripper))
             action = expert.action(q, velocity * PERIOD, gripper,
