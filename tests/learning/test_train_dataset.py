@@ -117,6 +117,24 @@ def test_the_fingers_reveal_a_gripper_command_held_while_they_rest() -> None:
     assert np.all(gripper_commands(opening, width, None, episode, spec, fps=20.0) == 1.0)
 
 
+def test_a_commanded_width_labels_the_gripper_by_the_way_it_moves() -> None:
+    """A width ramped by the safety pipeline says the command from its first step, not
+    once it crosses the middle of the range; at rest, open above the middle."""
+    spec = load_robot_spec('fr3')
+    grip = spec.gripper
+    top, step = grip.width_max, grip.speed_max * 0.05   # one 20 Hz period of the hand
+    widths = [top, top, top - step, top - 2 * step, top - 3 * step, top - 3 * step,
+              top - 2 * step, top, top, 0.01, 0.01]
+    episode = np.array([0] * 9 + [1] * 2)   # a new episode starts at rest, closed
+    action = np.full((len(widths), 8), np.nan)
+    action[:, 7] = widths
+    opening = np.full(len(widths), top)
+    out = gripper_commands(opening, action, None, episode, spec, fps=20.0)
+    assert list(out) == [1.0, 1.0, -1.0, -1.0, -1.0, 1.0, 1.0, 1.0, 1.0, -1.0, -1.0]
+    # the width at rest mid-range after closing (above the middle): open, as before
+    assert top - 3 * step > 0.5 * (grip.width_min + grip.width_max)
+
+
 def test_simops_train_clones_a_dataset_and_its_card_names_it(tmp_path: Path) -> None:
     root = exported(tmp_path, 'teleop', teleop=True)
     result = run('simops-train', '--task', 'pick_place', '--dataset', root, '--updates', 50,

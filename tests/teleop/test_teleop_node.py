@@ -13,8 +13,8 @@ from control_msgs.msg import JointJog
 from geometry_msgs.msg import PoseStamped, TwistStamped
 from policy_helpers import call_enable
 from ros_helpers import NodeProcess, RosProbe, wait_until
-from sensor_msgs.msg import Joy
-from sim_helpers import qos, settled, start_sim, subscribe_states, topic
+from sensor_msgs.msg import JointState, Joy
+from sim_helpers import qos, settled, stamp, start_sim, subscribe_states, topic
 from std_msgs.msg import Int8
 from std_srvs.srv import SetBool
 
@@ -137,14 +137,18 @@ def test_a_joint_jog_moves_only_its_joints_and_a_bad_one_is_ignored(
 def test_the_hand_opens_and_closes_from_the_service_and_a_joystick_button(
         ros_probe: RosProbe, tmp_path: Path) -> None:
     """~/gripper true closes the hand to its width_min, false opens it to width_max (sent
-    with the arm's targets on /joint_commands); a press of gripper_button toggles it."""
+    with the arm's targets on /joint_commands, through the safety pipeline: no faster than
+    the Franka Hand's speed_max); a press of gripper_button toggles it."""
     states = subscribe_states(ros_probe)
     joys = ros_probe.publisher('/joy', Joy, 10)
+    grip = SPEC.gripper
+
+    def opening(msg: JointState) -> float:
+        return float(sum(p for n, p in zip(msg.name, msg.position, strict=True)
+                         if n in grip.joints))
 
     def width() -> float:
-        msg = ros_probe.messages(states)[-1]
-        return float(sum(p for n, p in zip(msg.name, msg.position, strict=True)
-                         if n in SPEC.gripper.joints))
+        return opening(ros_probe.messages(states)[-1])
 
     def hand(close: bool) -> None:
         with ros_probe.paused():
@@ -161,6 +165,11 @@ def test_the_hand_opens_and_closes_from_the_service_and_a_joystick_button(
         assert call_enable(ros_probe, True, node='/teleop').success
         hand(True)
         assert wait_until(lambda: width() < SPEC.gripper.width_min + 0.002, 10), width()
+        seen = [(stamp(m), opening(m)) for m in ros_probe.messages(states)]
+        began = next(t for t, w in seen if w < grip.width_max - 0.002)
+        shut = next(t for t, w in seen if w < grip.width_min + 0.002)
+        travel = (grip.width_max - grip.width_min - 0.004) / grip.speed_max   # 0.76 s
+        assert shut - began > 0.9 * travel, (shut - began, travel)
         hand(False)
         assert wait_until(lambda: width() > SPEC.gripper.width_max - 0.002, 10), width()
         for pressed in (1, 0):   # a press and a release: one toggle

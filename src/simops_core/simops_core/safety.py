@@ -152,14 +152,15 @@ class ActionMapping:
     lpf_alpha: float
 
     @classmethod
-    def target_steps(cls, joints: int) -> ActionMapping:
+    def target_steps(cls, joints: int, gripper: bool = False) -> ActionMapping:
         """Actions that are the target's own change (rad per step, ``joints`` arm joints).
 
-        Unscaled, unfiltered, from the last target, no gripper: how ``excite`` and
-        ``teleop`` hand the pipeline the step they want.
+        Unscaled, unfiltered, from the last target: how ``excite`` and ``teleop`` hand the
+        pipeline the step they want; with ``gripper``, then the gripper command (entry
+        ``joints``, see :func:`width_command`).
         """
-        return cls(arm_index=np.arange(joints), gripper_index=None, clip=float(2 * np.pi),
-                   scale=1.0, reference='last_command', lpf_alpha=1.0)
+        return cls(arm_index=np.arange(joints), gripper_index=joints if gripper else None,
+                   clip=float(2 * np.pi), scale=1.0, reference='last_command', lpf_alpha=1.0)
 
 
 @dataclass(frozen=True)
@@ -287,6 +288,12 @@ def step(state: SafetyState, action: np.ndarray, measured: np.ndarray, blend: fl
     new_state = replace(state, target=target, step=target - state.target, filtered=filtered,
                         gripper=gripper)
     return SafetyOutput(new_state, clipped, fault=False)
+
+
+def width_command(width: float, limits: SafetyLimits) -> float:
+    """The gripper command (-1 closed … +1 open) that asks :func:`step` for ``width`` (m)."""
+    span = limits.gripper_max - limits.gripper_min
+    return 2.0 * (width - limits.gripper_min) / span - 1.0
 
 
 def _guard(wanted: np.ndarray, previous: np.ndarray, max_step: np.ndarray, lower: np.ndarray,

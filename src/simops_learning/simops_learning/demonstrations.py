@@ -13,10 +13,11 @@ from the first source the frame has:
   last command); these are learnt through the task-space law, since the law saturates and a
   saturated step does not say the decision behind it. Else none (the move is not learnt);
 - **gripper**: the policy's own command (``policy.action``); else the commanded width
-  (``action``): open above the middle of the hand's range; else the direction the fingers
-  move over the next ``LOOKAHEAD`` s, held while they rest (franka_gripper's actions are
-  not on a topic, so a teleoperated hand shows only in its measured opening); open at
-  first.
+  (``action``): the way it moves since the frame before (the policy and the teleop node send
+  it through the safety pipeline, which moves it no faster than the hand), open above the
+  middle of the hand's range while it rests; else the direction the fingers move over the
+  next ``LOOKAHEAD`` s, held while they rest (franka_gripper's actions are not on a topic,
+  so a hand driven through them shows only in its measured opening); open at first.
 
 Episodes whose metadata says they failed are left out; episodes of unknown outcome are kept.
 """
@@ -36,6 +37,7 @@ from simops_learning.pick_network import MOVE_UNIT, TaskSpaceLaw
 
 LOOKAHEAD = 0.2            # s of finger motion that reveals a gripper command
 FINGER_MOTION = 5e-4       # m of opening change over LOOKAHEAD that counts as moving
+WIDTH_MOTION = 1e-6        # m of commanded width change between frames that counts as moving
 RAW_FEATURES = ('observation.state', 'observation.object_position',
                 'observation.object_quaternion', 'observation.goal_position')
 
@@ -141,7 +143,12 @@ def commanded_deltas(raw: np.ndarray, action: np.ndarray, policy: np.ndarray | N
 
 def gripper_commands(opening: np.ndarray, action: np.ndarray, policy: np.ndarray | None,
              episode: np.ndarray, spec: RobotSpec, fps: float) -> np.ndarray:
-    """Gripper commands (N,): the policy's, else the commanded width's, else the fingers'."""
+    """Gripper commands (N,): the policy's, else the commanded width's, else the fingers'.
+
+    ``opening`` (N,) m measured; ``action`` (N, A) the commanded targets, the width (m) in
+    column 7 when A >= 8; ``policy`` (N, >= 8) the policy's actions or None; ``episode``
+    (N,) each frame's episode; ``fps`` the frame rate (Hz).
+    """
     grip = spec.gripper
     middle = 0.5 * (grip.width_min + grip.width_max)
     out = np.full(len(opening), np.nan)
@@ -157,7 +164,13 @@ def gripper_commands(opening: np.ndarray, action: np.ndarray, policy: np.ndarray
     if action.shape[1] >= 8:
         width = action[:, 7]
         known = np.isfinite(width)
-        out[known] = np.where(width[known] > middle, 1.0, -1.0)
+        command = np.where(width > middle, 1.0, -1.0)
+        change = np.zeros(len(width))
+        same = np.flatnonzero(episode[1:] == episode[:-1]) + 1
+        change[same] = np.nan_to_num(width[same] - width[same - 1])
+        moving = np.abs(change) > WIDTH_MOTION
+        command[moving] = np.sign(change[moving])
+        out[known] = command[known]
     if policy is not None and policy.shape[1] >= 8:
         known = np.isfinite(policy[:, 7])
         out[known] = np.clip(policy[known, 7], -1.0, 1.0)

@@ -72,14 +72,17 @@ class ModeReport:
 
 def resume(node: Node, supervisor: MotionSupervisor, lock: threading.Lock,
            measured: np.ndarray, state: safety.SafetyState | None,
-           limits: safety.SafetyLimits) -> safety.SafetyState | None:
+           limits: safety.SafetyLimits, opening: float | None = None
+           ) -> safety.SafetyState | None:
     """The pipeline state a (re)started motion drives from, or None after latching FAULT.
 
-    A first start begins at the ``measured`` arm position (7,) rad, a restart holds
-    ``state``'s target; an arm outside its limits latches FAULT and logs how to recover.
+    A first start begins at the ``measured`` arm position (7,) rad and hand ``opening`` (m;
+    None, not measured: the hand's widest), a restart holds ``state``'s target; an arm
+    outside its limits latches FAULT and logs how to recover.
     """
+    width = limits.gripper_max if opening is None else opening
     try:
-        return safety.start(measured, 0.0, limits) if state is None else safety.hold(state)
+        return safety.start(measured, width, limits) if state is None else safety.hold(state)
     except (safety.OutsideLimitsError, ValueError) as exc:
         with lock:
             supervisor.fault(f'cannot start: {exc}')

@@ -1,8 +1,7 @@
 """``ros2 run simops_teleop teleop``: drive the arm from a twist, a SpaceMouse or a gamepad.
 
 A thin node over :mod:`simops_teleop.servo_law` (moveit_servo's rules) and the policy's
-safety pipeline (:mod:`simops_core.safety`). Inputs, as moveit_servo and the joy stack name
-them:
+safety pipeline (:mod:`simops_core.safety`). Inputs, as moveit_servo and the joy stack name:
 
 - ``~/delta_twist_cmds`` (geometry_msgs/TwistStamped): the TCP's velocity (m/s, rad/s) in
   the robot's base frame (``header.frame_id`` the base link or empty) or the TCP's own
@@ -12,19 +11,19 @@ them:
 - ``/joy`` (sensor_msgs/Joy): axes scaled to the speed caps by ``joy_layout``; with
   ``deadman_button`` >= 0 the arm moves only while that button is held; a press of
   ``gripper_button`` toggles the hand, of a ``record_buttons`` one drives the recorder;
-- ``~/gripper`` (std_srvs/SetBool): true closes the hand, false opens it (its width range);
-  the width goes with the arm's targets, as the policy's does (on ``/joint_commands``, or as
-  franka_gripper goals beside the trajectory).
+- ``~/gripper`` (std_srvs/SetBool): true closes the hand, false opens it (its width range),
+  through the safety pipeline (no faster than the hand's ``speed_max``) with the arm's
+  targets, as the policy's (on ``/joint_commands``, or franka_gripper goals).
 
 At ``teleop_rate`` Hz it turns the newest input into joint velocities (at the current
 target), integrates them over the period into the next target, runs it through
 ``safety.step`` (position limits minus a margin, velocity and acceleration limits) and
 publishes it on the command topic the policy uses (the policy's default fraction of the
-velocity and acceleration limits). An input older than ``input_timeout``,
-a released dead-man or a halting status command zero velocity: the pipeline brakes the arm
-within its acceleration limit. ``~/status`` (std_msgs/Int8) carries moveit_servo's status
-code, ``/teleop/operator_twist`` (TwistStamped, base frame) the twist it servoes each tick,
-for the recording. It moves an arm, so it starts DISABLED, like the policy and ``excite``
+velocity and acceleration limits). An input older than ``input_timeout``, a released
+dead-man or a halting status command zero velocity: the pipeline brakes the arm within its
+acceleration limit. ``~/status`` (std_msgs/Int8) carries moveit_servo's status code,
+``/teleop/operator_twist`` (TwistStamped, base frame) the twist it servoes each tick, for
+the recording. It moves an arm, so it starts DISABLED, like the policy and ``excite``
 (:class:`simops_core.motion_supervisor.MotionSupervisor`: ``~/enable``, ``/simops/estop``).
 Parameters: ``config/parameters/teleop.yaml``.
 """
@@ -39,7 +38,6 @@ import numpy as np
 from control_msgs.msg import JointJog
 from geometry_msgs.msg import TwistStamped
 from rclpy.node import Node
-from rclpy.qos import QoSProfile
 from sensor_msgs.msg import Joy
 from std_msgs.msg import Int8
 from std_srvs.srv import SetBool
@@ -100,11 +98,11 @@ class TeleopNode(Node):
         self.limits = safety.SafetyLimits.from_spec(self.spec, self.period,
                                                     StepSettings.velocity_scale,
                                                     StepSettings.joint_limit_margin)
-        self.mapping = safety.ActionMapping.target_steps(len(self.spec.arm_joints))
+        self.mapping = safety.ActionMapping.target_steps(len(self.spec.arm_joints), s.gripper)
         hand = franka_release(s.franka_ros2).gripper_action(self.spec.name) if s.gripper else None
         self._publish = ArmCommandPublisher(self, topics, s.command_interface,
                                             self.spec.arm_joints, self.period, True, hand)
-        self._width: float | None = None   # the hand's target (m), once commanded
+        self._width: float | None = None   # the operator's hand width (m), once commanded
         self._button = False               # gripper_button held at the last /joy
         self._measured = ArmPositions(self, topics['joint_states'], self.spec, STALE_STATE)
         self._lock = threading.Lock()   # inputs and the supervisor: callbacks vs. the timer
@@ -126,8 +124,8 @@ class TeleopNode(Node):
             self.create_service(SetBool, '~/gripper', self._on_gripper)
         self._safety: safety.SafetyState | None = None
         self.supervisor = MotionSupervisor(s.start_enabled, RAMP)
-        self._report_mode = ModeReport(self, self.supervisor, '~/state', QoSProfile(
-            **topics['policy_state'].qos.as_profile_kwargs()))
+        self._report_mode = ModeReport(self, self.supervisor, '~/state',
+                                       qos_profile(topics['policy_state']))
         self._arm_stop = attach_motion_controls(self, self.supervisor, self._lock, topics)
         self._frames = ('', self.spec.base_frame)
         self._tcp_frame = f'{self.spec.name}_hand_tcp'
@@ -206,7 +204,7 @@ class TeleopNode(Node):
         else:
             held = stand_still(self.supervisor, decision, self._safety, self.limits, self._lock)
             if held is not None:
-                self._publish(held.target, self._width)
+                self._publish(held.target, self._hand(held))
             self._safety = held if held is not None or decision.publish else None
         self._status.publish(Int8(data=int(status)))
         self._report_mode()
@@ -219,7 +217,7 @@ class TeleopNode(Node):
         """
         if restart:
             self._safety = resume(self, self.supervisor, self._lock, measured, self._safety,
-                                  self.limits)
+                                  self.limits, self._measured.opening)
         if self._safety is None:
             return ServoStatus.INVALID
         if in_tcp:   # to the base frame, at the current target
@@ -230,11 +228,18 @@ class TeleopNode(Node):
         result = (jog_velocities(self._safety.target, twist, self.spec, self.servo) if jog
                   else twist_velocities(self.kinematics, self._safety.target, twist,
                                         self.period, self.servo))
-        out = safety.step(self._safety, result.velocity * self.period, measured, blend,
-                          self.limits, self.mapping)
+        action = result.velocity * self.period
+        if self.mapping.gripper_index is not None:
+            width = self._safety.gripper if self._width is None else self._width
+            action = np.append(action, safety.width_command(width, self.limits))
+        out = safety.step(self._safety, action, measured, blend, self.limits, self.mapping)
         self._safety = out.state
-        self._publish(out.state.target, self._width)
+        self._publish(out.state.target, self._hand(out.state))
         return result.status
+
+    def _hand(self, state: safety.SafetyState) -> float | None:
+        """The hand's width to send (m): the pipeline's, once the operator has set one."""
+        return None if self._width is None else state.gripper
 
 
 def main(args: list[str] | None = None) -> int:
