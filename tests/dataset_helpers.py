@@ -24,6 +24,11 @@ def operator_twist(t: float) -> np.ndarray:
     return np.array([0.01 * t, -0.02 * t, 0.05, 0.0, 0.1 * t, -0.3])
 
 
+def gripper_command(t: float) -> float:
+    """The synthetic teleop node's hand width (m) at tick ``t`` s: closing at 0.1 m/s."""
+    return max(0.08 - 0.1 * t, 0.0)
+
+
 def joint_position(t: np.ndarray) -> np.ndarray:
     """The synthetic arm's positions (N, 7) rad at stamp times ``t`` (N,) s (from T0)."""
     return HOME + 0.2 * np.sin(np.outer(t, np.linspace(0.5, 1.1, 7)))
@@ -51,7 +56,8 @@ def write_episode(path: Path, duration: float = 3.0, joints: tuple[str, ...] = J
     ``pause`` (start, end) s), 100 Hz object poses, one latched goal, custom_data.
 
     With ``teleop``, a demonstration instead: no policy output, the teleop node's operator
-    twist at 100 Hz (:func:`operator_twist` at ticks 0.3 ms after each 10 ms), source teleop.
+    twist at 100 Hz (:func:`operator_twist` at ticks 0.3 ms after each 10 ms) and the hand's
+    width it sends franka_gripper (:func:`gripper_command`, 0.1 ms later), source teleop.
     """
     types = STORE.types
     header = types['std_msgs/msg/Header']
@@ -97,6 +103,11 @@ def write_episode(path: Path, duration: float = 3.0, joints: tuple[str, ...] = J
                                   angular=vector(x=v[3], y=v[4], z=v[5])))
         messages.append((tick + latency, '/teleop/operator_twist', msg,
                          'geometry_msgs/msg/TwistStamped'))
+        width = types['std_msgs/msg/Float64MultiArray'](
+            layout=types['std_msgs/msg/MultiArrayLayout'](dim=[], data_offset=0),
+            data=np.array([gripper_command(tick)]))
+        messages.append((tick + latency + 1e-4, '/simops/gripper_command', width,
+                         'std_msgs/msg/Float64MultiArray'))
     for stamp in np.arange(0.0, duration, 0.01):
         msg = pose_t(header=header(stamp=_time(T0 + stamp), frame_id='fr3_link0'),
                      pose=pose(position=point(x=0.5 + stamp, y=0.0, z=0.02),

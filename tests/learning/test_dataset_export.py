@@ -19,6 +19,7 @@ from dataset_helpers import (
     JOINTS,
     T0,
     TWIST_TICKS,
+    gripper_command,
     joint_position,
     operator_twist,
     write_episode,
@@ -102,7 +103,9 @@ def test_exported_frames_match_the_bag_at_the_frame_times(tmp_path: Path) -> Non
 
 def test_a_demonstration_exports_with_its_label_and_the_operators_twist(
         tmp_path: Path) -> None:
-    """Each frame's operator.twist is the twist in force before the next frame, exactly."""
+    """Each frame's operator.twist is the twist in force before the next frame, exactly, and
+    its action's gripper entry the hand's width sent to franka_gripper (not on the
+    trajectory), likewise."""
     write_episode(tmp_path / 'bag', teleop=True, success='false')
     result = export(tmp_path / 'bag', '--card', CARD, '--out', tmp_path / 'ds')
     assert result.returncode == 0, result.stderr
@@ -111,6 +114,8 @@ def test_a_demonstration_exports_with_its_label_and_the_operators_twist(
     ticks = TWIST_TICKS[np.searchsorted(TWIST_TICKS, frame_t + 0.05) - 1]
     assert np.array_equal(data['operator.twist'], np.array([operator_twist(t) for t in ticks]))
     assert np.allclose(data['source.operator_twist.stamp'] - T0, ticks, atol=1e-6)
+    assert np.array_equal(data['action'][:, 7], [gripper_command(t) for t in ticks])
+    assert np.all(np.isnan(data['source.gripper_command.stamp']))   # it has no header
     assert np.all(np.isnan(data['policy.action']))
     row = pq.read_table(tmp_path / 'ds/meta/episodes/chunk-000/file-000.parquet').to_pylist()[0]
     assert row['success'] is False and row['tasks'] == ['put the cube on the goal']

@@ -19,6 +19,7 @@ from rclpy.qos import qos_profile_sensor_data
 from ros_helpers import NodeProcess, RosProbe, installed_executable, wait_until
 from sensor_msgs.msg import JointState
 from sim_helpers import stamp
+from std_msgs.msg import Float64MultiArray
 from std_srvs.srv import SetBool
 
 from simops_core.observation import JointIndex
@@ -140,9 +141,12 @@ def test_the_gripper_width_goes_to_franka_gripper_as_paced_goals(ros_probe: RosP
                                                                   tmp_path: Path) -> None:
     """On joint_trajectory the arm goes on the controller's topic and the hand to
     ``/franka_gripper/gripper_action``: a policy closing the hand every period sends a few
-    goals, not one per period."""
+    goals, not one per period; each period's width goes on ``gripper_command`` for the
+    recording (the goals are not on a topic)."""
     model, _ = write_policy(tmp_path, [0.0] * 7 + [-1.0])   # hold the arm, close the hand
     ros_probe.subscribe('/franka_gripper/joint_states', JointState, qos_profile_sensor_data)
+    widths = TOPICS['gripper_command'].name
+    ros_probe.subscribe(widths, Float64MultiArray, qos('gripper_command'))
     watch(ros_probe)
     with NodeProcess.ros2_run('simops_sim', 'sim', log_path=tmp_path / 'sim.log') as sim, \
             run_policy(tmp_path, model, 'command_interface:=joint_trajectory') as node:
@@ -158,3 +162,7 @@ def test_the_gripper_width_goes_to_franka_gripper_as_paced_goals(ros_probe: RosP
     # moment (the first closes it fully: franka_gripper grasps), none while it ran.
     goals = re.findall(r'\[franka_gripper\]: goal: ', sim.output)   # the gripper logs each one
     assert 1 <= len(goals) <= 4, sim.output[-3000:]
+    sent = np.array([m.data[0] for m in ros_probe.messages(widths)])
+    assert len(sent) >= 16 and sent[-1] == SPEC.gripper.width_min, sent
+    assert np.all(np.diff(sent) <= 0.0), sent   # closing, one pipeline step a period
+    assert np.all(np.diff(sent) >= -SPEC.gripper.speed_max * 0.05 - 1e-12), sent

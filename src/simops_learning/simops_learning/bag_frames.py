@@ -10,8 +10,10 @@ arm driver's header stamps) takes each input by one stated rule:
   (:class:`~simops_core.receive_clock.ReceiveClock`: receive time less the clock offset, or
   when a late arm caught up; never before a trajectory's stamp). A frame's action is the
   newest command in force before the next frame (LeRobot's convention: the action taken
-  after observing frame ``t``); the policy's raw output on ``/policy/action`` and the
-  operator's twist on ``/teleop/operator_twist`` likewise;
+  after observing frame ``t``); the policy's raw output on ``/policy/action``, the
+  operator's twist on ``/teleop/operator_twist`` and the hand's width sent as franka_gripper
+  goals beside a trajectory (``/simops/gripper_command``: the action's gripper entry where
+  the commands carry none) likewise;
 - **slower topics** (object pose, camera images) are held: the newest sample stamped at or
   before ``t``; latched topics (the goal pose, ``transient_local`` in config/topics.yaml)
   hold until replaced, others only up to ``max_age``. Images are read twice: for their
@@ -48,6 +50,7 @@ from simops_core.robot_spec import RobotSpec
 from simops_core.stamps import to_seconds
 from simops_core.topics import TopicSpec
 from simops_learning.episode_schema import (
+    GRIPPER,
     EpisodeFrames,
     Schema,
     empty_columns,
@@ -64,7 +67,8 @@ DEFAULT_MAX_AGE = 0.25  # s, the oldest a held input may be at a frame
 STAMP_TIE = 1e-6
 POLICY_ACTION = 'policy_action'
 OPERATOR_TWIST = 'operator_twist'
-ACTIONS = (POLICY_ACTION, OPERATOR_TWIST)   # optional, held as commands are
+GRIPPER_COMMAND = 'gripper_command'
+ACTIONS = (POLICY_ACTION, OPERATOR_TWIST, GRIPPER_COMMAND)   # optional, held as commands are
 IMAGE = 'sensor_msgs/msg/Image'
 
 
@@ -211,6 +215,8 @@ def bag_episode(bag: str | Path, schema: Schema, spec: RobotSpec,
         logs[action_topics[POLICY_ACTION]] = _Log(FLOAT_ARRAY, len(schema.action))
     if OPERATOR_TWIST in action_topics:
         logs[action_topics[OPERATOR_TWIST]] = _Log(TWIST, 6)
+    if GRIPPER_COMMAND in action_topics:
+        logs[action_topics[GRIPPER_COMMAND]] = _Log(FLOAT_ARRAY, 1)
     state_type = found[state_topic].type
     try:
         for topic, log_time, data in stream_messages(path, wanted):
@@ -447,6 +453,10 @@ def _assemble(rows: np.ndarray, t0: float, schema: Schema, fingers: tuple[str, .
             columns['policy.action'][:] = values
         elif name == OPERATOR_TWIST:
             columns['operator.twist'][:] = values
+        elif name == GRIPPER_COMMAND and GRIPPER in schema.action:
+            width = columns['action'][:, schema.action.index(GRIPPER)]   # a view
+            unset = np.isnan(width)
+            width[unset] = values[unset, 0]
         elif name.startswith('images.'):
             columns[_ordinal_key(name)] = values
         else:

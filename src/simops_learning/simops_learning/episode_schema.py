@@ -11,8 +11,9 @@ robot's base frame and SI units, named entry by entry in the card's order:
 - ``observation.object_position``, ``observation.object_quaternion`` (x, y, z, w),
   ``observation.goal_position`` (m): the card's pose terms, when it has them;
 - ``action``: the commanded position targets of the card's action joints (rad), then the
-  gripper width target (m) when the card's action has a gripper; NaN where the arm was sent
-  none (a gripper driven through franka_gripper's action server is not on a topic);
+  gripper width target (m) when the card's action has a gripper: on ``/joint_commands``
+  with the targets, or on ``/simops/gripper_command`` where SimOps sent it to
+  franka_gripper's actions beside a trajectory; NaN where the arm was sent none;
 - ``policy.action``: the policy's raw output in the card's action units, NaN when the
   episode has none (an excitation);
 - ``operator.twist``: the operator's twist (m/s then rad/s, base frame) the teleop node
@@ -92,8 +93,7 @@ class Schema:
     ``joint_velocity`` fields, ``gripper_width`` whether it observes the gripper width,
     ``poses`` the pose terms it has (source -> fields), ``inputs`` the inputs a frame records
     provenance for (``joint_states``, ``command``, ``policy_action``, ``operator_twist``,
-    and ``object_pose`` /
-    ``goal_pose`` as the pose terms need them).
+    ``gripper_command``, and ``object_pose`` / ``goal_pose`` as the pose terms need them).
     """
 
     robot: str
@@ -135,8 +135,8 @@ def card_schema(card: PolicyCard, cameras: tuple[tuple[str, int, int], ...] = ()
     pose_inputs = tuple(dict.fromkeys(POSE_TOPICS[name] for name in poses))
     videos = tuple(VideoFeature(f'observation.images.{name}', name, width, height)
                    for name, width, height in cameras)
-    inputs = ('joint_states', 'command', 'policy_action', 'operator_twist', *pose_inputs,
-              *(video.input for video in videos))
+    inputs = ('joint_states', 'command', 'policy_action', 'operator_twist', 'gripper_command',
+              *pose_inputs, *(video.input for video in videos))
     for name in inputs:
         features += [Feature(f'source.{name}.stamp', ('s',)),
                      Feature(f'source.{name}.received', ('s',))]

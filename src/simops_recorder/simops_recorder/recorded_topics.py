@@ -11,7 +11,7 @@ from simops_core.topics import TopicSpec
 
 DEFAULT_TOPIC_KEYS = ('joint_states', 'joint_commands', 'joint_trajectory', 'object_pose',
                       'goal_pose', 'ee_pose', 'policy_action', 'policy_state', 'diagnostics',
-                      'operator_twist')
+                      'operator_twist', 'gripper_command')
 
 
 def default_topics(topics: dict[str, TopicSpec]) -> list[str]:

@@ -106,7 +106,8 @@ class ArmCommandPublisher:
     rad, then the gripper width in m when given); ``joint_trajectory``: ``/joint_trajectory``
     reaching ``target`` one ``period`` (s) after its stamp (:func:`point_command`; the arm
     only: the gripper width goes to franka_gripper's ``gripper_action``, when given, as
-    :class:`~simops_ros.gripper_goals.GripperGoals`). ``chained`` trajectories form a
+    :class:`~simops_ros.gripper_goals.GripperGoals`, and each width on ``gripper_command``
+    for the recording, since the goals are not on a topic). ``chained`` trajectories form a
     :class:`SegmentChain`: what ``excite`` sends, so that a recording times the arm's target
     exactly.
     """
@@ -128,6 +129,9 @@ class ArmCommandPublisher:
         self.gripper = None
         if self.trajectory and gripper_action:
             self.gripper = GripperGoals(node, gripper_action)
+            self._width = node.create_publisher(Float64MultiArray,
+                                                topics['gripper_command'].name,
+                                                qos_profile(topics['gripper_command']))
             node.get_logger().info('gripper widths go as goals to '
                                    f'{node.resolve_topic_name(gripper_action)}')
 
@@ -171,6 +175,7 @@ class ArmCommandPublisher:
                                                   earlier))
             if gripper is not None and self.gripper is not None:
                 self.gripper(gripper)
+                self._width.publish(Float64MultiArray(data=[float(gripper)]))
             return
         data = target.tolist() + ([] if gripper is None else [float(gripper)])
         self._publisher.publish(Float64MultiArray(data=data))
