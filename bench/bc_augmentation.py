@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 from simops_core.robot_spec import gripper_width
-from simops_learning.dataset_train import fit_decisions
+from simops_learning.dataset_train import UPDATES, fit_decisions
 from simops_learning.demonstrations import Demonstrations
 from simops_learning.pick_env import FR3PickPlaceEnv
 from simops_learning.pick_expert import PickExpert
@@ -79,7 +79,7 @@ def main() -> int:
     torch.set_num_threads(1)
     context = multiprocessing.get_context('spawn')
     for seed in args.seeds:
-        config = PickTrainConfig(seed=seed, eval_episodes=args.eval_episodes)
+        config = PickTrainConfig(seed=seed, eval_episodes=args.eval_episodes, updates=UPDATES)
         env = FR3PickPlaceEnv(randomization=config.randomization)
         started = time.monotonic()
         demos, episodes = demonstrate(env, PickExpert(new_policy(env, config).law, config.gains),

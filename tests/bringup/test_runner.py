@@ -32,6 +32,7 @@ NS_REMAPS = ['-r', '/joint_states:=joint_states', '-r', '/joint_commands:=joint_
              '-r', '/object_pose:=object_pose', '-r', '/ee_pose:=ee_pose',
              '-r', '/goal_pose:=goal_pose', '-r', '/policy/action:=policy/action',
              '-r', '/teleop/operator_twist:=teleop/operator_twist',
+             '-r', '/simops/gripper_command:=simops/gripper_command',
              '-r', '/policy/state:=policy/state', '-r', '/simops/estop:=simops/estop',
              '-r', ROBOT_STATE_REMAP]
 
@@ -51,6 +52,7 @@ NS1_REMAPS = ['-r', '/joint_states:=franka/joint_states', '-r', '/joint_commands
               '-r', '/object_pose:=object_pose', '-r', '/ee_pose:=ee_pose',
               '-r', '/goal_pose:=goal_pose', '-r', '/policy/action:=policy/action',
               '-r', '/teleop/operator_twist:=teleop/operator_twist',
+              '-r', '/simops/gripper_command:=simops/gripper_command',
               '-r', '/policy/state:=policy/state', '-r', '/simops/estop:=simops/estop',
               '-r', ROBOT_STATE_REMAP]
 # real_robot's arm_setup, as the runner starts it without a namespace

@@ -15,7 +15,7 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 import yaml
-from dataset_helpers import TWIST_TICKS, operator_twist, write_episode
+from dataset_helpers import TWIST_TICKS, gripper_command, operator_twist, write_episode
 from ros_helpers import REPO, installed_executable
 
 from simops_core.robot_spec import load_robot_spec
@@ -70,7 +70,11 @@ def test_a_demonstration_is_labelled_by_its_operator_twist(tmp_path: Path, law: 
     truth = np.array([operator_twist(t)[:3] for t in ticks]) * PERIOD / MOVE_UNIT
     assert np.allclose(demo.decisions[:, :3], truth, rtol=1e-6, atol=1e-7)
     assert np.all(np.isnan(demo.arm[np.isfinite(demo.decisions[:, 0])]))
-    assert np.all(demo.decisions[:, 3] == 1.0)   # the fingers never move: open
+    # the hand's width sent to franka_gripper (not the fingers, which never move): at rest
+    # open on the first frame, closing from the second, then shut
+    widths = np.array([gripper_command(t) for t in ticks])
+    assert widths[0] > 0.04 and np.all(np.diff(widths[:9]) < 0) and widths[-1] == 0.0
+    assert demo.decisions[0, 3] == 1.0 and np.all(demo.decisions[1:, 3] == -1.0)
     assert demo.entry['episodes'] == 1 and demo.entry['frames'] == len(demo.raw)
     assert demo.entry['frames_from_twist'] == np.isfinite(demo.decisions[:, 0]).sum() > 50
     assert demo.entry['sha256'] == tree_sha256(root)

@@ -43,6 +43,7 @@ from simops_core.executor import interrupts_ignored
 from simops_core.promotion import file_entry
 from simops_core.sim_params import SimParamsError, load_sim_params
 from simops_core.tasks import DEFAULT_TASK, TASK_NAMES, TASKS
+from simops_learning.dataset_train import UPDATES as DATASET_UPDATES
 from simops_learning.dataset_train import train_datasets_and_export
 from simops_learning.expert import ExpertGains, ReachExpert
 from simops_learning.network import PosturePolicy, export_policy
@@ -279,7 +280,7 @@ def _main(argv: list[str] | None) -> int:
                         help='goals labelled by the expert')
     parser.add_argument('--updates', type=int,
                         help=f'Adam steps (reach: {defaults.updates}; pick_place: per round, '
-                             f'{PickTrainConfig.updates})')
+                             f'{PickTrainConfig.updates}; with --dataset: {DATASET_UPDATES})')
     parser.add_argument('--eval-episodes', type=int, default=defaults.eval_episodes,
                         help='randomised rollouts per candidate gain (pick_place: of the '
                              'final policy)')
@@ -309,8 +310,8 @@ def _main(argv: list[str] | None) -> int:
                              'the task')
     args = parser.parse_args(argv)
     if args.updates is None:
-        args.updates = (PickTrainConfig.updates if args.task == 'pick_place'
-                        else defaults.updates)
+        args.updates = (DATASET_UPDATES if args.dataset else PickTrainConfig.updates
+                        if args.task == 'pick_place' else defaults.updates)
     if (min(args.goals, args.updates, args.eval_episodes, args.workers, args.rounds,
             args.episodes) < 1 or args.goals < 10 or args.ppo_iterations < 0):
         print('simops-train: error: --goals must be >= 10, --updates, --eval-episodes, '
