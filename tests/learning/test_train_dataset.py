@@ -14,11 +14,13 @@ from pathlib import Path
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
+import torch
 import yaml
 from dataset_helpers import TWIST_TICKS, gripper_command, operator_twist, write_episode
 from ros_helpers import REPO, installed_executable
 
 from simops_core.robot_spec import load_robot_spec
+from simops_learning.dataset_train import step_error
 from simops_learning.demonstrations import (
     commanded_deltas,
     gripper_commands,
@@ -119,6 +121,19 @@ def test_the_fingers_reveal_a_gripper_command_held_while_they_rest() -> None:
     width = np.full((opening.size, 8), np.nan)
     width[:, 7] = spec.gripper.width_max
     assert np.all(gripper_commands(opening, width, None, episode, spec, fps=20.0) == 1.0)
+
+
+def test_a_twist_at_the_cap_is_learnt_as_a_lower_bound() -> None:
+    """Beyond the cap along the label's direction costs nothing; short of it or across it
+    costs the shortfall or the sideways part, squared; other rows keep the squared error."""
+    target = torch.tensor([[0.3, 0.0, 0.0], [0.3, 0.0, 0.0], [0.0, 0.4, 0.0], [0.1, 0.0, 0.0]])
+    decision = torch.tensor([[0.5, 0.0, 0.0], [0.1, 0.0, 0.0], [0.05, 0.5, 0.0],
+                             [0.5, 0.0, 0.0]])
+    bounded = torch.tensor([True, True, True, False])
+    error = step_error(decision, target, bounded, 0.2)
+    assert torch.allclose(error.sum(dim=1), torch.tensor([0.0, 0.1 ** 2, 0.05 ** 2, 0.4 ** 2]))
+    plain = step_error(decision, target, torch.zeros(4, dtype=torch.bool), 0.2)
+    assert torch.equal(plain, (decision - target) ** 2)
 
 
 def test_a_commanded_width_labels_the_gripper_by_the_way_it_moves() -> None:

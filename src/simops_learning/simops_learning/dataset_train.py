@@ -33,6 +33,7 @@ import torch
 
 from simops_core.command_line import EXIT_USAGE
 from simops_core.executor import interrupts_ignored
+from simops_core.parameter_schema import defaults, load_parameter_schema
 from simops_core.promotion import file_entry
 from simops_learning.demonstrations import Demonstrations, read_demonstrations
 from simops_learning.lerobot_reader import DatasetError
@@ -66,7 +67,13 @@ class DatasetTrainConfig:
     weights: tuple[float, ...]
     init_policy: Path | None = None     # TorchScript pick-and-place policy to fine-tune
     turn: bool = True                   # show decision-labelled frames at random headings
+    twist_cap: float | None = None      # m/s: a twist this fast or faster is a lower bound
     pick: PickTrainConfig = field(default_factory=PickTrainConfig)
+
+
+def teleop_speed_cap() -> float:
+    """The teleop node's default linear speed cap (m/s), config/parameters/teleop.yaml."""
+    return float(defaults(load_parameter_schema('teleop'))['linear_speed'])
 
 
 def hidden_of(state: dict[str, torch.Tensor]) -> tuple[int, ...]:
@@ -76,9 +83,28 @@ def hidden_of(state: dict[str, torch.Tensor]) -> tuple[int, ...]:
     return tuple(int(v.shape[0]) for _, v in weights[:-1])
 
 
+def step_error(decision: torch.Tensor, target: torch.Tensor, at_least: torch.Tensor,
+               length: float) -> torch.Tensor:
+    """Squared error (B, 3) of the decision's steps ``decision`` (B, 3) against ``target``.
+
+    Rows ``at_least`` (B,) bool are lower bounds: the labelled step is ``length`` or more
+    long in its direction (a twist at the teleop node's speed cap, executed at the cap,
+    says the operator wanted at least that); their error is the decision's part across
+    that direction, squared, plus its shortfall below ``length`` along it, squared (spread
+    evenly over the three entries). Other rows: the plain squared error.
+    """
+    error = (decision - target) ** 2
+    if not bool(at_least.any()):
+        return error
+    way = target / target.norm(dim=1, keepdim=True).clamp(min=1e-12)
+    along = (decision * way).sum(dim=1, keepdim=True)
+    bound = (decision - along * way) ** 2 + torch.relu(length - along) ** 2 / 3.0
+    return torch.where(at_least[:, None], bound, error)
+
+
 def fit_decisions(policy: PickPolicy, parts: Sequence[Demonstrations], weights: Sequence[float],
                   config: PickTrainConfig, generator: torch.Generator, normalize: bool,
-                  turn: bool = True) -> float:
+                  turn: bool = True, at_least: float | None = None) -> float:
     """Fit ``policy``'s network on the labelled entries; return the last batch loss.
 
     Frame i of dataset d is drawn with probability weight_d / (sum of weights · N_d). The
@@ -87,7 +113,9 @@ def fit_decisions(policy: PickPolicy, parts: Sequence[Demonstrations], weights: 
     network's step (a commanded or policy step), in action units. With ``turn``, each drawn
     frame without a joint-delta label (which would not turn with the scene) is turned by
     an angle uniform in [0, 2 pi) (:func:`~simops_learning.pick_network.turn_scene`), and
-    the standardisation is taken over one such turn of every frame.
+    the standardisation is taken over one such turn of every frame. With ``at_least`` (a
+    step length in network units), a step label that long or longer is a lower bound
+    (:func:`step_error`).
     """
     raw = torch.as_tensor(np.concatenate([p.raw for p in parts]))
     labels = torch.as_tensor(np.concatenate([np.concatenate([p.decisions, p.arm], axis=1)
@@ -95,6 +123,8 @@ def fit_decisions(policy: PickPolicy, parts: Sequence[Demonstrations], weights: 
     mask = torch.isfinite(labels).float()
     labels = torch.nan_to_num(labels)
     turnable = (mask[:, 4:] == 0).all(dim=1)   # joint-delta labels do not turn
+    bounded = ((mask[:, 0] > 0) & (labels[:, :3].norm(dim=1) >= at_least - 1e-9)
+               if at_least is not None else torch.zeros(len(labels), dtype=torch.bool))
 
     def shown(rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Inputs and labels of frames ``rows``, the turnable ones at random headings."""
@@ -121,7 +151,10 @@ def fit_decisions(policy: PickPolicy, parts: Sequence[Demonstrations], weights: 
         inputs, targets = shown(batch)
         decision = policy.head(inputs)
         arm = policy.law(q[batch], decision[:, :3] * policy.move_unit, cube_yaw[batch])
-        error = (torch.cat([decision, arm], dim=1) - targets) ** 2 * mask[batch]
+        error = torch.cat([step_error(decision[:, :3], targets[:, :3], bounded[batch],
+                                      at_least or 0.0),
+                           (torch.cat([decision[:, 3:], arm], dim=1) - targets[:, 3:]) ** 2],
+                          dim=1) * mask[batch]
         loss = error.sum() / mask[batch].sum().clamp(min=1.0)
         optimizer.zero_grad()
         loss.backward()
@@ -162,8 +195,10 @@ def train_from_datasets(config: DatasetTrainConfig, log: Log = print
         log(f'{root}: {e["episodes"]} episodes, {e["frames"]} frames ({e["frames_from_twist"]} '
             f'with an operator twist), {e["episodes_failed_left_out"]} failed episodes left '
             f'out, sha256 {e["sha256"][:12]}')
+    at_least = (None if config.twist_cap is None
+                else config.twist_cap / CONTROL_RATE / policy.move_unit)
     loss = fit_decisions(policy, parts, config.weights, pick, generator,
-                         normalize=init_state is None, turn=config.turn)
+                         normalize=init_state is None, turn=config.turn, at_least=at_least)
     log(f'fit {pick.updates} updates on {sum(len(p.raw) for p in parts)} frames: loss '
         f'{loss:.4f}, {time.monotonic() - started:.0f} s')
     context = multiprocessing.get_context('spawn')
@@ -182,6 +217,8 @@ def train_from_datasets(config: DatasetTrainConfig, log: Log = print
         'policy': 'kinematics layer + MLP (simops_learning.pick_network)',
         'seed': pick.seed, 'hidden': list(pick.hidden), 'updates': pick.updates,
         'augmentation': 'scene turned about the vertical' if config.turn else 'none',
+        'twist_at_cap': ('exact' if config.twist_cap is None
+                         else f'at least (cap {config.twist_cap:g} m/s)'),
         'final_loss': round(loss, 5),
         'datasets': [{**p.entry, 'weight': w} for p, w in zip(parts, config.weights,
                                                                 strict=True)],
@@ -210,7 +247,9 @@ def train_datasets_and_export(args: argparse.Namespace,
                            profile=args.sim_profile)
     config = DatasetTrainConfig(tuple(Path(d) for d in args.dataset), weights,
                                 Path(args.init_policy) if args.init_policy else None,
-                                turn=args.augment == 'turn', pick=pick)
+                                turn=args.augment == 'turn',
+                                twist_cap=(teleop_speed_cap() if args.twist_at_cap == 'at-least'
+                                           else None), pick=pick)
     try:
         policy, metadata = train_from_datasets(config, log=lambda line: print(line, flush=True))
     except DatasetError as exc:

@@ -304,6 +304,11 @@ def _main(argv: list[str] | None) -> int:
                         help='with --dataset: "turn" shows each frame labelled by a decision '
                              'at a random heading (the scene turned about the vertical through '
                              'the grasp point); "none" as recorded (default: turn)')
+    parser.add_argument('--twist-at-cap', choices=('exact', 'at-least'), default='exact',
+                        help='with --dataset: an operator twist at the teleop node\'s speed '
+                             'cap labels the step "exact"ly, or as a lower bound ("at-least": '
+                             'its direction, at least the cap), for demonstrations mixed with '
+                             'faster policies\' episodes (default: exact)')
     parser.add_argument('--randomization', type=Path,
                         help='YAML with a "randomization" mapping (e.g. the dr_suggestion.yaml '
                              'that simops-validate writes); default: the built-in ranges of '
