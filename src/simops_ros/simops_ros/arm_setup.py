@@ -12,6 +12,7 @@ compensates what the fit found. Then it exits. Parameters: config/parameters/arm
 from __future__ import annotations
 
 import sys
+import time
 from typing import Any
 
 import rclpy
@@ -23,6 +24,7 @@ from simops_core.franka_ros2 import SERVICE_SERVER
 from simops_core.robot_spec import load_robot_spec
 from simops_core.sim_params import SimParamsError, load_sim_params
 from simops_ros.declarations import declare_schema
+from simops_ros.gripper_goals import ANSWER_TIMEOUT
 from simops_ros.scaffold import run_node
 
 NODE_NAME = 'arm_setup'
@@ -72,8 +74,16 @@ class ArmSetup(Node):
             self.get_logger().error(f'no service {self.resolve_service_name(name)} within '
                                     f'{timeout:g} s; is franka_bringup running?')
             return EXIT_NO_ANSWER
-        future = client.call_async(request)
-        rclpy.spin_until_future_complete(self, future, timeout_sec=timeout)
+        # A response can be lost right after discovery (rmw_fastrtps drops it while the
+        # client's reader is unmatched: ros2/rmw_fastrtps#390, #467); both services only set
+        # values, so the request goes again after ANSWER_TIMEOUT, as GripperGoals does.
+        deadline = time.monotonic() + timeout
+        while True:
+            future = client.call_async(request)
+            left = deadline - time.monotonic()
+            rclpy.spin_until_future_complete(self, future, timeout_sec=min(ANSWER_TIMEOUT, left))
+            if future.done() or left <= ANSWER_TIMEOUT:
+                break
         if not future.done():
             self.get_logger().error(f'{name}: no answer within {timeout:g} s')
             return EXIT_NO_ANSWER
