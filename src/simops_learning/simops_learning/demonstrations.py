@@ -16,8 +16,9 @@ from the first source the frame has:
   (``action``): the way it moves since the frame before (the policy and the teleop node send
   it through the safety pipeline, which moves it no faster than the hand), open above the
   middle of the hand's range while it rests; else the direction the fingers move over the
-  next ``LOOKAHEAD`` s, held while they rest (franka_gripper's actions are not on a topic,
-  so a hand driven through them shows only in its measured opening); open at first.
+  next ``LOOKAHEAD`` s, held while they rest (a hand driven through franka_gripper's actions
+  by a client other than SimOps' nodes, which put the width on ``/simops/gripper_command``,
+  shows only in its measured opening); open at first.
 
 Episodes whose metadata says they failed are left out; episodes of unknown outcome are kept.
 """
