@@ -80,7 +80,8 @@ class StandinData:
 def simulate(duration: float, seed: int = 0, params: SimParams | None = None,
              noise: float = 1e-4, rate: float = 50.0, stamped: bool = True,
              stream: bool = False, law: str = 'joint_trajectory',
-             torque_lag: float = 0.0) -> StandinData:
+             torque_lag: float = 0.0, taken_late: dict[int, float] | None = None
+             ) -> StandinData:
     """Run the stand-in (hidden physics by default) through an excitation of ``duration`` s.
 
     Commands are computed every ``1 / rate`` s and arrive 0.2-1.5 ms later, in order;
@@ -90,6 +91,8 @@ def simulate(duration: float, seed: int = 0, params: SimParams | None = None,
     law the simulator runs (``joint_impedance``: a position interface's, write the bag with
     ``stream`` a forward controller's ``~/commands``). ``torque_lag`` s: the joints receive
     the actuators' torque through a first-order lag of this time constant (0: none).
+    ``taken_late``: command index -> s the arm took it after it arrived (a stalled arm);
+    ``arrival`` stays when it arrived, as a recorder sees it.
     """
     params = params or load_sim_params(HIDDEN)
     rng = np.random.default_rng(seed)
@@ -119,8 +122,11 @@ def simulate(duration: float, seed: int = 0, params: SimParams | None = None,
         return (position + encoder[k - 1, :7] if k else position), velocity
 
     # the node's rule, closed loop: each goal starts from the arm's measured state then
-    log = (CommandLog('sim', arrival, targets=excitation.q, limits=SPEC) if stream
-           else CommandLog('sim', arrival, goals=goals))
+    taken = arrival.copy()
+    for index, late in (taken_late or {}).items():
+        taken[index] += late
+    log = (CommandLog('sim', taken, targets=excitation.q, limits=SPEC) if stream
+           else CommandLog('sim', taken, goals=goals))
     inputs = controller_inputs(log, 0.0, dt, SPEC.home, measured)
     for k in range(steps):   # measured() reads k
         target = next(inputs)
@@ -134,8 +140,12 @@ def simulate(duration: float, seed: int = 0, params: SimParams | None = None,
 
 def write_bag(path: Path, data: StandinData, names: list[str] | None = None,
               topic: str = '/franka/joint_states', stamps: np.ndarray | None = None,
-              commands: bool = True, stream: str | None = None) -> Path:
+              commands: bool = True, stream: str | None = None,
+              received: np.ndarray | None = None) -> Path:
     """Store ``data`` as an MCAP bag; ``names``/``stamps`` override what the states carry.
+
+    ``received`` (N,) s on the arm's clock: when the recorder received each joint state
+    (default: at its time ``t``, plus the recorder's latency).
 
     ``stream``: write the commands as ``Float64MultiArray`` positions on this topic (a
     position interface's stream) instead of one-point trajectories.
@@ -143,6 +153,7 @@ def write_bag(path: Path, data: StandinData, names: list[str] | None = None,
     types = STORE.types
     names = list(names or SPEC.joint_names)
     stamps = data.t if stamps is None else stamps
+    received = data.t if received is None else received
     with Writer(path, version=8, storage_plugin=StoragePlugin.MCAP) as writer:
         states = writer.add_connection(topic, 'sensor_msgs/msg/JointState', typestore=STORE)
         for k, stamp in enumerate(stamps):
@@ -153,7 +164,7 @@ def write_bag(path: Path, data: StandinData, names: list[str] | None = None,
             msg = types['sensor_msgs/msg/JointState'](
                 header=header, name=names, position=data.q[k], velocity=data.qd[k],
                 effort=data.effort[k])
-            writer.write(states, round((data.t[k] + CLOCK_OFFSET) * 1e9) + RECORDER_LATENCY,
+            writer.write(states, round((received[k] + CLOCK_OFFSET) * 1e9) + RECORDER_LATENCY,
                          STORE.serialize_cdr(msg, msg.__msgtype__))
         if commands and stream:
             _write_stream(writer, data, stream)

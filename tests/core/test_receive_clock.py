@@ -18,6 +18,7 @@ def test_steady_state_commands_take_effect_when_received_less_the_clock_offset()
     truth = rng.uniform(1.0, 9.0, 500)   # when the arm received each command
     estimate = clock(truth + OFFSET + 2e-4)
     assert np.abs(estimate - truth).max() < 1e-6
+    assert not clock.arm_late(truth + OFFSET + 2e-4).any()   # jitter is not a late arm
 
 
 def test_commands_during_a_stall_take_effect_when_the_arm_catches_up() -> None:
@@ -31,6 +32,9 @@ def test_commands_during_a_stall_take_effect_when_the_arm_catches_up() -> None:
     assert np.all(np.abs(during - 1.0005) < 2e-3), during
     after = clock(np.array([1.5]) + OFFSET + 3e-4)
     assert abs(after[0] - 1.5) < 1e-6
+    # When the arm took those, the recording cannot tell (somewhere in its catch-up).
+    late = clock.arm_late(np.array([0.5, 1.010, 1.020, 1.029, 1.5]) + OFFSET + 3e-4)
+    assert late.tolist() == [False, True, True, True, False]
 
 
 def test_commands_inside_a_gap_of_lost_joint_states_take_effect_as_received() -> None:
@@ -44,6 +48,7 @@ def test_commands_inside_a_gap_of_lost_joint_states_take_effect_as_received() ->
     commands = 0.9905 + 0.001 * np.arange(20)
     effect = clock(commands + OFFSET + 3e-4)
     assert np.abs(effect - commands).max() < 1e-6
+    assert not clock.arm_late(commands + OFFSET + 3e-4).any()
 
 
 def test_effect_times_never_run_backwards() -> None:

@@ -452,13 +452,15 @@ def fit_trajectory(plan: Plan, options: argparse.Namespace) -> TrajectoryFit | N
         for bag in bags:
             recording = load_recording(bag, plan.robot, plan.topics)
             recordings.append(recording)
-            kept, lagging = split_sequences(recording, dt, options.sequence_length,
-                                            options.rate, history, plan.joints)
+            kept, lagging, untimed = split_sequences(recording, dt, options.sequence_length,
+                                                     options.rate, history, plan.joints)
             out += kept
+            notes = [*([f'{lagging} left out: joint states arrived late'] if lagging else []),
+                     *([f'{untimed:.1f} s not compared: after {len(recording.untimed)} '
+                        'commands taken while the arm ran late'] if untimed else [])]
             print(f'{bag}: {recording.joint_states_topic} + {recording.commands.source}: '
                   f'{len(kept)} sequences, {sum(s.duration for s in kept):.1f} s'
-                  + (f' ({lagging} left out: joint states arrived late)' if lagging else ''),
-                  flush=True)
+                  + (f' ({"; ".join(notes)})' if notes else ''), flush=True)
         return out, recordings
 
     train, recordings = sequences(options.bag)

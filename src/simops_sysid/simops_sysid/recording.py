@@ -26,8 +26,9 @@ relative to the recording's first joint state.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 from scipy.ndimage import uniform_filter1d
@@ -54,6 +55,10 @@ MIN_SEQUENCE = 2.0          # s, shortest sequence worth fitting
 MAX_GAP = 0.05              # s, longest gap between joint states inside the data
 MAX_LAG = 0.02             # s a joint state may arrive later than the fastest one did
 EFFORT_WINDOW = 0.1         # s, moving average on the effort before it is compared
+# s after a command the arm took at a time the recording cannot tell (it ran late) during
+# which the measurements are not compared: the stand-in's replay of such a command settles
+# from 4 mrad to its noise in about 0.5 s
+UNTIMED_SETTLE = 0.5
 START_WINDOW = 0.04         # s each side of a sequence start for its smoothed start position
 LIMIT_SLACK = 0.1           # rad a measured position or a command may lie outside the limits
 # A ros2_controllers forward command controller's topic (forward_controllers_base.cpp:74):
@@ -90,11 +95,14 @@ class Recording(States):
 
     ``commands`` are on the joint-state clock. ``lag`` (N,) s: how much later than the
     fastest one each joint state was received; a stalled or catching-up arm (or transport)
-    shows here, and there command timing is lost.
+    shows here, and there command timing is lost. ``untimed`` (K,) s: when the commands that
+    arrived while the arm ran late took effect by :class:`ReceiveClock`'s estimate, which
+    the arm may have missed by up to the lag (:meth:`ReceiveClock.arm_late`).
     """
 
     commands: CommandLog
     lag: np.ndarray
+    untimed: np.ndarray = field(default_factory=lambda: np.zeros(0))
 
     def measured_at(self, t: float) -> tuple[np.ndarray, np.ndarray]:
         """The arm's recorded position (7,) rad and velocity (7,) rad/s at ``t`` s, interpolated.
@@ -209,9 +217,9 @@ def load_recording(bag: str | Path, spec: RobotSpec, topics: dict[str, TopicSpec
     received = np.asarray(raw.topics[topic].log_time, dtype=np.int64) * 1e-9
     clock = ReceiveClock(received, stamps if np.all(stamps > 0) else received)
     command_topic = max(states.command_topics, key=lambda n: raw.topics[n].count)
-    log = _commands(raw, command_topic, spec, store, clock, origin, states)
+    log, untimed = _commands(raw, command_topic, spec, store, clock, origin, states)
     lag = received - stamps if np.all(stamps > 0) else np.zeros_like(stamps)
-    return Recording(**vars(states), commands=log, lag=lag - lag.min())
+    return Recording(**vars(states), commands=log, lag=lag - lag.min(), untimed=untimed)
 
 
 def _check_positions(states: States, log: CommandLog) -> None:
@@ -299,8 +307,11 @@ def _joint_states(raw: RawBag, candidates: list[str], spec: RobotSpec, store: ob
 
 
 def _commands(raw: RawBag, topic: str, spec: RobotSpec, store: object, clock: ReceiveClock,
-              origin: float, states: States) -> CommandLog:
-    """Commands of ``topic`` on the joint-state clock, relative to ``origin`` s."""
+              origin: float, states: States) -> tuple[CommandLog, np.ndarray]:
+    """Commands of ``topic`` on the joint-state clock, relative to ``origin`` s.
+
+    Also returns when those that arrived while the arm ran late took effect (K,) s.
+    """
     arm = spec.arm_joints
     if raw.topics[topic].type == FLOAT_ARRAY:
         series = command_series(raw, topic, arm, store)
@@ -310,7 +321,7 @@ def _commands(raw: RawBag, topic: str, spec: RobotSpec, store: object, clock: Re
         if topic.endswith(INTERFACE_TOPIC):
             _check_positions(states, log)
         _check_in_limits(f'{raw.path}: {topic}', 'command', series.position, spec)
-        return log
+        return log, log.t[clock.arm_late(received)]
     goals: list[TrajectoryGoal] = []
     arrival = []
     for msg, received in zip(raw.decode(topic, store), raw.topics[topic].log_time, strict=True):
@@ -328,8 +339,9 @@ def _commands(raw: RawBag, topic: str, spec: RobotSpec, store: object, clock: Re
     order = np.argsort(arrival, kind='stable')
     effect = clock(np.asarray(arrival)[order]) - origin
     starts = np.array([-np.inf if g.start is None else g.start for g in goals])[order]
-    return CommandLog(topic, np.maximum(effect, starts), goals=tuple(goals[i] for i in order),
-                      limits=spec)
+    effect = np.maximum(effect, starts)
+    return (CommandLog(topic, effect, goals=tuple(goals[i] for i in order), limits=spec),
+            effect[clock.arm_late(np.asarray(arrival)[order])])
 
 
 def average_effort(effort: np.ndarray, samples: int) -> np.ndarray:
@@ -360,15 +372,30 @@ def start_position(rec: Recording, index: int) -> np.ndarray:
     return coeffs[-1]
 
 
+class Split(NamedTuple):
+    """A recording cut into sequences.
+
+    ``sequences`` kept; ``lagging``: how many were left out because a joint state lagged;
+    ``untimed``: seconds of measurements not compared after untimed commands.
+    """
+
+    sequences: list[SequenceData]
+    lagging: int
+    untimed: float
+
+
 def split_sequences(rec: Recording, dt: float, length: float, rate: float,
-                    history: int, joints: Sequence[int]) -> tuple[list[SequenceData], int]:
+                    history: int, joints: Sequence[int]) -> Split:
     """Cut ``rec``'s commanded span into sequences of about ``length`` s.
 
     Each sequence starts on a joint-state sample with its measured state; measurements are
     decimated to about ``rate`` Hz; ``joints`` are the arm-joint indices that are fitted.
-    Sequences in which a joint state lagged more than :data:`MAX_LAG` are left out. Returns
-    the sequences and how many were left out. Raises :class:`DataError` when the span is
-    shorter than :data:`MIN_SEQUENCE`, the joint states have gaps, or every sequence lagged.
+    Sequences in which a joint state lagged more than :data:`MAX_LAG` are left out. The
+    measurements from :data:`EFFORT_WINDOW` / 2 before a command the arm took at a time the
+    recording cannot tell (``rec.untimed``) to :data:`MAX_LAG` + :data:`UNTIMED_SETTLE`
+    after it are not compared: the replay takes it at the estimate, the arm up to the lag
+    later, from another state. Raises :class:`DataError` when the span is shorter than
+    :data:`MIN_SEQUENCE`, the joint states have gaps, or every sequence lagged.
 
     The first sequence starts once every target the replay feeds the arm, ``history`` steps
     back included, comes from a recorded command: one command after the first recorded one
@@ -408,8 +435,11 @@ def split_sequences(rec: Recording, dt: float, length: float, rate: float,
                               initial, rec.measured_at)[lead:]
     width = float(gripper_width(rec.q[index, ARM_DOF:]))
     effort = average_effort(rec.effort, round(EFFORT_WINDOW / period))
+    untimed = np.zeros(rec.t.size, dtype=bool)
+    for at in rec.untimed:
+        untimed |= (rec.t >= at - EFFORT_WINDOW / 2) & (rec.t <= at + MAX_LAG + UNTIMED_SETTLE)
     sequences = []
-    lagging = 0
+    lagging, untimed_s = 0, 0.0
     for i in range(count):
         first = int(np.searchsorted(rec.t, edges[i]))
         s0 = float(rec.t[first])
@@ -422,8 +452,12 @@ def split_sequences(rec: Recording, dt: float, length: float, rate: float,
             lagging += 1
             continue
         margin = EFFORT_WINDOW / 2   # where the averaged effort sees the sequence's ends
-        sel = np.flatnonzero((rec.t > s0 + margin)
-                             & (rec.t <= s0 + steps * dt - margin))[::every]
+        inside = (rec.t > s0 + margin) & (rec.t <= s0 + steps * dt - margin)
+        timed = inside & ~untimed
+        untimed_s += float(np.count_nonzero(inside & untimed)) * period
+        sel = np.flatnonzero(timed)[::every]
+        if sel.size == 0:
+            continue
         sequences.append(SequenceData(
             name=f'{rec.bag.name}[{i}]', t0=s0, dt=dt, history=history,
             targets=targets[k0:k0 + history + steps], gripper=width,
@@ -434,7 +468,7 @@ def split_sequences(rec: Recording, dt: float, length: float, rate: float,
                         f'{MAX_LAG * 1e3:g} ms late (worst {rec.lag.max() * 1e3:.0f} ms): the '
                         'arm or the recorder was starved, so command timing is unknown; '
                         'record again on a less loaded machine')
-    return sequences, lagging
+    return Split(sequences, lagging, untimed_s)
 
 
 def detect_robot(bag: str | Path, topics: dict[str, TopicSpec]) -> RobotSpec:
