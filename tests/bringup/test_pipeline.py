@@ -72,6 +72,11 @@ def pipeline(*args: object) -> subprocess.CompletedProcess[str]:
      "field 'calibration.actuator_model' must be one of"),
     ({'calibration': {'actuator_model': 'linear'}},
      "field 'calibration.actuator_model' is learned from bags"),
+    ({'randomization': {'delay': -1}}, "field 'randomization.delay' has a bad value"),
+    ({'randomization': {'gravity': [1, 2]}}, "field 'randomization.gravity' is not a known"),
+    ({'feedback': {'max_rounds': -1}}, "field 'feedback.max_rounds' must be a whole number"),
+    ({'feedback': {'change': ['reward']}}, "field 'feedback.change' lists what the loop"),
+    ({'feedback': {'rounds': 3}}, "field 'feedback.rounds' is not a known field"),
 ])
 def test_each_malformed_pipeline_file_gets_one_line(tmp_path: Path, changes: dict,
                                                     message: str) -> None:
@@ -160,3 +165,35 @@ def test_ctrl_c_stops_the_running_stage_in_one_line(tmp_path: Path) -> None:
     text = log.read_text()
     assert 'Traceback' not in text, text
     assert text.rstrip().endswith('simops-pipeline: interrupted; the running stage was stopped')
+
+
+def test_the_improve_stage_widens_the_ranges_to_the_failing_cells_and_stops_when_they_cover_them(
+        tmp_path: Path) -> None:
+    """A reach policy trained without action delay fails a gate no policy this small passes;
+    round 1 retrains with the delay widened to the failing cells' (the gate's suggestion)
+    and gates again; round 2 stops, as the ranges then cover every failing cell. Every
+    round's analysis, ranges, policy and report are kept; nothing is promoted."""
+    path = pipeline_file(tmp_path, calibration={}, randomization={'delay': 0},
+                         gate={'grid': {'delay': [0, 2]}, 'episodes': 4, 'workers': 2,
+                               'thresholds': {'pass_mean': 1.0, 'pass_min': 1.0,
+                                              'marginal_mean': 1.0}},
+                         feedback={'max_rounds': 3})
+    run = tmp_path / 'run'
+    result = pipeline('run', path, '--dir', run)
+    assert result.returncode == 4, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "Running stage 'improve'" in result.stdout
+    assert 'round 1 of 3: 2 failing cells; training ranges delay 0 -> 2' in result.stdout
+    round_1 = run / 'improve/round_1'
+    assert yaml.safe_load((round_1 / 'randomization.yaml').read_text())[
+        'randomization']['delay'] == 2
+    assert '| delay=2 |' in (round_1 / 'analysis.md').read_text()
+    card = yaml.safe_load((round_1 / 'policy/fr3_reach.yaml').read_text())
+    assert card['training']['randomization']['delay'] == 2
+    summary = yaml.safe_load((run / 'improve/summary.json').read_text())
+    assert [r['round'] for r in summary['rounds']] == [1]
+    assert summary['stopped'].startswith('round 2: the training ranges already cover')
+    assert ((run / 'release/validation.json').read_text()
+            == (round_1 / 'gate/validation.json').read_text())
+    assert (run / 'release/fr3_reach.pt').read_bytes() == (
+        round_1 / 'policy/fr3_reach.pt').read_bytes()
+    assert not (run / 'release/fr3_reach.promotion.jsonl').exists()

@@ -14,9 +14,13 @@
    ``policy/<robot>_<task>.pt`` and its card;
 3. ``gate``: ``simops-validate`` against the same physics into ``gate/`` (its verdict is
    data: the stage is done whatever it says);
-4. ``promote``: ``simops-promote``, which seals a PASS into the policy's promotion record
-   (``policy/<robot>_<task>.promotion.jsonl``, binding this pipeline file) and refuses
-   anything else.
+4. ``improve`` (with ``feedback.max_rounds``): after a FAIL or MARGINAL, bounded rounds of
+   failure analysis, training ranges widened to the failing cells, training and gating
+   (:mod:`simops_bringup.improve`, run as ``simops-pipeline improve``) into ``improve/``;
+   the policy the loop ends with and its report go to ``release/``;
+5. ``promote``: ``simops-promote``, which seals a PASS of the last gate into the policy's
+   promotion record (``<robot>_<task>.promotion.jsonl`` beside it, binding this pipeline
+   file) and refuses anything else.
 
 DVC (`dvc.org <https://dvc.org>`_: ``dvc.yaml`` stages, ``dvc repro``, ``dvc status``)
 hashes every stage's commands, dependencies (the bags, the physics, the policy) and
@@ -31,7 +35,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -42,6 +45,25 @@ from typing import Any
 import yaml
 
 from simops_bringup.arguments import robot_names
+from simops_bringup.improve import improve
+from simops_bringup.pipeline_commands import (
+    CALIBRATION,
+    GATE,
+    IMPROVE,
+    PARAMS,
+    POLICY,
+    RANDOMIZATION,
+    RELEASE,
+    SENSOR,
+    command,
+    gate_command,
+    inputs,
+    policy_files,
+    quoted,
+    stem,
+    tool_path,
+    train_command,
+)
 from simops_bringup.pipeline_file import Pipeline, PipelineError, load_pipeline
 from simops_core.command_line import (
     EXIT_CONFIG,
@@ -65,10 +87,6 @@ EXIT_CODES = {EXIT_OK: 'run: every stage is done and the policy promoted (or pro
               EXIT_MARGINAL: 'the gate said MARGINAL: nothing promoted',
               EXIT_FAIL: 'the gate said FAIL: nothing promoted',
               EXIT_INTERRUPTED: 'interrupted (Ctrl-C): the running stage was stopped'}
-PARAMS = 'pipeline.yaml'    # the pipeline file's sections, DVC's params file in the run folder
-CALIBRATION = 'calibration.yaml'
-SENSOR = 'sensor.yaml'   # the torque-mode fit naming the learned sensor model
-GATE = 'gate'
 # DVC reports nothing to anyone: no telemetry from a lab machine.
 DVC_ENV = {'DVC_NO_ANALYTICS': '1'}
 GRACE = 10.0   # s a stopped stage has to end before SIGKILL
@@ -76,10 +94,11 @@ GRACE = 10.0   # s a stopped stage has to end before SIGKILL
 
 def main(argv: list[str] | None = None) -> int:
     """Parse the command line; run or report the pipeline."""
-    parser = CommandLineParser(PROG, 'Run a task\'s loop (calibrate, train, gate, promote) '
-                               'from its pipeline file, each stage cached by DVC.',
+    parser = CommandLineParser(PROG, 'Run a task\'s loop (calibrate, train, gate, improve, '
+                               'promote) from its pipeline file, each stage cached by DVC.',
                                exit_codes(EXIT_CODES))
-    parser.add_argument('action', choices=('run', 'status'))
+    parser.add_argument('action', choices=('run', 'status', 'improve'),
+                        help='improve: the improve stage itself, as DVC runs it')
     parser.add_argument('pipeline', help='the pipeline file (pipelines/<robot>_<task>.yaml)')
     parser.add_argument('--dir', help='the run folder (default runs/<pipeline name>)')
     args = parser.parse_args(argv)
@@ -87,11 +106,23 @@ def main(argv: list[str] | None = None) -> int:
         pipeline = load_pipeline(args.pipeline, robot_names())
     except PipelineError as exc:
         return fail(PROG, EXIT_CONFIG, str(exc))
-    dvc = _tool('dvc')
+    folder = Path(args.dir or Path('runs') / pipeline.name).resolve()
+    if args.action == 'improve':
+        try:
+            summary = improve(pipeline, folder)
+        except subprocess.CalledProcessError as exc:
+            return fail(PROG, EXIT_FAILED, f'improve: a round\'s command failed (exit '
+                                           f'{exc.returncode}); its output is above')
+        except (OSError, LookupError, KeyError) as exc:
+            return fail(PROG, EXIT_FAILED, f'improve: cannot read the gate\'s report or '
+                                           f'ranges in {folder}: {exc}')
+        print(f'improve: {summary["stopped"]}; verdict {summary["verdict"].upper()}',
+              flush=True)
+        return EXIT_OK
+    dvc = tool_path('dvc')
     if dvc is None:
         return fail(PROG, EXIT_CONFIG, 'dvc is not installed; make build installs it '
                                        '(requirements-python.txt)')
-    folder = Path(args.dir or Path('runs') / pipeline.name).resolve()
     try:
         prepare(pipeline, folder, dvc)
     except (OSError, subprocess.CalledProcessError, LookupError) as exc:
@@ -103,62 +134,54 @@ def main(argv: list[str] | None = None) -> int:
 
 def stages(pipeline: Pipeline) -> dict[str, Any]:
     """The ``dvc.yaml`` mapping of ``pipeline``'s stages (paths relative to the run folder)."""
-    stem = f'{pipeline.robot}_{pipeline.task}'
-    policy = [f'policy/{stem}{suffix}' for suffix in ('.pt', '.yaml', '.pt2', '.pt2.yaml')]
+    policy = policy_files(pipeline)
     out: dict[str, Any] = {}
-    physics: list[str] = []
-    sensor: list[str] = []   # the learned sensor model the validation sim reports through
+    given = inputs(pipeline)
+    physics, sensor = list(given.physics), list(given.sensor)
     if pipeline.bags:
-        recordings = (*(f'--bag {_q(b)}' for b in pipeline.bags),
-                      *(f'--holdout {_q(h)}' for h in pipeline.holdout))
-        commands = [_command('fit', *recordings,
-                             f'--out {CALIBRATION} --report calibration_report')]
-        if pipeline.actuator_model != 'none':
-            commands.append(_command('fit', *recordings, '--mode torque --actuator-model '
-                                     f'{pipeline.actuator_model} --out {SENSOR} '
-                                     '--report sensor_report'))
-            sensor = [SENSOR, SENSOR.replace('.yaml', '.actuator.pt'),
-                      SENSOR.replace('.yaml', '.actuator.yaml')]
+        recordings = (*(f'--bag {quoted(b)}' for b in pipeline.bags),
+                      *(f'--holdout {quoted(h)}' for h in pipeline.holdout))
+        commands = [command('fit', *recordings,
+                            f'--out {CALIBRATION} --report calibration_report')]
+        if sensor:
+            commands.append(command('fit', *recordings, '--mode torque --actuator-model '
+                                    f'{pipeline.actuator_model} --out {SENSOR} '
+                                    '--report sensor_report'))
         out['calibrate'] = {
             'cmd': commands[0] if len(commands) == 1 else commands,
             'deps': [str(b) for b in (*pipeline.bags, *pipeline.holdout)],
             'params': [{PARAMS: ['robot', 'calibration']}],
             'outs': [CALIBRATION, 'calibration_report',
                      *([*sensor, 'sensor_report'] if sensor else [])]}
-        physics = [CALIBRATION]
-    elif pipeline.sim_params is not None:
-        physics = [str(pipeline.sim_params)]
-    sim = f' --sim-params {_q(physics[0])}' if physics else ''
     profiles = str(resolve_resource(SIM_PROFILES_FILE))   # the simulators' options
-    train = ' '.join(f'--{key.replace("_", "-")} {value}'
-                     for key, value in pipeline.train.items())
     out['train'] = {
-        'cmd': _command('simops-train', f'--task {pipeline.task} --robot {pipeline.robot} '
-                        f'--out policy/{stem}{sim} --sim-profile {pipeline.training_sim}',
-                        train),
-        'deps': [*physics, profiles],
+        'cmd': train_command(pipeline, f'{POLICY}/{stem(pipeline)}'),
+        'deps': [*physics, RANDOMIZATION, profiles],
         'params': [{PARAMS: ['robot', 'task', 'sims', 'train']}],
         'outs': policy}
-    thresholds = ' '.join(f'--{key.replace("_", "-")} {value:g}'
-                          for key, value in pipeline.thresholds.items())
-    grid = f'--grid {" ".join(pipeline.grid)}' if pipeline.grid else ''
     out['gate'] = {
-        'cmd': _command('simops-validate', f'--policy {policy[0]} --robot {pipeline.robot}'
-                        f'{sim} --episodes {pipeline.episodes} --seed {pipeline.gate_seed} '
-                        f'--workers {pipeline.gate_workers} --out {GATE} --verdict-exit-zero '
-                        f'--sim-profile {pipeline.validation_sim}'
-                        + (f' --sensor-model {SENSOR}' if sensor else '')
-                        + (' --sim-gap' if pipeline.sim_gap else ''), grid, thresholds),
+        'cmd': gate_command(pipeline, policy[0], GATE),
         'deps': [*policy, *physics, *sensor, profiles],
         'params': [{PARAMS: ['sims', 'gate']}],
         'outs': [f'{GATE}/validation.md', f'{GATE}/validation_heatmap.png'],
         'metrics': [{f'{GATE}/validation.json': {'cache': False}}]}
+    final, report = policy, f'{GATE}/validation.json'
+    if pipeline.max_rounds:
+        final, report = policy_files(pipeline, RELEASE), f'{RELEASE}/validation.json'
+        out['improve'] = {
+            'cmd': command(PROG, f'improve {quoted(pipeline.path)} --dir .'),
+            'deps': [*policy, f'{GATE}/validation.json', RANDOMIZATION, *physics, *sensor,
+                     profiles],
+            'params': [{PARAMS: ['sims', 'train', 'gate', 'feedback']}],
+            'outs': [IMPROVE, *final],
+            'metrics': [{report: {'cache': False}}]}
     if pipeline.promote:
         out['promote'] = {
-            'cmd': _command('simops-promote', f'--policy {policy[0]} --report '
-                            f'{GATE}/validation.json{sim} --pipeline {PARAMS}'),
-            'deps': [*policy, f'{GATE}/validation.json', *physics],
-            'outs': [f'policy/{stem}.promotion.jsonl']}
+            'cmd': command('simops-promote', f'--policy {final[0]} --report {report}'
+                           + (f' --sim-params {quoted(physics[0])}' if physics else '')
+                           + f' --pipeline {PARAMS}'),
+            'deps': [*final, report, *physics],
+            'outs': [f'{final[0].removesuffix(".pt")}.promotion.jsonl']}
     for stage in out.values():   # DVC wants no empty lists
         for key in [k for k, v in stage.items() if v == []]:
             del stage[key]
@@ -183,8 +206,12 @@ def prepare(pipeline: Pipeline, folder: Path, dvc: str) -> None:
               'gate': {'grid': list(pipeline.grid), 'episodes': pipeline.episodes,
                        'seed': pipeline.gate_seed, 'workers': pipeline.gate_workers,
                        'thresholds': dict(pipeline.thresholds)},
+              'randomization': pipeline.randomization,
+              'feedback': {'max_rounds': pipeline.max_rounds, 'change': list(pipeline.change)},
               'promote': pipeline.promote}
     _write(folder / PARAMS, yaml.safe_dump(params, sort_keys=False))
+    _write(folder / RANDOMIZATION, yaml.safe_dump({'randomization': pipeline.randomization},
+                                                  sort_keys=False))
     _write(folder / 'dvc.yaml', yaml.safe_dump(stages(pipeline), sort_keys=False))
 
 
@@ -200,10 +227,11 @@ def _run(dvc: str, folder: Path, pipeline: Pipeline) -> int:
         _stop(proc)
         print(f'{PROG}: interrupted; the running stage was stopped', file=sys.stderr)
         return EXIT_INTERRUPTED
-    report = folder / GATE / 'validation.json'
-    # the gate's report counts once the gate stage is done (a failed train leaves an old one)
+    last = 'improve' if pipeline.max_rounds else 'gate'
+    report = folder / (RELEASE if pipeline.max_rounds else GATE) / 'validation.json'
+    # the last gate's report counts once its stage is done (a failed train leaves an old one)
     summary = (json.loads(report.read_text()) if report.is_file()
-               and (code == 0 or _done(dvc, folder, 'gate')) else None)
+               and (code == 0 or _done(dvc, folder, last)) else None)
     if summary is not None and summary['verdict'] != 'pass':
         print(f'{PROG}: the gate said {summary["verdict"].upper()} (mean success '
               f'{summary["mean_success"]:.1%}, min {summary["min_success"]:.1%}, '
@@ -251,24 +279,6 @@ def _status(dvc: str, folder: Path) -> int:
     if result.returncode:
         return EXIT_FAILED
     return EXIT_OK if 'up to date' in result.stdout else EXIT_FAILED
-
-
-def _command(tool: str, *parts: str) -> str:
-    path = _tool(tool)
-    if path is None:
-        raise LookupError(f'{tool} is not installed (make build)')
-    return ' '.join([_q(path), *(p for p in parts if p)])
-
-
-def _tool(name: str) -> str | None:
-    """The executable ``name`` beside this Python (the venv), else on PATH."""
-    beside = Path(sys.executable).parent / name
-    return str(beside) if beside.exists() else shutil.which(name)
-
-
-def _q(value: object) -> str:
-    text = str(value)
-    return text if text and all(c.isalnum() or c in '/._-=,' for c in text) else repr(text)
 
 
 def _env() -> dict[str, str]:

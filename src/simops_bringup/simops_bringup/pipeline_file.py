@@ -19,12 +19,18 @@ commands, in order: calibrate (``fit`` on the bags, or a given SimParams), train
       validation: validation       #   the gate's
       gap: false                   #   also gate in the training sim: the sim-to-sim gap
     train: {seed: 0, goals: 4000, updates: 20000, eval_episodes: 60, workers: 2}
+    randomization: {delay: 3}      # optional: the training ranges, over the task's in
+                                   #   config/randomization.yaml
     gate:
       grid: {friction: [0.3, 0.8, 1.5], mass: [0.5, 1, 1.5], delay: [0, 1, 2, 3]}
       episodes: 30
       seed: 0
       thresholds: {pass_mean: 0.85, pass_min: 0.6, marginal_mean: 0.7}
       workers: 2
+    feedback:                      # optional: the improve stage after a FAIL or MARGINAL
+      max_rounds: 3                #   retrain and gate again at most this often
+      change: [randomization]      #   what it may change: the training ranges, widened to
+                                   #   the failing cells (the gate's dr_suggestion.yaml)
     promote: true                  # a PASS appends the policy's promotion record
 
 Relative paths are relative to the file. Every error is one line naming the file and the
@@ -33,19 +39,25 @@ field (:class:`PipelineError`, exit 2).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from simops_core.command_line import ConfigError, UsageError
-from simops_core.tasks import TASK_NAMES
+from simops_core.tasks import TASK_NAMES, TASKS
 from simops_core.yaml_fields import Fields
+from simops_sim.randomization import (
+    RandomizationError,
+    default_randomization,
+    parse_randomization,
+)
 from simops_sim.sim_profiles import TRAINING, VALIDATION, load_sim_profiles
 
 PIPELINE_VERSION = 1
-TOP_LEVEL = ('version', 'robot', 'task', 'calibration', 'sims', 'train', 'gate', 'promote')
+TOP_LEVEL = ('version', 'robot', 'task', 'calibration', 'sims', 'train', 'randomization',
+             'gate', 'feedback', 'promote')
 SIMS_FIELDS = ('training', 'validation', 'gap')
 CALIBRATION_FIELDS = ('bags', 'holdout', 'sim_params', 'actuator_model')
 ACTUATOR_MODELS = ('none', 'linear', 'mlp')   # fit --actuator-model's kinds
@@ -54,6 +66,8 @@ TRAIN_FIELDS = ('seed', 'goals', 'updates', 'eval_episodes', 'rounds', 'episodes
                 'ppo_iterations', 'workers')
 GATE_FIELDS = ('grid', 'episodes', 'seed', 'thresholds', 'workers')
 THRESHOLD_FIELDS = ('pass_mean', 'pass_min', 'marginal_mean')
+FEEDBACK_FIELDS = ('max_rounds', 'change')
+CHANGES = ('randomization',)   # what the improve stage may change between rounds
 
 
 class PipelineError(ConfigError):
@@ -81,6 +95,9 @@ class Pipeline:
     validation_sim: str = VALIDATION
     sim_gap: bool = False
     actuator_model: str = 'none'   # learned from the bags for the validation sim's sensors
+    randomization: dict[str, Any] = field(default_factory=dict)   # the complete ranges
+    max_rounds: int = 0            # improve rounds after a FAIL or MARGINAL (0: no stage)
+    change: tuple[str, ...] = CHANGES
 
     @property
     def name(self) -> str:
@@ -154,12 +171,33 @@ def load_pipeline(path: str | Path, robots: tuple[str, ...]) -> Pipeline:
     promote = root.get('promote', True)
     if not isinstance(promote, bool):
         check.fail('promote', f'must be true or false, got {promote!r}')
+    feedback = check.mapping(root.get('feedback') or {}, 'feedback')
+    check.known(feedback, FEEDBACK_FIELDS, 'feedback')
+    change = feedback.get('change', list(CHANGES))
+    if not isinstance(change, list) or not change or any(c not in CHANGES for c in change):
+        check.fail('feedback.change', f'lists what the loop may change, some of '
+                                      f'{", ".join(CHANGES)}; got {change!r}')
     return Pipeline(
         path, robot, task, bags, holdout, sim_params, counts, tuple(grid),
         _count(check, gate, 'episodes', 'gate.episodes') if 'episodes' in gate else 30,
         _count(check, gate, 'seed', 'gate.seed', 0) if 'seed' in gate else 0, levels,
         _count(check, gate, 'workers', 'gate.workers') if 'workers' in gate else 2, promote,
-        training_sim, validation_sim, sim_gap, actuator_model)
+        training_sim, validation_sim, sim_gap, actuator_model,
+        _ranges(check, path, task, root.get('randomization')),
+        _count(check, feedback, 'max_rounds', 'feedback.max_rounds', 0)
+        if 'max_rounds' in feedback else 0, tuple(change))
+
+
+def _ranges(check: Fields, path: Path, task: str, overrides: Any) -> dict[str, Any]:
+    """The task's training ranges (config/randomization.yaml) with the file's overrides."""
+    table = check.mapping(overrides or {}, 'randomization')
+    ranges = {name: list(value) if isinstance(value, tuple) else value for name, value in
+              asdict(default_randomization(TASKS[task].randomization)).items()}
+    try:
+        parse_randomization({**ranges, **table}, str(path), complete=True)
+    except RandomizationError as exc:
+        raise PipelineError(str(exc)) from None
+    return {**ranges, **table}
 
 
 def _paths(check: Fields, path: Path, table: dict[str, Any], key: str) -> tuple[Path, ...]:

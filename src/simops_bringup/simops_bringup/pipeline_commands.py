@@ -1,0 +1,104 @@
+"""The command lines a pipeline's stages run, written once for DVC and the improve stage.
+
+Paths are relative to the run folder (DVC runs every stage there). No rclpy.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from simops_bringup.pipeline_file import Pipeline
+
+PARAMS = 'pipeline.yaml'    # the pipeline file's sections, DVC's params file in the run folder
+CALIBRATION = 'calibration.yaml'
+SENSOR = 'sensor.yaml'   # the torque-mode fit naming the learned sensor model
+RANDOMIZATION = 'randomization.yaml'   # the training ranges: the task's with the file's
+GATE = 'gate'
+POLICY = 'policy'
+IMPROVE = 'improve'      # the improve stage's rounds: analysis, ranges, policy, gate each
+RELEASE = 'release'      # the policy the loop ends with, and its gate report
+POLICY_SUFFIXES = ('.pt', '.yaml', '.pt2', '.pt2.yaml')   # the model, its card, the export
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """What the train and gate stages read.
+
+    ``physics``: the physics file (none: nominal); ``sensor``: the learned sensor model's
+    files (none: the simulator's own sensors).
+    """
+
+    physics: tuple[str, ...] = ()
+    sensor: tuple[str, ...] = ()
+
+
+def stem(pipeline: Pipeline) -> str:
+    """``<robot>_<task>``: the policy's file stem."""
+    return f'{pipeline.robot}_{pipeline.task}'
+
+
+def policy_files(pipeline: Pipeline, folder: str = POLICY) -> list[str]:
+    """The policy, its card and its export, under ``folder`` of the run folder."""
+    return [f'{folder}/{stem(pipeline)}{suffix}' for suffix in POLICY_SUFFIXES]
+
+
+def inputs(pipeline: Pipeline) -> Inputs:
+    """The physics and sensor files the calibration gives (or the file's SimParams)."""
+    if pipeline.bags:
+        sensor = ((SENSOR, SENSOR.replace('.yaml', '.actuator.pt'),
+                   SENSOR.replace('.yaml', '.actuator.yaml'))
+                  if pipeline.actuator_model != 'none' else ())
+        return Inputs((CALIBRATION,), sensor)
+    if pipeline.sim_params is not None:
+        return Inputs((str(pipeline.sim_params),))
+    return Inputs()
+
+
+def train_command(pipeline: Pipeline, out_stem: str, ranges: str = RANDOMIZATION) -> str:
+    """``simops-train`` into ``out_stem`` (.pt and its card) with the training ranges file."""
+    physics = inputs(pipeline).physics
+    options = ' '.join(f'--{key.replace("_", "-")} {value}'
+                       for key, value in pipeline.train.items())
+    return command('simops-train', f'--task {pipeline.task} --robot {pipeline.robot} '
+                   f'--out {out_stem}' + (f' --sim-params {quoted(physics[0])}' if physics
+                                          else '')
+                   + f' --sim-profile {pipeline.training_sim} --randomization {ranges}',
+                   options)
+
+
+def gate_command(pipeline: Pipeline, policy: str, out: str) -> str:
+    """``simops-validate`` of ``policy`` into the folder ``out`` (its verdict exits 0)."""
+    given = inputs(pipeline)
+    thresholds = ' '.join(f'--{key.replace("_", "-")} {value:g}'
+                          for key, value in pipeline.thresholds.items())
+    grid = f'--grid {" ".join(pipeline.grid)}' if pipeline.grid else ''
+    return command('simops-validate', f'--policy {policy} --robot {pipeline.robot}'
+                   + (f' --sim-params {quoted(given.physics[0])}' if given.physics else '')
+                   + f' --episodes {pipeline.episodes} --seed {pipeline.gate_seed} '
+                   f'--workers {pipeline.gate_workers} --out {out} --verdict-exit-zero '
+                   f'--sim-profile {pipeline.validation_sim}'
+                   + (f' --sensor-model {SENSOR}' if given.sensor else '')
+                   + (' --sim-gap' if pipeline.sim_gap else ''), grid, thresholds)
+
+
+def command(tool: str, *parts: str) -> str:
+    """A shell command line running ``tool`` (beside this Python, else on PATH)."""
+    path = tool_path(tool)
+    if path is None:
+        raise LookupError(f'{tool} is not installed (make build)')
+    return ' '.join([quoted(path), *(p for p in parts if p)])
+
+
+def tool_path(name: str) -> str | None:
+    """The executable ``name`` beside this Python (the venv), else on PATH."""
+    beside = Path(sys.executable).parent / name
+    return str(beside) if beside.exists() else shutil.which(name)
+
+
+def quoted(value: object) -> str:
+    """``value`` as one shell word."""
+    text = str(value)
+    return text if text and all(c.isalnum() or c in '/._-=,' for c in text) else repr(text)
