@@ -107,6 +107,20 @@ def test_suggestion_covers_the_failing_configs(tmp_path: Path) -> None:
     assert load_randomization(path).mass == (low, high)   # what simops-train reads
 
 
+def test_fields_a_ranges_file_leaves_out_keep_the_tasks_ranges(tmp_path: Path) -> None:
+    """``simops-train --task pick_place --randomization`` with only ``delay`` keeps the other
+    pick-and-place ranges (its object's mass, the identified links), not the reach task's."""
+    from dataclasses import replace
+
+    from simops_sim.randomization import default_randomization
+
+    path = tmp_path / 'ranges.yaml'
+    path.write_text('randomization:\n  delay: 0\n')
+    pick = default_randomization('pick_place')
+    assert load_randomization(path, base=pick) == replace(pick, delay=0)
+    assert pick.mass != default_randomization().mass   # the two tasks' differ there
+
+
 def test_failing_policy_fails_with_feedback(tmp_path: Path) -> None:
     model, _ = write_policy(tmp_path, [0.0] * 8)         # never moves: never succeeds
     run = subprocess.run([VALIDATE, '--policy', str(model), '--grid', 'mass=1,2',

@@ -311,8 +311,8 @@ def _main(argv: list[str] | None) -> int:
                              'faster policies\' episodes (default: exact)')
     parser.add_argument('--randomization', type=Path,
                         help='YAML with a "randomization" mapping (e.g. the dr_suggestion.yaml '
-                             'that simops-validate writes); default: the built-in ranges of '
-                             'the task')
+                             'that simops-validate writes); fields it leaves out keep the '
+                             'task\'s built-in ranges; default: those')
     args = parser.parse_args(argv)
     if args.updates is None:
         args.updates = (DATASET_UPDATES if args.dataset else PickTrainConfig.updates
@@ -331,9 +331,10 @@ def _main(argv: list[str] | None) -> int:
         if args.sim_params:
             load_sim_params(args.sim_params)
         sim_profile(args.sim_profile)
-        randomization = (load_randomization(args.randomization, key='randomization')
-                         if args.randomization
-                         else default_randomization(TASKS[args.task].randomization))
+        task_ranges = default_randomization(TASKS[args.task].randomization)
+        randomization = (load_randomization(args.randomization, key='randomization',
+                                            base=task_ranges)
+                         if args.randomization else task_ranges)
     except (ValueError, SimParamsError, SimProfileError) as exc:
         print(f'simops-train: error: {exc}', file=sys.stderr)
         return EXIT_USAGE

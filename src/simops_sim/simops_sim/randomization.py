@@ -151,20 +151,25 @@ def default_randomization(task: str = 'randomization') -> DomainRandomization:
 
 
 def load_randomization(path: str | Path, complete: bool = False,
-                       key: str = 'randomization') -> DomainRandomization:
+                       key: str = 'randomization',
+                       base: DomainRandomization | None = None) -> DomainRandomization:
     """The ``key`` mapping of a YAML file (e.g. the gate's ``dr_suggestion.yaml``).
 
-    Missing fields keep the defaults (all must be present when ``complete``); raises
-    :class:`RandomizationError` naming a bad field.
+    Missing fields keep ``base``'s (default: the config's ``randomization`` ranges; all must
+    be present when ``complete``); raises :class:`RandomizationError` naming a bad field.
     """
     file, raw = read_yaml(path, RandomizationError, 'randomisation')
     check = Fields(str(file), RandomizationError)
     table = check.mapping(check.mapping(raw, '').get(key), key)
-    return parse_randomization(table, str(path), complete)
+    return parse_randomization(table, str(path), complete, base)
 
 
-def parse_randomization(table: Any, path: str, complete: bool = False) -> DomainRandomization:
-    """Validate a randomisation mapping (field → range) over the defaults of the config."""
+def parse_randomization(table: Any, path: str, complete: bool = False,
+                        base: DomainRandomization | None = None) -> DomainRandomization:
+    """Validate a randomisation mapping (field → range) over ``base``'s ranges.
+
+    ``base`` defaults to the config's ``randomization`` section.
+    """
     check = Fields(path, RandomizationError)
     names = tuple(f.name for f in fields(DomainRandomization))
     check.known(check.mapping(table, 'randomization'), names, 'randomization')
@@ -192,4 +197,4 @@ def parse_randomization(table: Any, path: str, complete: bool = False) -> Domain
         values[name] = value
     if complete:
         return DomainRandomization(**values)
-    return replace(default_randomization(), **values)
+    return replace(base or default_randomization(), **values)
