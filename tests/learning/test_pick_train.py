@@ -11,6 +11,7 @@ import torch
 import yaml
 from ros_helpers import REPO
 
+from simops_core.policy_card import file_sha256
 from simops_learning.pick_env import FR3PickPlaceEnv
 from simops_learning.pick_ppo import DecisionEnv, PPOConfig, fine_tune
 from simops_learning.pick_train import PickTrainConfig, new_policy, train_pick
@@ -31,6 +32,18 @@ def test_training_is_seeded_and_reproducible() -> None:
     assert not all(torch.equal(a, c) for a, c in zip(
         first.body.state_dict().values(), other.body.state_dict().values(), strict=True))
     assert meta['algorithm'].startswith('DAgger') and meta['rounds_log'][0]['level'] == 0.0
+
+
+def test_dagger_fine_tunes_a_policy_from_its_weights_at_the_full_ranges() -> None:
+    """With ``init_policy`` DAgger starts from that policy's weights and input
+    standardisation, at full curriculum level, and the card names it by sha256."""
+    tuned, meta = train_pick(replace(TINY, init_policy=str(SHIPPED), updates=1),
+                             log=lambda _: None)
+    shipped = torch.jit.load(str(SHIPPED)).state_dict()
+    assert torch.equal(tuned.state_dict()['input_mean'], shipped['input_mean'])
+    assert not torch.equal(tuned.state_dict()['body.0.weight'], shipped['body.0.weight'])
+    assert meta['rounds_log'][0]['level'] == 1.0 and meta['algorithm'].endswith('fine-tuned')
+    assert meta['init_policy']['sha256'] == file_sha256(SHIPPED)
 
 
 def test_the_cli_exports_policies_and_cards_the_node_loads(tmp_path: Path) -> None:

@@ -24,7 +24,7 @@ import multiprocessing
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -40,12 +40,13 @@ from simops_learning.lerobot_reader import DatasetError
 from simops_learning.pick_env import FR3PickPlaceEnv
 from simops_learning.pick_network import PickPolicy, turn_scene
 from simops_learning.pick_train import (
+    InitPolicyError,
     Log,
     PickTrainConfig,
     export_pick,
-    new_policy,
     run_round,
     scripted,
+    start_policy,
 )
 from simops_learning.reach_card import CONTROL_RATE
 from simops_learning.seeding import seeded_torch
@@ -74,13 +75,6 @@ class DatasetTrainConfig:
 def teleop_speed_cap() -> float:
     """The teleop node's default linear speed cap (m/s), config/parameters/teleop.yaml."""
     return float(defaults(load_parameter_schema('teleop'))['linear_speed'])
-
-
-def hidden_of(state: dict[str, torch.Tensor]) -> tuple[int, ...]:
-    """The hidden layer widths of a pick policy's network from its state dict."""
-    weights = sorted((int(k.split('.')[1]), v) for k, v in state.items()
-                     if k.startswith('body.') and k.endswith('.weight'))
-    return tuple(int(v.shape[0]) for _, v in weights[:-1])
 
 
 def step_error(decision: torch.Tensor, target: torch.Tensor, at_least: torch.Tensor,
@@ -170,21 +164,10 @@ def train_from_datasets(config: DatasetTrainConfig, log: Log = print
     generator = seeded_torch(pick.seed)
     started = time.monotonic()
     env = FR3PickPlaceEnv(robot=pick.robot)
-    init_state = None
-    if config.init_policy is not None:
-        try:
-            init_state = torch.jit.load(str(config.init_policy)).state_dict()
-        except (RuntimeError, ValueError, OSError) as exc:
-            raise DatasetError(f'{config.init_policy}: not a TorchScript policy '
-                               f'({str(exc).splitlines()[0]})') from None
-        pick = replace(pick, hidden=hidden_of(init_state))
-    policy = new_policy(env, pick)
-    if init_state is not None:
-        try:
-            policy.load_state_dict(init_state)
-        except RuntimeError as exc:
-            raise DatasetError(f'{config.init_policy}: not a {pick.robot} pick-and-place '
-                               f'policy ({str(exc).splitlines()[0]})') from None
+    try:
+        policy, pick = start_policy(env, pick, config.init_policy)
+    except InitPolicyError as exc:
+        raise DatasetError(str(exc)) from None
     parts = []
     for root in config.datasets:
         part = read_demonstrations(root, env.spec_robot, policy.law, 1.0 / CONTROL_RATE)
@@ -198,7 +181,7 @@ def train_from_datasets(config: DatasetTrainConfig, log: Log = print
     at_least = (None if config.twist_cap is None
                 else config.twist_cap / CONTROL_RATE / policy.move_unit)
     loss = fit_decisions(policy, parts, config.weights, pick, generator,
-                         normalize=init_state is None, turn=config.turn, at_least=at_least)
+                         normalize=config.init_policy is None, turn=config.turn, at_least=at_least)
     log(f'fit {pick.updates} updates on {sum(len(p.raw) for p in parts)} frames: loss '
         f'{loss:.4f}, {time.monotonic() - started:.0f} s')
     context = multiprocessing.get_context('spawn')
@@ -213,7 +196,7 @@ def train_from_datasets(config: DatasetTrainConfig, log: Log = print
     metadata = {
         'framework': f'torch {torch.__version__}',
         'algorithm': 'behaviour cloning of the decision network from LeRobot datasets'
-                     + (' (fine-tuned)' if init_state is not None else ''),
+                     + (' (fine-tuned)' if config.init_policy is not None else ''),
         'policy': 'kinematics layer + MLP (simops_learning.pick_network)',
         'seed': pick.seed, 'hidden': list(pick.hidden), 'updates': pick.updates,
         'augmentation': 'scene turned about the vertical' if config.turn else 'none',

@@ -25,7 +25,7 @@ import multiprocessing
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -71,6 +71,7 @@ class PickTrainConfig:
         default_factory=lambda: default_randomization(TASKS['pick_place'].randomization))
     sim_params: str | None = None    # SimParams YAML of the training physics (None: nominal)
     profile: str = TRAINING          # the simulator's options (simops_sim.sim_profiles)
+    init_policy: str | None = None   # a pick-and-place policy (.pt) to fine-tune from
 
 
 @dataclass(frozen=True)
@@ -135,18 +136,57 @@ def rollout(job: RolloutJob) -> Rollouts:
                     np.array(actions, dtype=np.float32), successes)
 
 
+class InitPolicyError(ValueError):
+    """The policy to fine-tune from is not a pick-and-place policy of this robot."""
+
+
 def new_policy(env: FR3PickPlaceEnv, config: PickTrainConfig) -> PickPolicy:
     """An untrained policy for ``env``'s card and model."""
     return PickPolicy(env.card, env.spec_robot, env.physics.model, env.physics.index,
                       config.hidden)
 
 
+def hidden_of(state: dict[str, torch.Tensor]) -> tuple[int, ...]:
+    """The hidden layer widths of a pick policy's network from its state dict."""
+    weights = sorted((int(k.split('.')[1]), v) for k, v in state.items()
+                     if k.startswith('body.') and k.endswith('.weight'))
+    return tuple(int(v.shape[0]) for _, v in weights[:-1])
+
+
+def start_policy(env: FR3PickPlaceEnv, config: PickTrainConfig,
+                 init: str | Path | None) -> tuple[PickPolicy, PickTrainConfig]:
+    """A new policy, or ``init``'s (its weights, widths and input standardisation).
+
+    Returns it and ``config`` with the network's widths; raises :class:`InitPolicyError`.
+    """
+    if init is None:
+        return new_policy(env, config), config
+    try:
+        state = torch.jit.load(str(init)).state_dict()
+    except (RuntimeError, ValueError, OSError) as exc:
+        raise InitPolicyError(f'{init}: not a TorchScript policy '
+                              f'({str(exc).splitlines()[0]})') from None
+    config = replace(config, hidden=hidden_of(state))
+    policy = new_policy(env, config)
+    try:
+        policy.load_state_dict(state)
+    except RuntimeError as exc:
+        raise InitPolicyError(f'{init}: not a {config.robot} pick-and-place policy '
+                              f'({str(exc).splitlines()[0]})') from None
+    return policy, config
+
+
 def fit(policy: PickPolicy, observations: np.ndarray, decisions: np.ndarray,
         config: PickTrainConfig, generator: torch.Generator) -> float:
-    """Refit ``policy``'s network by MSE on the expert's decisions; return the last loss."""
+    """Refit ``policy``'s network by MSE on the expert's decisions; return the last loss.
+
+    A fine-tuned policy (``config.init_policy``) keeps its input standardisation, which its
+    weights were fitted to.
+    """
     with torch.no_grad():
         x = policy.inputs(torch.as_tensor(observations))[0]
-    policy.set_normalization(x.numpy())
+    if config.init_policy is None:
+        policy.set_normalization(x.numpy())
     y = torch.as_tensor(decisions)
     optimizer = torch.optim.Adam(policy.body.parameters(), lr=config.learning_rate)
     schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, config.updates)
@@ -185,9 +225,10 @@ def train_pick(config: PickTrainConfig, log: Log = print) -> tuple[PickPolicy, d
     generator = seeded_torch(config.seed)
     started = time.monotonic()
     env = FR3PickPlaceEnv(robot=config.robot)
-    policy = new_policy(env, config)
+    policy, config = start_policy(env, config, config.init_policy)
     base = config.seed * 1_000_003
-    level, history = 0.0, []
+    # a fine-tune starts at the full ranges: its policy has learnt the task
+    level, history = (0.0 if config.init_policy is None else 1.0), []
     context = multiprocessing.get_context('spawn')
     with interrupts_ignored():   # Ctrl-C is this process's to handle
         pool = context.Pool(config.workers)
@@ -226,7 +267,9 @@ def train_pick(config: PickTrainConfig, log: Log = print) -> tuple[PickPolicy, d
         f'episodes, {time.monotonic() - started:.0f} s')
     metadata = {
         'framework': f'torch {torch.__version__}',
-        'algorithm': 'DAgger from the scripted grasp expert, curriculum on randomisation',
+        'algorithm': 'DAgger from the scripted grasp expert, curriculum on randomisation'
+                     + ('' if config.init_policy is None else ', fine-tuned'),
+        'init_policy': file_entry(config.init_policy),
         'policy': 'kinematics layer + MLP (simops_learning.pick_network)',
         'seed': config.seed, 'rounds': config.rounds, 'episodes_per_round': config.episodes,
         'hidden': list(config.hidden), 'updates_per_round': config.updates,
@@ -254,8 +297,12 @@ def train_pick_and_export(args: argparse.Namespace, randomization: DomainRandomi
                              updates=args.updates, workers=args.workers,
                              ppo_iterations=args.ppo_iterations,
                              randomization=randomization, sim_params=args.sim_params,
-                             profile=args.sim_profile)
-    policy, metadata = train_pick(config, log=lambda line: print(line, flush=True))
+                             profile=args.sim_profile, init_policy=args.init_policy)
+    try:
+        policy, metadata = train_pick(config, log=lambda line: print(line, flush=True))
+    except InitPolicyError as exc:
+        print(f'simops-train: error: {exc}', file=sys.stderr)
+        return 2
     return export_pick(policy, metadata, config.robot, args.out)
 
 

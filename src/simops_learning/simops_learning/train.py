@@ -232,9 +232,12 @@ def train(config: TrainConfig, log: Any = print) -> tuple[PosturePolicy, dict[st
 
 def dataset_usage(args: Any) -> str | None:
     """What is wrong with the --dataset, --weight and --init-policy arguments, if anything."""
+    if args.init_policy and args.task != 'pick_place':
+        return '--init-policy fine-tunes a pick_place policy; add --task pick_place'
+    if args.init_policy and not Path(args.init_policy).exists():
+        return f'no such policy: {args.init_policy}'
     if not args.dataset:
-        return ('--weight and --init-policy go with --dataset'
-                if args.weight or args.init_policy else None)
+        return '--weight goes with --dataset' if args.weight else None
     if args.task != 'pick_place':
         return '--dataset trains the pick_place decision network; add --task pick_place'
     if args.weight and (len(args.weight) != len(args.dataset) or min(args.weight) <= 0):
@@ -298,8 +301,8 @@ def _main(argv: list[str] | None) -> int:
                         help='with --dataset: each dataset\'s share of the batches, one per '
                              '--dataset in order (default: equal)')
     parser.add_argument('--init-policy', metavar='PT',
-                        help='with --dataset: fine-tune this pick_place policy (.pt) instead '
-                             'of training from scratch')
+                        help='pick_place: fine-tune this policy (.pt) instead of training '
+                             'from scratch (by DAgger at the full ranges, or on --dataset)')
     parser.add_argument('--augment', choices=('turn', 'none'), default='turn',
                         help='with --dataset: "turn" shows each frame labelled by a decision '
                              'at a random heading (the scene turned about the vertical through '
