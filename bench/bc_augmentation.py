@@ -38,7 +38,7 @@ PERIOD = 1.0 / CONTROL_RATE
 def demonstrate(env: FR3PickPlaceEnv, expert: PickExpert, demos: int, first_seed: int
                 ) -> tuple[Demonstrations, int]:
     """Frames of ``demos`` placed demonstrations, and how many episodes it took."""
-    settings = ServoSettings()
+    settings = ServoSettings.defaults()
     raw, decisions, placed, seed = [], [], 0, first_seed
     while placed < demos:
         env.reset(seed=seed, options={'level': 1.0})

@@ -74,7 +74,7 @@ class ScriptedOperator:
         self.spec = spec
         self.law = new_policy(FR3PickPlaceEnv(), PickTrainConfig()).law
         self.expert = PickExpert(self.law)
-        self.caps = ServoSettings()
+        self.caps = ServoSettings.defaults()
         self.lock = threading.Lock()
         self.q: np.ndarray | None = None
         self.width = 0.0

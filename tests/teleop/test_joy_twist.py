@@ -7,7 +7,7 @@ import numpy as np
 from simops_teleop.joy_twist import joy_twist
 from simops_teleop.servo_law import ServoSettings
 
-SETTINGS = ServoSettings(linear=0.2, rotational=0.8)
+SETTINGS = ServoSettings.defaults(linear=0.2, rotational=0.8)
 
 
 def test_a_spacemouse_maps_its_six_axes_to_the_caps() -> None:

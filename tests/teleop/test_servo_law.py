@@ -22,7 +22,7 @@ from simops_teleop.servo_law import (
 
 SPEC = load_robot_spec('fr3')
 KIN = TcpKinematics(load_model('models/fr3/scene.xml'), SPEC)
-SETTINGS = ServoSettings()
+SETTINGS = ServoSettings.defaults()
 ANYWHERE = ((-2.0, -2.0, -2.0), (2.0, 2.0, 2.0))   # m: a box that never binds
 PERIOD = 0.01   # s: the 100 Hz teleop rate
 
@@ -66,9 +66,9 @@ def test_near_a_singularity_it_slows_as_moveit_servo_does() -> None:
     kappa = condition(q)
     assert 17.0 < kappa < 30.0
     twist = np.array([-0.05, 0.0, 0.0, 0.0, 0.0, 0.0])   # towards joint 1's axis
-    free = twist_velocities(KIN, q, twist, PERIOD, ServoSettings(
+    free = twist_velocities(KIN, q, twist, PERIOD, ServoSettings.defaults(
         lower_singularity_threshold=1e3, hard_stop_singularity_threshold=2e3, box=ANYWHERE))
-    settings = ServoSettings(box=ANYWHERE)
+    settings = ServoSettings.defaults(box=ANYWHERE)
     out = twist_velocities(KIN, q, twist, PERIOD, settings)
     assert out.status == ServoStatus.DECELERATE_FOR_APPROACHING_SINGULARITY
     expected = 1.0 - (kappa - 17.0) / (30.0 - 17.0)   # common.cpp:348-366, moving towards
@@ -83,7 +83,7 @@ def test_beyond_the_hard_stop_it_halts() -> None:
     q = shoulder(-0.9)
     assert condition(q) >= 30.0
     out = twist_velocities(KIN, q, np.array([0.0, 0.05, 0.0, 0.0, 0.0, 0.0]), PERIOD,
-                           ServoSettings(box=ANYWHERE))
+                           ServoSettings.defaults(box=ANYWHERE))
     assert out.status == ServoStatus.HALT_FOR_SINGULARITY
     assert not out.velocity.any()
 
@@ -115,7 +115,8 @@ def test_the_box_keeps_the_tcp_above_the_table() -> None:
     q = SPEC.home.copy()
     low = np.array(SETTINGS.box[0])
     # a box whose floor is where the TCP is: a downward twist loses its z part only
-    at_floor = ServoSettings(box=((low[0], low[1], float(KIN.at(q)[0][2])), SETTINGS.box[1]))
+    at_floor = ServoSettings.defaults(box=((low[0], low[1], float(KIN.at(q)[0][2])),
+                                           SETTINGS.box[1]))
     twist = np.array([0.03, 0.0, -0.05, 0.0, 0.0, 0.0])
     out = twist_velocities(KIN, q, twist, PERIOD, at_floor)
     np.testing.assert_allclose(tcp_after(q, out.velocity), [0.03, 0.0, 0.0], atol=2e-4)

@@ -10,7 +10,9 @@ writes ``improve/round_<k>/``:
   ``dr_suggestion.yaml`` (its ranges widened to cover the failing cells,
   :meth:`simops_learning.validation_report.Report.suggestion`) for what the file's
   ``feedback.change`` allows, the previous ranges otherwise;
-- ``policy/``: ``simops-train`` with those ranges (the pipeline's command and budget);
+- ``policy/``: ``simops-train`` with those ranges (the pipeline's command and budget),
+  fine-tuned from the last round's policy where the task's training can (pick and place:
+  DAgger from its weights at the full ranges), from scratch otherwise (reach);
 - ``gate/``: ``simops-validate`` of that policy (the pipeline's gate).
 
 The rounds stop at a PASS, after ``feedback.max_rounds``, or when the suggestion changes
@@ -123,8 +125,9 @@ def improve(pipeline: Pipeline, folder: Path) -> dict[str, Any]:
         ranges = widened
         (folder / here / 'randomization.yaml').write_text(
             yaml.safe_dump({'randomization': ranges}, sort_keys=False))
-        policy, gate = f'{here}/policy/{stem(pipeline)}', f'{here}/gate'
-        _run(train_command(pipeline, policy, f'{here}/randomization.yaml'), folder)
+        last, policy, gate = policy, f'{here}/policy/{stem(pipeline)}', f'{here}/gate'
+        _run(train_command(pipeline, policy, f'{here}/randomization.yaml', f'{last}.pt'),
+             folder)
         _run(gate_command(pipeline, f'{policy}.pt', gate), folder)
         report = json.loads((folder / gate / REPORT).read_text())
         rounds.append({'round': k, 'changed': changed, 'verdict': report['verdict'],

@@ -57,15 +57,24 @@ def inputs(pipeline: Pipeline) -> Inputs:
     return Inputs()
 
 
-def train_command(pipeline: Pipeline, out_stem: str, ranges: str = RANDOMIZATION) -> str:
-    """``simops-train`` into ``out_stem`` (.pt and its card) with the training ranges file."""
+FINE_TUNED = ('pick_place',)   # the tasks simops-train fine-tunes from a policy's weights
+
+
+def train_command(pipeline: Pipeline, out_stem: str, ranges: str = RANDOMIZATION,
+                  init: str | None = None) -> str:
+    """``simops-train`` into ``out_stem`` (.pt and its card) with the training ranges file.
+
+    ``init``: the policy to fine-tune from, for the tasks of :data:`FINE_TUNED` (the others
+    train from scratch).
+    """
     physics = inputs(pipeline).physics
     options = ' '.join(f'--{key.replace("_", "-")} {value}'
                        for key, value in pipeline.train.items())
     return command('simops-train', f'--task {pipeline.task} --robot {pipeline.robot} '
                    f'--out {out_stem}' + (f' --sim-params {quoted(physics[0])}' if physics
                                           else '')
-                   + f' --sim-profile {pipeline.training_sim} --randomization {ranges}',
+                   + f' --sim-profile {pipeline.training_sim} --randomization {ranges}'
+                   + (f' --init-policy {init}' if init and pipeline.task in FINE_TUNED else ''),
                    options)
 
 

@@ -3,8 +3,8 @@
 A teleoperator commands the hand's velocity (a twist: linear m/s and angular rad/s about the
 TCP, in the robot's base frame) or joint velocities (rad/s). :func:`twist_velocities` and
 :func:`jog_velocities` turn them into arm joint velocities (7,) rad/s by moveit_servo's
-rules (moveit2 2.15.0, ``moveit_ros/moveit_servo``; defaults from
-``config/servo_parameters.yaml``):
+rules (moveit2 2.15.0, ``moveit_ros/moveit_servo``; defaults from its
+``config/servo_parameters.yaml``, kept in SimOps' config/parameters/teleop.yaml):
 
 - **speed caps** (``command_in_type: speed_units``): a twist whose linear (angular) speed
   exceeds ``scale.linear`` (``scale.rotational``) is scaled down to it, direction kept
@@ -41,13 +41,16 @@ Status codes are moveit_servo's ``StatusCode`` (include/moveit_servo/utils/datat
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from enum import IntEnum
+from functools import partial
+from typing import Any
 
 import mujoco
 import numpy as np
 
+from simops_core.parameter_schema import defaults, load_parameter_schema
 from simops_core.robot_spec import RobotSpec
 from simops_sim.model_index import index_model
 
@@ -80,24 +83,46 @@ STATUS_TEXT = {   # moveit_servo's SERVO_STATUS_CODE_MAP (datatypes.hpp:64-72)
 
 @dataclass(frozen=True)
 class ServoSettings:
-    """moveit_servo's parameters that the law uses, with its defaults, and SimOps' box.
+    """moveit_servo's parameters that the law uses, and SimOps' box.
 
     ``linear`` m/s and ``rotational`` rad/s: the speed caps (``scale``); the singularity
     thresholds are condition numbers; ``margin`` rad: ``joint_limit_margins``; ``damping``:
     the least-squares damping (m, rad); ``box`` (2, 3) m: the TCP's lower and upper corners
-    in the base frame.
+    in the base frame. The node's parameters set the caps, thresholds and margin; their
+    defaults (moveit_servo's) live once, in config/parameters/teleop.yaml:
+    :meth:`defaults`.
     """
 
-    linear: float = 0.2
-    rotational: float = 0.8
-    lower_singularity_threshold: float = 17.0
-    hard_stop_singularity_threshold: float = 30.0
+    linear: float
+    rotational: float
+    lower_singularity_threshold: float
+    hard_stop_singularity_threshold: float
+    margin: float
     leaving_singularity_threshold_multiplier: float = 2.0
     singularity_step_scale: float = 0.01
-    margin: float = 0.1
     damping: float = 0.01
     box: tuple[tuple[float, float, float], tuple[float, float, float]] = (
         (0.1, -0.6, 0.01), (0.85, 0.6, 0.9))
+
+    @classmethod
+    def from_parameters(cls, values: Any, **others: Any) -> ServoSettings:
+        """From the teleop node's parameter values, as attributes or a mapping.
+
+        They are ``linear_speed``, ``rotational_speed``, the two singularity thresholds and
+        ``joint_limit_margin``.
+        """
+        get = values.get if isinstance(values, Mapping) else partial(getattr, values)
+        return cls(linear=float(get('linear_speed')), rotational=float(get('rotational_speed')),
+                   lower_singularity_threshold=float(get('lower_singularity_threshold')),
+                   hard_stop_singularity_threshold=float(
+                       get('hard_stop_singularity_threshold')),
+                   margin=float(get('joint_limit_margin')), **others)
+
+    @classmethod
+    def defaults(cls, **others: Any) -> ServoSettings:
+        """The teleop node's defaults (config/parameters/teleop.yaml); ``others`` replace."""
+        return replace(cls.from_parameters(defaults(load_parameter_schema('teleop'))),
+                       **others)
 
 
 @dataclass(frozen=True)

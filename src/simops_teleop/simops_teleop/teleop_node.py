@@ -88,11 +88,7 @@ class TeleopNode(Node):
                               f'({s.hard_stop_singularity_threshold:g})')
         self.spec = load_robot_spec(s.robot)
         self.kinematics = TcpKinematics(load_model(s.model), self.spec)
-        self.servo = ServoSettings(
-            linear=s.linear_speed, rotational=s.rotational_speed,
-            lower_singularity_threshold=s.lower_singularity_threshold,
-            hard_stop_singularity_threshold=s.hard_stop_singularity_threshold,
-            margin=s.joint_limit_margin)
+        self.servo = ServoSettings.from_parameters(s)
         topics = load_topics()
         # the policy's defaults: a fraction of the velocity and acceleration limits, a margin
         self.limits = safety.SafetyLimits.from_spec(self.spec, self.period,
