@@ -22,6 +22,7 @@ from sysid_helpers import simulate, write_bag
 
 from simops_bringup.arguments import robot_names
 from simops_bringup.pipeline import stages
+from simops_bringup.pipeline_commands import gate_command
 from simops_bringup.pipeline_file import PipelineError, load_pipeline
 from simops_core.promotion import check_deployable
 
@@ -67,6 +68,9 @@ def pipeline(*args: object) -> subprocess.CompletedProcess[str]:
     ({'promote': 'yes'}, "field 'promote' must be true or false"),
     ({'sims': {'training': 'turbo'}}, "field 'sims.training' must be one of"),
     ({'sims': {'gap': 1}}, "field 'sims.gap' must be true or false"),
+    ({'sims': {'sensors': 'yes'}}, "field 'sims.sensors' must be true or false"),
+    ({'sims': {'validation': 'training', 'sensors': True}},
+     "field 'sims.sensors' the training profile names no sensors"),
     ({'sims': {'render': True}}, "field 'sims.render' is not a known field"),
     ({'calibration': {'bags': ['bags/excite'], 'actuator_model': 'cubic'}},
      "field 'calibration.actuator_model' must be one of"),
@@ -113,6 +117,18 @@ def test_a_learned_sensor_model_is_fitted_with_the_calibration_and_named_by_the_
     assert 'sensor.actuator.pt' in dvc['gate']['deps']
     assert '--sensor-model' not in stages(load_pipeline(pipeline_file(tmp_path),
                                                         robot_names()))['stages']['gate']['cmd']
+
+
+def test_sims_sensors_makes_every_gate_read_through_the_profiles_sensors(
+        tmp_path: Path) -> None:
+    """The gate and the improve stage's gates run one command line (pipeline_commands)."""
+    sensed = load_pipeline(pipeline_file(tmp_path, calibration={}, sims={'sensors': True},
+                                         feedback={'max_rounds': 2}), robot_names())
+    assert ' --sensors' in stages(sensed)['stages']['gate']['cmd']
+    assert gate_command(sensed, 'p.pt', 'g') == stages(sensed)['stages']['gate']['cmd'].replace(
+        'policy/fr3_reach.pt', 'p.pt').replace('--out gate ', '--out g ')
+    plain = load_pipeline(pipeline_file(tmp_path, calibration={}), robot_names())
+    assert '--sensors' not in stages(plain)['stages']['gate']['cmd']
 
 
 def test_a_rerun_does_nothing_and_a_new_bag_reruns_fit_and_everything_after(

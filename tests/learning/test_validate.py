@@ -22,6 +22,7 @@ from simops_learning.validate import grid_conditions, parse_grid
 from simops_learning.validation_report import FAILURE_MODES, Report, Thresholds
 from simops_policy.model import load_policy
 from simops_sim.randomization import Conditions, load_randomization
+from simops_sim.sim_profiles import sim_profile
 
 VALIDATE = str(REPO / '.venv/bin/simops-validate')
 
@@ -182,6 +183,23 @@ def test_the_validation_sim_reports_efforts_through_a_named_sensor_model(
     refused = subprocess.run([VALIDATE, '--policy', str(POLICY), '--sensor-model', str(none)],
                              capture_output=True, text=True, timeout=120)
     assert refused.returncode == 2 and 'names no actuator_model' in refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 1
+
+
+def test_the_gate_reads_through_the_validation_profiles_sensors_when_asked(
+        tmp_path: Path) -> None:
+    """``--sensors``: the report records the sensor errors the envs read through and says so;
+    a profile that names none is refused in one line."""
+    run = subprocess.run([VALIDATE, '--policy', str(POLICY), '--grid', 'friction=1.0',
+                          '--episodes', '2', '--workers', '1', '--out', str(tmp_path / 'r'),
+                          '--sensors'], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    result = json.loads((tmp_path / 'r' / 'validation.json').read_text())
+    assert result['sensors'] == sim_profile('validation').sensors.as_dict()
+    assert '- readings: joints with' in (tmp_path / 'r' / 'validation.md').read_text()
+    refused = subprocess.run([VALIDATE, '--policy', str(POLICY), '--sensors', '--sim-profile',
+                              'training'], capture_output=True, text=True, timeout=120)
+    assert refused.returncode == 2 and 'training profile names no sensors' in refused.stderr
     assert len(refused.stderr.strip().splitlines()) == 1
 
 

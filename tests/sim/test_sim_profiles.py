@@ -29,7 +29,12 @@ def test_the_profiles_file_sets_what_the_issue_asks() -> None:
     """The fast one is coarser and shorter, the faithful one runs at 1 kHz on elliptic cones."""
     raw = yaml.safe_load(FILE.read_text())['profiles']
     training, validation = sim_profile('training'), sim_profile('validation')
+    sensors = raw['validation'].pop('sensors')
     assert training.as_dict() == raw['training'] and validation.as_dict() == raw['validation']
+    # the validation sim's readings: noisy joints; a late, noisy object pose that drops out
+    assert training.sensors is None and validation.sensors.as_dict() == sensors
+    assert sensors['joint_noise'] > 0 and sensors['object_latency'] >= 1
+    assert 0 < sensors['object_dropout'] < 1
     assert validation.timestep == 0.001 and validation.cone == 'elliptic'
     assert training.cone == 'pyramidal' and training.timestep > validation.timestep
     assert training.iterations < validation.iterations
@@ -82,6 +87,14 @@ def test_the_profiles_agree_on_a_reach() -> None:
     ('version: 1\nprofiles: {training: {substeps: 3}, validation: {}}',
      "'profiles.training.substeps'"),
     ('version: 1\nprofiles: {training: {}}', "'profiles.validation'"),
+    ('version: 1\nprofiles: {training: {}, validation: {sensors: {blur: 1}}}',
+     "'profiles.validation.sensors.blur'"),
+    ('version: 1\nprofiles: {training: {}, validation: {sensors: {object_latency: 0.5}}}',
+     "'profiles.validation.sensors.object_latency'"),
+    ('version: 1\nprofiles: {training: {}, validation: {sensors: {object_dropout: 1.0}}}',
+     "'profiles.validation.sensors.object_dropout'"),
+    ('version: 1\nprofiles: {training: {}, validation: {sensors: {joint_noise: -1}}}',
+     "'profiles.validation.sensors.joint_noise'"),
 ])
 def test_a_bad_profiles_file_gets_one_line(tmp_path: Path, text: str, field: str) -> None:
     path = tmp_path / 'profiles.yaml'
@@ -97,3 +110,34 @@ def test_a_timestep_that_does_not_divide_the_period_is_refused() -> None:
         steps_per_period(0.003, 0.05, 'training')
     with pytest.raises(SimProfileError, match="no sim profile 'fast'"):
         sim_profile('fast')
+
+
+def test_the_gate_reads_the_object_late_noisy_and_with_dropouts_only_when_asked() -> None:
+    """With ``sensors`` the pick env's observation holds the cube as the validation profile's
+    perception delivers it; without, exactly as the simulator has it (what the node
+    publishes); a seed gives the same readings, and the episode's other draws are kept."""
+    from simops_sim.perception import Perception, SensorNoise
+
+    plain, sensed = FR3PickPlaceEnv(), FR3PickPlaceEnv(sensors=True)
+    assert plain.perception is None and sensed.sensors == sim_profile('validation').sensors
+    first, _ = plain.reset(seed=3)
+    again, _ = sensed.reset(seed=3)
+    assert np.array_equal(plain.object_start, sensed.object_start)   # same cube, same goal
+    assert np.array_equal(plain.goal, sensed.goal)
+    assert not np.array_equal(first, again)
+    twice, _ = FR3PickPlaceEnv(sensors=True).reset(seed=3)
+    assert np.array_equal(again, twice)
+    # the rule itself: one period late, the last delivered pose held through a dropout
+    rng = np.random.default_rng(0)
+    perception = Perception(SensorNoise(object_latency=1, object_dropout=0.3), rng)
+    quaternion = np.array([1.0, 0.0, 0.0, 0.0])
+    seen = [perception.object(np.full(3, float(k)), quaternion)[0][0] for k in range(2000)]
+    assert seen[0] == 0.0 and seen[1] == 0.0   # the oldest there is, then one period late
+    fresh = [s == k - 1 for k, s in enumerate(seen) if k > 1]
+    assert abs(1.0 - np.mean(fresh) - 0.3) < 0.03   # 30 % of periods dropped
+    assert np.all(np.diff(seen) >= 0)
+    noisy = Perception(SensorNoise(joint_noise=1e-3, object_noise=0.002), rng)
+    readings = np.array([noisy.object(np.zeros(3), quaternion)[0] for _ in range(4000)])
+    assert abs(readings.std() - 0.002) < 1e-4
+    position, velocity = noisy.joints(np.zeros(9), np.zeros(9))
+    assert 0 < np.abs(position).max() < 5e-3 and np.abs(velocity).max() > np.abs(position).max()

@@ -201,7 +201,8 @@ def prepare(pipeline: Pipeline, folder: Path, dvc: str) -> None:
                               'sim_params': str(pipeline.sim_params or ''),
                               'actuator_model': pipeline.actuator_model},
               'sims': {'training': pipeline.training_sim,
-                       'validation': pipeline.validation_sim, 'gap': pipeline.sim_gap},
+                       'validation': pipeline.validation_sim, 'gap': pipeline.sim_gap,
+                       'sensors': pipeline.sensors},
               'train': dict(pipeline.train),
               'gate': {'grid': list(pipeline.grid), 'episodes': pipeline.episodes,
                        'seed': pipeline.gate_seed, 'workers': pipeline.gate_workers,
@@ -242,7 +243,8 @@ def _run(dvc: str, folder: Path, pipeline: Pipeline) -> int:
         print(f'{PROG}: a stage failed (above); rerun to retry from it', file=sys.stderr)
         return EXIT_FAILED
     print(f'{PROG}: done; the gate said PASS'
-          + (f', promoted: {folder / "policy"}' if pipeline.promote else ''), flush=True)
+          + (f', promoted: {folder / (RELEASE if pipeline.max_rounds else POLICY)}'
+             if pipeline.promote else ''), flush=True)
     return EXIT_OK
 
 

@@ -90,6 +90,7 @@ def gate_command(pipeline: Pipeline, policy: str, out: str) -> str:
                    f'--workers {pipeline.gate_workers} --out {out} --verdict-exit-zero '
                    f'--sim-profile {pipeline.validation_sim}'
                    + (f' --sensor-model {SENSOR}' if given.sensor else '')
+                   + (' --sensors' if pipeline.sensors else '')
                    + (' --sim-gap' if pipeline.sim_gap else ''), grid, thresholds)
 
 

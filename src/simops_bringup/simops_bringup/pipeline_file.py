@@ -18,6 +18,8 @@ commands, in order: calibrate (``fit`` on the bags, or a given SimParams), train
       training: training           #   simops-train's simulator
       validation: validation       #   the gate's
       gap: false                   #   also gate in the training sim: the sim-to-sim gap
+      sensors: false               #   the gate reads through the validation profile's
+                                   #   sensor errors (simops-validate --sensors)
     train: {seed: 0, goals: 4000, updates: 20000, eval_episodes: 60, workers: 2}
     randomization: {delay: 3}      # optional: the training ranges, over the task's in
                                    #   config/randomization.yaml
@@ -58,7 +60,7 @@ from simops_sim.sim_profiles import TRAINING, VALIDATION, load_sim_profiles
 PIPELINE_VERSION = 1
 TOP_LEVEL = ('version', 'robot', 'task', 'calibration', 'sims', 'train', 'randomization',
              'gate', 'feedback', 'promote')
-SIMS_FIELDS = ('training', 'validation', 'gap')
+SIMS_FIELDS = ('training', 'validation', 'gap', 'sensors')
 CALIBRATION_FIELDS = ('bags', 'holdout', 'sim_params', 'actuator_model')
 ACTUATOR_MODELS = ('none', 'linear', 'mlp')   # fit --actuator-model's kinds
 # simops-train's options a pipeline may set (counts; pick_place's rounds and episodes, PPO)
@@ -98,6 +100,7 @@ class Pipeline:
     randomization: dict[str, Any] = field(default_factory=dict)   # the complete ranges
     max_rounds: int = 0            # improve rounds after a FAIL or MARGINAL (0: no stage)
     change: tuple[str, ...] = CHANGES
+    sensors: bool = False          # the gate reads through its profile's sensor errors
 
     @property
     def name(self) -> str:
@@ -147,9 +150,12 @@ def load_pipeline(path: str | Path, robots: tuple[str, ...]) -> Pipeline:
         if 'training' in sims else TRAINING
     validation_sim = check.choice(sims, 'validation', profiles, 'sims.validation') \
         if 'validation' in sims else VALIDATION
-    sim_gap = sims.get('gap', False)
-    if not isinstance(sim_gap, bool):
-        check.fail('sims.gap', f'must be true or false, got {sim_gap!r}')
+    sim_gap, sensors = sims.get('gap', False), sims.get('sensors', False)
+    for key, value in (('gap', sim_gap), ('sensors', sensors)):
+        if not isinstance(value, bool):
+            check.fail(f'sims.{key}', f'must be true or false, got {value!r}')
+    if sensors and load_sim_profiles()[validation_sim].sensors is None:
+        check.fail('sims.sensors', f'the {validation_sim} profile names no sensors')
     train = check.mapping(root.get('train') or {}, 'train')
     check.known(train, TRAIN_FIELDS, 'train')
     counts = {key: _count(check, train, key, f'train.{key}', 0 if key in ('seed',
@@ -185,7 +191,7 @@ def load_pipeline(path: str | Path, robots: tuple[str, ...]) -> Pipeline:
         training_sim, validation_sim, sim_gap, actuator_model,
         _ranges(check, path, task, root.get('randomization')),
         _count(check, feedback, 'max_rounds', 'feedback.max_rounds', 0)
-        if 'max_rounds' in feedback else 0, tuple(change))
+        if 'max_rounds' in feedback else 0, tuple(change), sensors)
 
 
 def _ranges(check: Fields, path: Path, task: str, overrides: Any) -> dict[str, Any]:

@@ -51,6 +51,7 @@ from simops_core.sim_params import (
 from simops_core.tasks import TASKS
 from simops_learning.curriculum import Curriculum
 from simops_learning.reach_card import HISTORY, parse_card, reach_card
+from simops_sim.perception import Perception, SensorNoise
 from simops_sim.physics import Physics
 from simops_sim.randomization import Conditions, DomainRandomization
 from simops_sim.sim_profiles import VALIDATION, apply_profile, sim_profile, steps_per_period
@@ -85,7 +86,11 @@ class FR3ReachEnv(gym.Env):
     (:mod:`simops_sim.sim_profiles`; ``'training'`` for speed, ``'validation'`` as the
     simulator node runs). ``sensor_model``: a SimParams file whose learned sensor model
     (``fit --actuator-model``) the arm reports its efforts through, beside the calibration
-    (the validation sim's; :mod:`simops_sim.sensor_model`).
+    (the validation sim's; :mod:`simops_sim.sensor_model`). ``sensors``: read the joints
+    and the object through the profile's sensor errors (:mod:`simops_sim.perception`: noise,
+    the object pose's latency and dropouts), as the gate's validation sim does; otherwise
+    (and when the profile names none) the simulator's exact state, as the simulator node
+    publishes it.
     """
 
     metadata: dict[str, Any] = {'render_modes': []}  # noqa: RUF012 - gymnasium's API
@@ -103,7 +108,7 @@ class FR3ReachEnv(gym.Env):
                  success_radius: float = SUCCESS_RADIUS,
                  robot: str = 'fr3', model: str | None = None,
                  keyframe: str = DEFAULT_KEYFRAME, profile: str = VALIDATION,
-                 sensor_model: str | Path | None = None) -> None:
+                 sensor_model: str | Path | None = None, sensors: bool = False) -> None:
         self.spec_robot = load_robot_spec(robot)
         spec = self.spec_robot
         self.card: PolicyCard = (
@@ -133,6 +138,8 @@ class FR3ReachEnv(gym.Env):
         self.success_radius = success_radius
         self.period = 1.0 / self.card.control_rate
         self.substeps = steps_per_period(self.physics.timestep, self.period, profile)
+        self.sensors: SensorNoise | None = self.profile.sensors if sensors else None
+        self.perception: Perception | None = None
         self.episodes = 0
         self.goal = np.zeros(3)
         self._applied: Conditions | None = None
@@ -167,6 +174,9 @@ class FR3ReachEnv(gym.Env):
         self.physics.set_goal_pose(self.goal, np.array([1.0, 0.0, 0.0, 0.0]))
         self.episodes += 1
         self._steps = 0
+        if self.sensors is not None:   # draws of its own: the episode's others stay as they were
+            self.perception = Perception(self.sensors, np.random.default_rng(
+                self.np_random.bit_generator.seed_seq.spawn(1)[0]))
         self._measure()
         self.policy_step.forget()
         arm = len(self.spec_robot.arm_joints)
@@ -263,6 +273,8 @@ class FR3ReachEnv(gym.Env):
         joints = self._joints
         self.physics.read_joints(joints)
         position, velocity = joints[0].copy(), joints[1].copy()
+        if self.perception is not None:
+            position, velocity = self.perception.joints(position, velocity)
         noise = self.conditions_now.obs_noise
         if noise > 0:
             position += self.np_random.normal(0.0, noise, position.shape)
@@ -272,6 +284,8 @@ class FR3ReachEnv(gym.Env):
             obj_pos, obj_quat = self.physics.body_pose(index.object_body)
         else:
             obj_pos, obj_quat = np.zeros(3), np.array([1.0, 0.0, 0.0, 0.0])
+        if self.perception is not None:
+            obj_pos, obj_quat = self.perception.object(obj_pos, obj_quat)
         raw = self.policy_step.raw
         raw.joint_position[:], raw.joint_velocity[:] = position, velocity
         raw.object_position[:], raw.object_quaternion[:] = obj_pos, obj_quat[[1, 2, 3, 0]]

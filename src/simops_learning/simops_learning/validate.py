@@ -125,6 +125,7 @@ class Task:
     task: str = 'reach'
     profile: str = VALIDATION
     sensor_model: Path | None = None
+    sensors: bool = False
 
 
 _WORKER: dict[tuple[Any, ...], tuple[list[Any], Any]] = {}   # per worker process: envs, model
@@ -144,12 +145,13 @@ def run_task(task: Task) -> tuple[int, list[Outcome]]:
     from simops_policy.model import load_policy
 
     key = (task.task, task.card, task.sim_params, task.robot, task.policy, task.profile,
-           task.sensor_model)
+           task.sensor_model, task.sensors)
     if key not in _WORKER:
         _WORKER.clear()
         kind = env_class(task.task)
         envs = [kind(card_path=task.card, sim_params_file=task.sim_params, robot=task.robot,
-                     profile=task.profile, sensor_model=task.sensor_model)
+                     profile=task.profile, sensor_model=task.sensor_model,
+                     sensors=task.sensors)
                 for _ in range(BATCH)]
         _WORKER[key] = envs, load_policy(task.policy, envs[0].card)
     envs, model = _WORKER[key]
@@ -162,12 +164,13 @@ def validate(policy: Path, card: Path, sim_params: Path | None, grid: dict[str, 
              episodes: int, workers: int, seed: int, robot: str = 'fr3',
              progress: bool = True, task: str = 'reach',
              executor: Executor | None = None, profile: str = VALIDATION,
-             sensor_model: Path | None = None) -> Report:
+             sensor_model: Path | None = None, sensors: bool = False) -> Report:
     """Run the grid of ``task`` (:mod:`simops_core.tasks`); return the report, unwritten.
 
     ``profile``: the simulator the episodes run in (:mod:`simops_sim.sim_profiles`);
     ``sensor_model``: a SimParams file naming the learned sensor model its arm reports
-    efforts through (None: the parametric efforts).
+    efforts through (None: the parametric efforts); ``sensors``: the envs read through the
+    profile's sensor errors (:mod:`simops_sim.perception`).
 
     Each configuration's episodes run in chunks of up to 60, one task each, on ``executor``
     (default: ``workers`` local processes); every configuration gets every episode exactly
@@ -176,7 +179,7 @@ def validate(policy: Path, card: Path, sim_params: Path | None, grid: dict[str, 
     configs = grid_conditions(grid)
     chunk = max(1, min(episodes, TASK_EPISODES))
     tasks = [Task(i, c, range(start, min(start + chunk, episodes)), policy, card, sim_params,
-                  seed, robot, task, profile, sensor_model)
+                  seed, robot, task, profile, sensor_model, sensors)
              for i, c in enumerate(configs) for start in range(0, episodes, chunk)]
     left = [sum(t.config == i for t in tasks) for i in range(len(configs))]
     tally = Tally(len(configs))
@@ -201,9 +204,11 @@ def validate(policy: Path, card: Path, sim_params: Path | None, grid: dict[str, 
         results[config] += part
     report = Report.build(policy, file_sha256(policy), sim_params, grid, configs, results,
                           episodes, seed, time.monotonic() - started)
+    noise = sim_profile(profile).sensors if sensors else None
     return replace(report, profile=profile, sensor_model=(
         None if sensor_model is None else {**file_entry(sensor_model),
-                                           'model_sha256': sensor_model_of(sensor_model).sha256}))
+                                           'model_sha256': sensor_model_of(sensor_model).sha256}),
+        sensors=None if noise is None else noise.as_dict())
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -230,6 +235,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument('--sim-profile', default=VALIDATION,
                         help=f'the simulator that judges: a profile of {SIM_PROFILES_FILE} '
                              f'(default: {VALIDATION}, built for fidelity)')
+    parser.add_argument('--sensors', action='store_true',
+                        help='read the joints and the object through the profile\'s sensor '
+                             'errors (noise, the object pose\'s latency and dropouts; '
+                             f'{SIM_PROFILES_FILE}); default: the exact state')
     parser.add_argument('--sim-gap', action='store_true',
                         help=f'also run the grid in the {TRAINING} sim and report the '
                              'sim-to-sim gap per cell (the verdict stays the judging sim\'s)')
@@ -267,7 +276,9 @@ def main(argv: list[str] | None = None) -> int:
             raise UsageError('--episodes and --workers must be >= 1')
         thresholds = Thresholds(args.pass_mean, args.pass_min, args.marginal_mean)
         sim_params = Path(args.sim_params) if args.sim_params else None
-        sim_profile(args.sim_profile)
+        if sim_profile(args.sim_profile).sensors is None and args.sensors:
+            raise UsageError(f'--sensors: the {args.sim_profile} profile names no sensors '
+                             f'({SIM_PROFILES_FILE})')
         if sim_params is not None:
             load_sim_params(sim_params)
         sensor = Path(args.sensor_model) if args.sensor_model else None
@@ -283,7 +294,8 @@ def main(argv: list[str] | None = None) -> int:
         executor = make_executor(args.ray, args.workers)
         report = validate(policy, card, sim_params, grid, args.episodes, args.workers,
                           args.seed, args.robot, task=task, executor=executor,
-                          profile=args.sim_profile, sensor_model=sensor)
+                          profile=args.sim_profile, sensor_model=sensor,
+                          sensors=args.sensors)
         if args.sim_gap:
             report = report.with_training(validate(
                 policy, card, sim_params, grid, args.episodes, args.workers, args.seed,

@@ -77,6 +77,8 @@ class Report:
     # the learned sensor model the arm reported efforts through: its SimParams file's path
     # and sha256, and the model's (model_sha256); None: the parametric efforts
     sensor_model: dict[str, str] | None = None
+    # the sensor errors the envs read through (simops_sim.perception); None: exact readings
+    sensors: dict[str, float | int] | None = None
 
     @classmethod
     def build(cls, policy: Path, sha256: str, sim_params: Path | None,
@@ -210,6 +212,7 @@ class Report:
         return {
             'policy': self.policy, 'sha256': self.sha256, 'sim_params': self.sim_params,
             'sim_profile': profile_entry(self.profile), 'sensor_model': self.sensor_model,
+            'sensors': self.sensors,
             'grid': self.grid, 'seed': self.seed, 'wall_time_s': self.wall_time_s,
             'thresholds': asdict(self.thresholds), 'verdict': self.verdict,
             'mean_success': self.mean, 'min_success': self.min,
@@ -260,6 +263,11 @@ def markdown(report: Report, heatmap: str, suggestion: Path | None) -> str:
         *([f'- torque sensors: the learned model of `{report.sensor_model["path"]}` '
             f'(model sha256 `{report.sensor_model["model_sha256"][:16]}…`)']
           if report.sensor_model else []),
+        *([f'- readings: joints with {report.sensors["joint_noise"]:g} rad noise; the object '
+           f'with {1000 * report.sensors["object_noise"]:g} mm noise, '
+           f'{report.sensors["object_latency"]} period(s) late, '
+           f'{report.sensors["object_dropout"]:.0%} of periods lost']
+          if report.sensors else []),
         f'- physics: {report.sim_params or "model nominal"}; grid '
         + ', '.join(f'{k} = {", ".join(f"{v:g}" for v in vs)}' for k, vs in report.grid.items()),
         f'- {len(report.configs)} configurations × {report.configs[0].episodes} episodes '

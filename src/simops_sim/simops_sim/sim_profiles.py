@@ -1,9 +1,11 @@
 """The training and the validation simulator: MuJoCo options per profile (no rclpy).
 
-One model serves both; a :class:`SimProfile` only sets :class:`mujoco.MjOption` fields
+One model serves both; a :class:`SimProfile` sets :class:`mujoco.MjOption` fields
 (timestep, solver iterations, friction cone), from ``config/sim_profiles.yaml``, their one
 source. :func:`apply_profile` writes them into a compiled model before anything else
-(:class:`~simops_sim.physics.Physics`, its command delay in steps) reads the model.
+(:class:`~simops_sim.physics.Physics`, its command delay in steps) reads the model. A
+profile may also name its sensors (:class:`~simops_sim.perception.SensorNoise`): what the
+gate's envs read when asked to (``simops-validate --sensors``).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import mujoco
 
 from simops_core.command_line import ConfigError
 from simops_core.yaml_fields import Fields, read_yaml
+from simops_sim.perception import SENSOR_FIELDS, SensorNoise
 
 SIM_PROFILES_FILE = 'config/sim_profiles.yaml'
 TRAINING, VALIDATION = 'training', 'validation'
@@ -35,7 +38,8 @@ class SimProfile:
     """One simulator's MuJoCo options; ``None`` keeps the model's.
 
     ``timestep`` s; ``iterations`` and ``ls_iterations`` the solver's and its line search's;
-    ``cone`` ``'pyramidal'`` or ``'elliptic'``.
+    ``cone`` ``'pyramidal'`` or ``'elliptic'``; ``sensors``: the readings' errors when an env
+    is asked for them (None: exact readings).
     """
 
     name: str
@@ -43,6 +47,7 @@ class SimProfile:
     iterations: int | None = None
     ls_iterations: int | None = None
     cone: str | None = None
+    sensors: SensorNoise | None = None
 
     def as_dict(self) -> dict[str, float | int | str]:
         """The options this profile sets (what a card or a report records)."""
@@ -103,8 +108,10 @@ def load_sim_profiles(path: str | Path = SIM_PROFILES_FILE) -> dict[str, SimProf
     out = {}
     for name, table in check.mapping(raw.get('profiles'), 'profiles').items():
         where = f'profiles.{name}'
-        check.known(check.mapping(table, where), OPTION_FIELDS, where)
-        values: dict[str, float | int | str] = {}
+        check.known(check.mapping(table, where), (*OPTION_FIELDS, 'sensors'), where)
+        values: dict[str, object] = {}
+        if 'sensors' in table:
+            values['sensors'] = _sensors(check, table['sensors'], f'{where}.sensors')
         if 'timestep' in table:
             values['timestep'] = check.number(table, 'timestep', f'{where}.timestep', 0.0,
                                               strict=True)
@@ -121,3 +128,23 @@ def load_sim_profiles(path: str | Path = SIM_PROFILES_FILE) -> dict[str, SimProf
         if name not in out:
             check.fail(f'profiles.{name}', 'is missing')
     return out
+
+
+def _sensors(check: Fields, raw: object, where: str) -> SensorNoise:
+    table = check.mapping(raw, where)
+    check.known(table, SENSOR_FIELDS, where)
+    values: dict[str, float | int] = {}
+    for key in ('joint_noise', 'object_noise'):
+        if key in table:
+            values[key] = check.number(table, key, f'{where}.{key}', 0.0)
+    if 'object_latency' in table:
+        value = table['object_latency']
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            check.fail(f'{where}.object_latency', f'must be a whole number >= 0, got {value!r}')
+        values['object_latency'] = value
+    if 'object_dropout' in table:
+        values['object_dropout'] = check.number(table, 'object_dropout',
+                                                f'{where}.object_dropout', 0.0)
+        if values['object_dropout'] >= 1.0:
+            check.fail(f'{where}.object_dropout', 'is a probability below 1')
+    return SensorNoise(**values)
