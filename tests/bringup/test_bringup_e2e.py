@@ -79,11 +79,11 @@ def test_sim_profile_reaches_the_goal_records_a_bag_and_stops_on_ctrl_c(
     # a CI run it subscribed 2.2 s after its other topics, and the bag held no goal).
     assert wait_until(lambda: recorder_has(ros_probe, goal_pub), STARTUP), proc.output
     assert trigger(ros_probe, '/recorder/start', timeout=STARTUP).success
-    assert wait_until(lambda: 'RUNNING' in states(ros_probe), STARTUP), proc.output[-3000:]
+    assert wait_until(lambda: 'RUNNING' in states(ros_probe), STARTUP), proc.story()
     reached = wait_until(lambda: any(distance(p, GOAL) < SUCCESS_RADIUS
                                      for p in ros_probe.messages(EE_POSE)), REACH_TIMEOUT)
     closest = min(distance(p, GOAL) for p in ros_probe.messages(EE_POSE))
-    assert reached, f'closest approach {closest * 1e3:.1f} mm\n{proc.output[-3000:]}'
+    assert reached, f'closest approach {closest * 1e3:.1f} mm\n{proc.story()}'
     pids = node_pids(proc.output)
     assert all(group_alive(pid) for pid in pids.values())
 
@@ -106,11 +106,11 @@ def test_sim_profile_runs_the_panda_end_to_end(launch: object, ros_probe: RosPro
     ros_probe.publisher(TOPICS['goal_pose'].name, PoseStamped,
                         qos('goal_pose')).publish(goal_message(GOAL, panda.base_frame))
     proc = launch('sim', 'robot:=panda')
-    assert wait_until(lambda: 'RUNNING' in states(ros_probe), STARTUP), proc.output[-3000:]
+    assert wait_until(lambda: 'RUNNING' in states(ros_probe), STARTUP), proc.story()
     assert 'panda_reach.pt' in proc.output
     assert wait_until(lambda: any(distance(p, GOAL) < SUCCESS_RADIUS
                                   for p in ros_probe.messages(EE_POSE)), REACH_TIMEOUT), \
-        proc.output[-3000:]
+        proc.story()
     names = ros_probe.messages(TOPICS['joint_states'].name)[-1].name
     assert list(names) == list(panda.joint_names)
     stop_cleanly(proc)
@@ -150,7 +150,7 @@ def test_real_robot_standin_waits_for_enable_drives_the_trajectory_topic_and_est
     proc = launch('real_robot', 'standin:=true', 'record:=false')
     assert wait_until(lambda: set(node_pids(proc.output)) == {'standin', 'arm_setup', 'policy'},
                       STARTUP)
-    assert wait_until(lambda: len(arm.samples) > 10, STARTUP), proc.output[-3000:]
+    assert wait_until(lambda: len(arm.samples) > 10, STARTUP), proc.story()
     assert wait_until(lambda: states(ros_probe)[-1:] == ['DISABLED'], STARTUP)
     disabled = time.monotonic()
     time.sleep(2.0)  # goal, object pose and joint states are all there: still DISABLED
@@ -160,7 +160,7 @@ def test_real_robot_standin_waits_for_enable_drives_the_trajectory_topic_and_est
     assert np.ptp(rest, axis=0).max() < 1e-3 and np.abs(rest - SPEC.home).max() < 3e-3
 
     assert call_enable(ros_probe, True).success
-    assert wait_until(lambda: states(ros_probe)[-1:] == ['RUNNING'], 20), proc.output[-3000:]
+    assert wait_until(lambda: states(ros_probe)[-1:] == ['RUNNING'], 20), proc.story()
     assert 'RAMPING' in states(ros_probe)
     commands = ros_probe.messages(FRANKA_TRAJECTORY)
     assert commands and all(list(c.joint_names) == list(SPEC.arm_joints) for c in commands)
@@ -219,7 +219,7 @@ def test_real_robot_pick_place_grasps_through_franka_gripper(launch: object,
     publisher.publish(goal_message(goal))
     proc = launch('real_robot', 'standin:=true', 'record:=false', 'task:=pick_place')
     assert wait_until(lambda: states(ros_probe)[-1:] == ['DISABLED'], STARTUP), \
-        proc.output[-3000:]
+        proc.story()
     assert ros_probe.wait_for_messages('/franka_gripper/joint_states', timeout=STARTUP)
     assert call_enable(ros_probe, True).success
 
@@ -231,7 +231,7 @@ def test_real_robot_pick_place_grasps_through_franka_gripper(launch: object,
         return float(np.linalg.norm([p.x - goal[0], p.y - goal[1], p.z - goal[2]]))
 
     assert wait_until(lambda: cube_error() < SUCCESS_RADIUS, 30), (cube_error(),
-                                                                   proc.output[-3000:])
+                                                                   proc.story())
     openings = [sum(m.position) for m in ros_probe.messages('/franka_gripper/joint_states')]
     held = [w for w in openings if 0.03 < w < 0.05]   # closed on the 4 cm cube, not on nothing
     assert len(held) >= 5, openings                    # a third of a second at 15 Hz
