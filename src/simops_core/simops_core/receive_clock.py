@@ -48,7 +48,7 @@ class ReceiveClock:
 
     def __call__(self, when: np.ndarray) -> np.ndarray:
         """Stamp-clock times (M,) s of the receive times ``when`` (M,) s."""
-        return self._estimate(when)[0]
+        return self.estimate(when)[0]
 
     def arm_late(self, when: np.ndarray) -> np.ndarray:
         """Whether the arm ran late (M,) bool when each of ``when`` (M,) s was received.
@@ -56,9 +56,10 @@ class ReceiveClock:
         The first joint state received after it came more than :data:`STALL` late, so when
         the arm took it is known only to within the stall.
         """
-        return self._estimate(when)[1]
+        return self.estimate(when)[1]
 
-    def _estimate(self, when: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def estimate(self, when: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Both at once: the stamp-clock times (M,) s and :meth:`arm_late` (M,) bool."""
         order = np.argsort(self.received, kind='stable')
         received, stamps = self.received[order], self.stamps[order]
         lag = received - stamps

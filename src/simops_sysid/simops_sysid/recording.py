@@ -316,12 +316,12 @@ def _commands(raw: RawBag, topic: str, spec: RobotSpec, store: object, clock: Re
     if raw.topics[topic].type == FLOAT_ARRAY:
         series = command_series(raw, topic, arm, store)
         received = np.sort(np.asarray(raw.topics[topic].log_time, dtype=np.int64) * 1e-9)
-        log = CommandLog(topic, clock(received) - origin, targets=series.position,
-                         limits=spec)
+        effect, late = clock.estimate(received)
+        log = CommandLog(topic, effect - origin, targets=series.position, limits=spec)
         if topic.endswith(INTERFACE_TOPIC):
             _check_positions(states, log)
         _check_in_limits(f'{raw.path}: {topic}', 'command', series.position, spec)
-        return log, log.t[clock.arm_late(received)]
+        return log, log.t[late]
     goals: list[TrajectoryGoal] = []
     arrival = []
     for msg, received in zip(raw.decode(topic, store), raw.topics[topic].log_time, strict=True):
@@ -337,11 +337,12 @@ def _commands(raw: RawBag, topic: str, spec: RobotSpec, store: object, clock: Re
         goals.append(goal)
         arrival.append(received * 1e-9)
     order = np.argsort(arrival, kind='stable')
-    effect = clock(np.asarray(arrival)[order]) - origin
+    effect, late = clock.estimate(np.asarray(arrival)[order])
+    effect = effect - origin
     starts = np.array([-np.inf if g.start is None else g.start for g in goals])[order]
     effect = np.maximum(effect, starts)
     return (CommandLog(topic, effect, goals=tuple(goals[i] for i in order), limits=spec),
-            effect[clock.arm_late(np.asarray(arrival)[order])])
+            effect[late])
 
 
 def average_effort(effort: np.ndarray, samples: int) -> np.ndarray:
