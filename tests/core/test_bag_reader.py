@@ -41,6 +41,15 @@ def test_reads_every_rosbag2_bag_with_metadata_counts(name: str) -> None:
         assert len(list(bag.decode(topic))) == bag.info()[topic].count
 
 
+@pytest.mark.parametrize('name', BAGS)
+def test_a_listing_counts_as_a_full_read(name: str) -> None:
+    """``topics=()``: every topic listed with its count and type, no message loaded (MCAP
+    files with statistics are counted from their summary, without reading the chunks)."""
+    listing, full = read_bag(TESTDATA / name, topics=()), read_bag(TESTDATA / name)
+    assert listing.info() == full.info()
+    assert all(not t.data for t in listing.topics.values())
+
+
 @pytest.mark.parametrize('name', ['talker_mcap', 'talker_sqlite3'])
 def test_qos_mismatch_does_not_hide_messages(name: str) -> None:
     """rosbags' AnyReader yields nothing for these; ours yields all 20 messages."""

@@ -337,3 +337,20 @@ def test_velocities_on_a_forward_controller_topic_are_refused(tmp_path: Path) ->
                     stream='/joint_velocity_controller/commands')
     one_line_error(run_fit('--bag', bag, '--out', tmp_path / 'a.yaml', '--check-only'),
                    EXIT_DATA, 'does not hold positions')
+
+
+def test_the_measured_state_is_np_interp_of_each_joint_bit_for_bit(tmp_path: Path,
+                                                                    data: StandinData) -> None:
+    """Recording.measured_at (where a replayed trajectory starts, once per command) gives
+    what ``np.interp`` gives per joint, at samples, between them and beyond either end."""
+    from simops_core.topics import load_topics
+    from simops_sysid.recording import load_recording
+
+    recording = load_recording(write_bag(tmp_path / 'bag', data), SPEC, load_topics())
+    t = recording.t
+    times = np.concatenate([np.random.default_rng(0).uniform(t[0] - 1.0, t[-1] + 1.0, 500),
+                            t[::101], t[-1:], (t[:-1:53] + t[1::53]) / 2])
+    for when in times:
+        q, qd = recording.measured_at(float(when))
+        assert np.array_equal(q, [np.interp(when, t, recording.q[:, j]) for j in range(7)])
+        assert np.array_equal(qd, [np.interp(when, t, recording.qd[:, j]) for j in range(7)])

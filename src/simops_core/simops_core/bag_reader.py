@@ -235,6 +235,8 @@ def _read_mcap(file: Path, wanted: set[str] | None, out: dict[str, RawTopic]) ->
     try:
         with file.open('rb') as stream:
             reader = make_reader(stream)
+            if wanted is not None and not wanted and _count_from_summary(reader, out):
+                return   # a listing: the summary's statistics count every channel
             for schema, channel, message in reader.iter_messages(
                     log_time_order=bounded_order(reader)):
                 topic = out.get(channel.topic)
@@ -255,6 +257,27 @@ def _read_mcap(file: Path, wanted: set[str] | None, out: dict[str, RawTopic]) ->
             if channel.topic not in out:
                 schema = summary.schemas.get(channel.schema_id)
                 out[channel.topic] = _mcap_topic(channel.topic, schema, wanted)
+
+
+def _count_from_summary(reader: McapReader, out: dict[str, RawTopic]) -> bool:
+    """List ``reader``'s channels with the message counts of its summary, if it has them.
+
+    Returns whether it did (a file without statistics, e.g. a crashed recording, is read).
+    """
+    try:
+        summary = reader.get_summary()
+    except McapError:
+        return False
+    if summary is None or summary.statistics is None:
+        return False
+    counts = summary.statistics.channel_message_counts
+    for channel_id, channel in summary.channels.items():
+        topic = out.get(channel.topic)
+        if topic is None:
+            topic = out[channel.topic] = _mcap_topic(
+                channel.topic, summary.schemas.get(channel.schema_id), set())
+        topic.count += counts.get(channel_id, 0)
+    return True
 
 
 def bounded_order(reader: McapReader) -> bool:

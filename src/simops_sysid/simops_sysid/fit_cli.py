@@ -75,6 +75,7 @@ from simops_sysid.recording import (
     DataError,
     Recording,
     SequenceData,
+    command_topics,
     detect_robot,
     load_recording,
     load_states,
@@ -375,7 +376,7 @@ def plan_fit(options: argparse.Namespace) -> Plan:
     hashes = {bag: bag_sha256(bag) for bag in [*options.bag, *options.holdout]}
     mode = options.mode
     if mode == 'auto':
-        commanded = load_states(options.bag[0], robot, topics).command_topics
+        commanded = command_topics(options.bag[0], topics)
         mode = 'trajectory' if commanded else 'torque'
         print(f'mode {mode}: {options.bag[0]} has '
               + ('commands' if mode == 'trajectory' else 'no commands, so the efforts alone'),

@@ -109,8 +109,8 @@ class Recording(States):
 
         Where the replay starts a trajectory goal, as the arm's controller did.
         """
-        return (np.array([np.interp(t, self.t, self.q[:, j]) for j in range(ARM_DOF)]),
-                np.array([np.interp(t, self.t, self.qd[:, j]) for j in range(ARM_DOF)]))
+        return (_interpolated(self.t, self.q[:, :ARM_DOF], t),
+                _interpolated(self.t, self.qd[:, :ARM_DOF], t))
 
     @property
     def command_span(self) -> tuple[float, float]:
@@ -118,6 +118,23 @@ class Recording(States):
         start = max(float(self.commands.t[0]), float(self.t[0]))
         hold = STREAM_HOLD if self.commands.targets is not None else np.inf
         return start, float(min(self.t[-1], self.commands.t[-1] + hold))
+
+
+def _interpolated(times: np.ndarray, rows: np.ndarray, t: float) -> np.ndarray:
+    """``rows`` (N, J) at ``t`` s, linear between ``times`` (N,) s, held beyond the ends.
+
+    ``np.interp`` per column, to the bit (the same slope and sum), without copying each
+    column of a long recording on every call.
+    """
+    i = int(np.searchsorted(times, t, side='right'))
+    if i == 0:
+        return rows[0].copy()
+    if i == len(times):
+        return rows[-1].copy()
+    if t == times[i - 1]:
+        return rows[i - 1].copy()
+    slope = (rows[i] - rows[i - 1]) / (times[i] - times[i - 1])
+    return slope * (t - times[i - 1]) + rows[i - 1]
 
 
 @dataclass(frozen=True)
@@ -168,21 +185,7 @@ def _read_states(bag: str | Path, spec: RobotSpec, topics: dict[str, TopicSpec]
     Also returns the bag read for states and commands, the header stamps (s) and the time
     (s) the states' ``t`` counts from.
     """
-    try:
-        listing = read_bag(bag, topics=())
-    except BagError as exc:
-        raise DataError(str(exc)) from None
-    counts = {name: t.count for name, t in listing.topics.items()}
-    if not any(counts.values()):
-        raise DataError(f'{bag}: the bag is empty (no messages on any topic)')
-    states = [n for n, t in listing.topics.items() if t.type == JOINT_STATE and t.count]
-    commands = tuple(n for n, t in listing.topics.items() if t.count and (
-        t.type == TRAJECTORY or (t.type == FLOAT_ARRAY and (
-            n == topics['joint_commands'].name or n.endswith(INTERFACE_TOPIC)))))
-    if not states:
-        have = ', '.join(f'{n} ({t.type}, {t.count})' for n, t in listing.topics.items())
-        raise DataError(f'{bag}: no sensor_msgs/msg/JointState topic with messages; the bag '
-                        f'has {have}')
+    states, commands = _listed_topics(bag, topics)
     raw = read_bag(bag, topics=[*states, *commands])
     store = message_typestore(raw)
     topic, series = _joint_states(raw, states, spec, store)
@@ -202,6 +205,35 @@ def _read_states(bag: str | Path, spec: RobotSpec, topics: dict[str, TopicSpec]
     origin = float(series.t[0])
     return (States(Path(bag), topic, series.t - origin, position, velocity,
                    np.nan_to_num(series.effort), commands), raw, stamps, origin)
+
+
+def command_topics(bag: str | Path, topics: dict[str, TopicSpec]) -> tuple[str, ...]:
+    """The command topics of ``bag`` with messages, from its listing alone (nothing decoded).
+
+    What :attr:`States.command_topics` holds once the bag is read; raise :class:`DataError`
+    for a bag without joint states.
+    """
+    return _listed_topics(bag, topics)[1]
+
+
+def _listed_topics(bag: str | Path, topics: dict[str, TopicSpec]
+                   ) -> tuple[list[str], tuple[str, ...]]:
+    """``bag``'s joint-state topics and command topics that hold messages."""
+    try:
+        listing = read_bag(bag, topics=())
+    except BagError as exc:
+        raise DataError(str(exc)) from None
+    if not any(t.count for t in listing.topics.values()):
+        raise DataError(f'{bag}: the bag is empty (no messages on any topic)')
+    states = [n for n, t in listing.topics.items() if t.type == JOINT_STATE and t.count]
+    commands = tuple(n for n, t in listing.topics.items() if t.count and (
+        t.type == TRAJECTORY or (t.type == FLOAT_ARRAY and (
+            n == topics['joint_commands'].name or n.endswith(INTERFACE_TOPIC)))))
+    if not states:
+        have = ', '.join(f'{n} ({t.type}, {t.count})' for n, t in listing.topics.items())
+        raise DataError(f'{bag}: no sensor_msgs/msg/JointState topic with messages; the bag '
+                        f'has {have}')
+    return states, commands
 
 
 def load_recording(bag: str | Path, spec: RobotSpec, topics: dict[str, TopicSpec]) -> Recording:
