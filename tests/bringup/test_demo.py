@@ -13,8 +13,19 @@ from pathlib import Path
 import pytest
 from ros_helpers import REPO, installed_executable, wait_until
 
+from simops_bringup.arguments import robot_names
+from simops_bringup.demo.promotion_steps import GRID, pipeline_text
 from simops_bringup.demo.steps import Child, StepError, run_tool
-from simops_bringup.demo.summary import Goal, Summary, Validation, recovery, within_bar
+from simops_bringup.demo.summary import (
+    Deployment,
+    Goal,
+    Summary,
+    Validation,
+    recovery,
+    within_bar,
+)
+from simops_bringup.pipeline import stages
+from simops_bringup.pipeline_file import load_pipeline
 from simops_core.robot_spec import load_robot_spec
 from simops_core.sim_params import SimParams, load_sim_params
 
@@ -67,7 +78,10 @@ def test_summary_table_shows_recovery_replay_goals_and_verdicts() -> None:
                        Goal((0.6, 0.0, 0.4), False, 10.0, 0.05)],
                       [Validation('nominal physics', 'pass', 0.9, 0.8, 9)],
                       {'excite': 70.0, 'fit': 120.0}, 41.5,
-                      Goal((0.45, -0.15, 0.15), True, 6.5, 0.012))
+                      Goal((0.45, -0.15, 0.15), True, 6.5, 0.012),
+                      deployment=Deployment('run/policy/fr3_reach.pt', 'run/calibration.yaml',
+                                            (), 'fr3_reach.pt', 'policy: error: no record',
+                                            Goal((0.5, 0.15, 0.3), True, 1.5, 0.003)))
     text = '\n'.join(summary.lines())
     assert 'worst fr3_joint2.kv 20.0%, median 2.0%' in text and 'MISSES the bar' in text
     assert 'kv' in text and '20.0%' in text
@@ -78,6 +92,28 @@ def test_summary_table_shows_recovery_replay_goals_and_verdicts() -> None:
     assert summary.to_dict()['within_bar'] is False
     assert 'the cube reached the goal in 6.5 s, then 12.0 mm from (0.45, -0.15, 0.15) m' in text
     assert summary.to_dict()['pick_place']['reached'] is True
+    assert 'pipeline stages run: none (all cached)' in text
+    assert 'refused, exit 2: policy: error: no record' in text
+    assert 'run/policy/fr3_reach.pt (promoted): goal (0.50, 0.15, 0.30) m reached' in text
+    assert summary.to_dict()['deployment']['refused'] == 'policy: error: no record'
+
+
+def test_the_demo_pipeline_fits_the_excitation_and_gates_the_given_policy(
+        tmp_path: Path) -> None:
+    """The file the demo writes is a pipeline file: fit with the policy episode held out,
+    the shipped policy copied (not trained), gated on the demo's grid and promoted."""
+    for bag in ('excite', 'policy'):
+        (tmp_path / bag).mkdir()
+    path = tmp_path / 'pipeline.yaml'
+    path.write_text(pipeline_text(REPO / 'models/policy/fr3_reach.pt', tmp_path / 'excite',
+                                  tmp_path / 'policy', 10))
+    dvc = stages(load_pipeline(path, robot_names()))['stages']
+    assert list(dvc) == ['calibrate', 'train', 'gate', 'promote']
+    assert f'--holdout {tmp_path / "policy"}' in dvc['calibrate']['cmd']
+    assert dvc['calibrate']['cmd'].endswith('--weights fixed')
+    assert 'simops-train' not in dvc['train']['cmd'] and 'cp ' in dvc['train']['cmd']
+    assert all(f'{axis}=' in dvc['gate']['cmd'] for axis in GRID)
+    assert '--sim-params calibration.yaml' in dvc['promote']['cmd']
 
 
 def test_a_failing_tool_names_the_step_its_error_and_its_log(tmp_path: Path) -> None:

@@ -81,10 +81,21 @@ def pipeline(*args: object) -> subprocess.CompletedProcess[str]:
     ({'feedback': {'max_rounds': -1}}, "field 'feedback.max_rounds' must be a whole number"),
     ({'feedback': {'change': ['reward']}}, "field 'feedback.change' lists what the loop"),
     ({'feedback': {'rounds': 3}}, "field 'feedback.rounds' is not a known field"),
+    ({'calibration': {'bags': ['bags/excite'], 'fit': {'weights': 'heavy'}}},
+     "field 'calibration.fit.weights' must be one of"),
+    ({'calibration': {'bags': ['bags/excite'], 'fit': {'full_iters': 0}}},
+     "field 'calibration.fit.full_iters' must be a whole number >= 1"),
+    ({'calibration': {'bags': ['bags/excite'], 'fit': {'threads': 2}}},
+     "field 'calibration.fit.threads' is not a known field"),
+    ({'calibration': {'fit': {'weights': 'fixed'}}}, "field 'calibration.fit' sets fit's"),
+    ({'policy': 'policy.onnx'}, "field 'policy' must be a TorchScript policy file"),
+    ({'policy': 'nowhere.pt'}, "field 'policy' names"),
+    ({'policy': 'bags/excite/cardless.pt'}, "field 'policy' names .* whose card"),
 ])
 def test_each_malformed_pipeline_file_gets_one_line(tmp_path: Path, changes: dict,
                                                     message: str) -> None:
     (tmp_path / 'bags/excite').mkdir(parents=True)
+    (tmp_path / 'bags/excite/cardless.pt').write_bytes(b'')
     path = pipeline_file(tmp_path, **changes)
     with pytest.raises(PipelineError, match=message):
         load_pipeline(path, robot_names())
@@ -157,6 +168,25 @@ def test_a_rerun_does_nothing_and_a_new_bag_reruns_fit_and_everything_after(
     assert third.returncode == 0, third.stdout[-3000:] + third.stderr[-3000:]
     assert all(f"Running stage '{stage}'" in third.stdout for stage in STAGES), third.stdout
     check_deployable(policy, policy.with_suffix('.yaml'), run / 'calibration.yaml')
+
+
+def test_a_given_policy_is_gated_against_the_fit_and_promoted_as_a_copy(
+        tmp_path: Path) -> None:
+    """``policy:``: the train stage takes a copy of a trained policy (the shipped one stays
+    as it is), which the gate and the promotion bind to the calibration."""
+    write_bag(tmp_path / 'bags/excite', simulate(8.0, seed=1))
+    shipped = REPO / 'models/policy/fr3_reach.pt'
+    records = shipped.with_suffix('.promotion.jsonl').read_bytes()
+    path, run = pipeline_file(tmp_path, policy=str(shipped)), tmp_path / 'run'
+    first = pipeline('run', path, '--dir', run)
+    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
+    assert all(f"Running stage '{stage}'" in first.stdout for stage in STAGES), first.stdout
+    policy = run / 'policy/fr3_reach.pt'
+    assert policy.read_bytes() == shipped.read_bytes()
+    check_deployable(policy, policy.with_suffix('.yaml'), run / 'calibration.yaml')
+    assert shipped.with_suffix('.promotion.jsonl').read_bytes() == records
+    again = pipeline('run', path, '--dir', run)
+    assert again.returncode == 0 and 'Running stage' not in again.stdout, again.stdout
 
 
 def test_ctrl_c_stops_the_running_stage_in_one_line(tmp_path: Path) -> None:

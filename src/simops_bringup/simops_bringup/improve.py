@@ -153,7 +153,8 @@ def _release(folder: Path, policy: str, gate: str) -> None:
     release = folder / RELEASE
     shutil.rmtree(release, ignore_errors=True)
     release.mkdir()
-    for suffix in POLICY_SUFFIXES:
+    for suffix in POLICY_SUFFIXES:   # a given policy may come without its export
         source = folder / f'{policy}{suffix}'
-        shutil.copy2(source, release / source.name)
+        if source.is_file():
+            shutil.copy2(source, release / source.name)
     shutil.copy2(folder / gate / REPORT, release / REPORT)

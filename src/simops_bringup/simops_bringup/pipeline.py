@@ -11,7 +11,8 @@
    ``sensor.yaml`` and its learned model, which the gate's validation sim reports its
    efforts through (``simops-validate --sensor-model``);
 2. ``train``: ``simops-train`` in that physics (or the file's SimParams, or nominal) into
-   ``policy/<robot>_<task>.pt`` and its card;
+   ``policy/<robot>_<task>.pt`` and its card; with the file's ``policy``, a copy of that
+   trained policy instead;
 3. ``gate``: ``simops-validate`` against the same physics into ``gate/`` (its verdict is
    data: the stage is done whatever it says);
 4. ``improve`` (with ``feedback.max_rounds``): after a FAIL or MARGINAL, bounded rounds of
@@ -55,10 +56,12 @@ from simops_bringup.pipeline_commands import (
     RANDOMIZATION,
     RELEASE,
     SENSOR,
+    adopt_command,
     command,
     gate_command,
     inputs,
     policy_files,
+    policy_suffixes,
     quoted,
     stem,
     tool_path,
@@ -141,8 +144,10 @@ def stages(pipeline: Pipeline) -> dict[str, Any]:
     if pipeline.bags:
         recordings = (*(f'--bag {quoted(b)}' for b in pipeline.bags),
                       *(f'--holdout {quoted(h)}' for h in pipeline.holdout))
+        options = ' '.join(f'--{key.replace("_", "-")} {value}'
+                           for key, value in pipeline.fit.items())
         commands = [command('fit', *recordings,
-                            f'--out {CALIBRATION} --report calibration_report')]
+                            f'--out {CALIBRATION} --report calibration_report', options)]
         if sensor:
             commands.append(command('fit', *recordings, '--mode torque --actuator-model '
                                     f'{pipeline.actuator_model} --out {SENSOR} '
@@ -154,11 +159,17 @@ def stages(pipeline: Pipeline) -> dict[str, Any]:
             'outs': [CALIBRATION, 'calibration_report',
                      *([*sensor, 'sensor_report'] if sensor else [])]}
     profiles = str(resolve_resource(SIM_PROFILES_FILE))   # the simulators' options
-    out['train'] = {
-        'cmd': train_command(pipeline, f'{POLICY}/{stem(pipeline)}'),
-        'deps': [*physics, RANDOMIZATION, profiles],
-        'params': [{PARAMS: ['robot', 'task', 'sims', 'train']}],
-        'outs': policy}
+    if pipeline.policy is None:
+        out['train'] = {
+            'cmd': train_command(pipeline, f'{POLICY}/{stem(pipeline)}'),
+            'deps': [*physics, RANDOMIZATION, profiles],
+            'params': [{PARAMS: ['robot', 'task', 'sims', 'train']}],
+            'outs': policy}
+    else:   # a trained policy: the stage takes a copy, which the gate and promotion bind
+        base = str(pipeline.policy).removesuffix('.pt')
+        out['train'] = {'cmd': adopt_command(pipeline),
+                        'deps': [base + suffix for suffix in policy_suffixes(pipeline)],
+                        'outs': policy}
     out['gate'] = {
         'cmd': gate_command(pipeline, policy[0], GATE),
         'deps': [*policy, *physics, *sensor, profiles],
@@ -199,10 +210,12 @@ def prepare(pipeline: Pipeline, folder: Path, dvc: str) -> None:
               'calibration': {'bags': [str(b) for b in pipeline.bags],
                               'holdout': [str(h) for h in pipeline.holdout],
                               'sim_params': str(pipeline.sim_params or ''),
-                              'actuator_model': pipeline.actuator_model},
+                              'actuator_model': pipeline.actuator_model,
+                              'fit': dict(pipeline.fit)},
               'sims': {'training': pipeline.training_sim,
                        'validation': pipeline.validation_sim, 'gap': pipeline.sim_gap,
                        'sensors': pipeline.sensors},
+              'policy': str(pipeline.policy or ''),
               'train': dict(pipeline.train),
               'gate': {'grid': list(pipeline.grid), 'episodes': pipeline.episodes,
                        'seed': pipeline.gate_seed, 'workers': pipeline.gate_workers,

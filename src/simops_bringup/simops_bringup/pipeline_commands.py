@@ -40,9 +40,26 @@ def stem(pipeline: Pipeline) -> str:
     return f'{pipeline.robot}_{pipeline.task}'
 
 
+def policy_suffixes(pipeline: Pipeline) -> tuple[str, ...]:
+    """The suffixes of the policy's files: a given policy's that exist, else all."""
+    if pipeline.policy is None:
+        return POLICY_SUFFIXES
+    base = str(pipeline.policy).removesuffix('.pt')
+    return tuple(s for s in POLICY_SUFFIXES if Path(base + s).is_file())
+
+
 def policy_files(pipeline: Pipeline, folder: str = POLICY) -> list[str]:
     """The policy, its card and its export, under ``folder`` of the run folder."""
-    return [f'{folder}/{stem(pipeline)}{suffix}' for suffix in POLICY_SUFFIXES]
+    return [f'{folder}/{stem(pipeline)}{suffix}' for suffix in policy_suffixes(pipeline)]
+
+
+def adopt_command(pipeline: Pipeline) -> str:
+    """Copy the file's trained policy (and its card and export) into :data:`POLICY`."""
+    assert pipeline.policy is not None
+    base = str(pipeline.policy).removesuffix('.pt')
+    copies = ' && '.join(f'cp {quoted(base + s)} {target}' for s, target in
+                         zip(policy_suffixes(pipeline), policy_files(pipeline), strict=True))
+    return f'mkdir -p {POLICY} && {copies}'
 
 
 def inputs(pipeline: Pipeline) -> Inputs:

@@ -14,12 +14,15 @@ commands, in order: calibrate (``fit`` on the bags, or a given SimParams), train
       sim_params: null             # a SimParams file instead of bags
       actuator_model: none         # with bags: also learn what the torque sensors read
                                    #   (linear or mlp), which the validation sim reports
+      fit: {weights: recording}    # fit's options: weights, grouped_iters, full_iters
     sims:                          # optional: the profiles of config/sim_profiles.yaml
       training: training           #   simops-train's simulator
       validation: validation       #   the gate's
       gap: false                   #   also gate in the training sim: the sim-to-sim gap
       sensors: false               #   the gate reads through the validation profile's
                                    #   sensor errors (simops-validate --sensors)
+    policy: null                   # optional: a trained policy (.pt, its card beside it)
+                                   #   to gate instead of training one
     train: {seed: 0, goals: 4000, updates: 20000, eval_episodes: 60, workers: 2}
     randomization: {delay: 3}      # optional: the training ranges, over the task's in
                                    #   config/randomization.yaml
@@ -58,10 +61,11 @@ from simops_sim.randomization import (
 from simops_sim.sim_profiles import TRAINING, VALIDATION, load_sim_profiles
 
 PIPELINE_VERSION = 1
-TOP_LEVEL = ('version', 'robot', 'task', 'calibration', 'sims', 'train', 'randomization',
-             'gate', 'feedback', 'promote')
+TOP_LEVEL = ('version', 'robot', 'task', 'calibration', 'sims', 'policy', 'train',
+             'randomization', 'gate', 'feedback', 'promote')
 SIMS_FIELDS = ('training', 'validation', 'gap', 'sensors')
-CALIBRATION_FIELDS = ('bags', 'holdout', 'sim_params', 'actuator_model')
+CALIBRATION_FIELDS = ('bags', 'holdout', 'sim_params', 'actuator_model', 'fit')
+FIT_FIELDS = ('weights', 'grouped_iters', 'full_iters')   # fit's options a pipeline may set
 ACTUATOR_MODELS = ('none', 'linear', 'mlp')   # fit --actuator-model's kinds
 # simops-train's options a pipeline may set (counts; pick_place's rounds and episodes, PPO)
 TRAIN_FIELDS = ('seed', 'goals', 'updates', 'eval_episodes', 'rounds', 'episodes',
@@ -101,6 +105,8 @@ class Pipeline:
     max_rounds: int = 0            # improve rounds after a FAIL or MARGINAL (0: no stage)
     change: tuple[str, ...] = CHANGES
     sensors: bool = False          # the gate reads through its profile's sensor errors
+    policy: Path | None = None     # a trained policy to gate instead of training one
+    fit: dict[str, Any] = field(default_factory=dict)   # fit's options (FIT_FIELDS)
 
     @property
     def name(self) -> str:
@@ -143,6 +149,9 @@ def load_pipeline(path: str | Path, robots: tuple[str, ...]) -> Pipeline:
                       if 'actuator_model' in calibration else 'none')
     if actuator_model != 'none' and not bags:
         check.fail('calibration.actuator_model', 'is learned from bags; give calibration.bags')
+    fit = _fit_options(check, calibration.get('fit'))
+    if fit and not bags:
+        check.fail('calibration.fit', 'sets fit\'s options; give calibration.bags to fit')
     sims = check.mapping(root.get('sims') or {}, 'sims')
     check.known(sims, SIMS_FIELDS, 'sims')
     profiles = tuple(load_sim_profiles())
@@ -156,6 +165,7 @@ def load_pipeline(path: str | Path, robots: tuple[str, ...]) -> Pipeline:
             check.fail(f'sims.{key}', f'must be true or false, got {value!r}')
     if sensors and load_sim_profiles()[validation_sim].sensors is None:
         check.fail('sims.sensors', f'the {validation_sim} profile names no sensors')
+    policy = _policy(check, path, root.get('policy'))
     train = check.mapping(root.get('train') or {}, 'train')
     check.known(train, TRAIN_FIELDS, 'train')
     counts = {key: _count(check, train, key, f'train.{key}', 0 if key in ('seed',
@@ -191,7 +201,35 @@ def load_pipeline(path: str | Path, robots: tuple[str, ...]) -> Pipeline:
         training_sim, validation_sim, sim_gap, actuator_model,
         _ranges(check, path, task, root.get('randomization')),
         _count(check, feedback, 'max_rounds', 'feedback.max_rounds', 0)
-        if 'max_rounds' in feedback else 0, tuple(change), sensors)
+        if 'max_rounds' in feedback else 0, tuple(change), sensors, policy, fit)
+
+
+def _fit_options(check: Fields, value: Any) -> dict[str, Any]:
+    """``calibration.fit``: fit's ``--weights``, ``--grouped-iters`` and ``--full-iters``."""
+    from simops_sysid.fit_cli import WEIGHTS
+
+    table = check.mapping(value or {}, 'calibration.fit')
+    check.known(table, FIT_FIELDS, 'calibration.fit')
+    options: dict[str, Any] = {}
+    if 'weights' in table:
+        options['weights'] = check.choice(table, 'weights', WEIGHTS, 'calibration.fit.weights')
+    for key, minimum in (('grouped_iters', 0), ('full_iters', 1)):
+        if key in table:
+            options[key] = _count(check, table, key, f'calibration.fit.{key}', minimum)
+    return options
+
+
+def _policy(check: Fields, path: Path, value: Any) -> Path | None:
+    """A trained policy's model file, its card (``.yaml``) beside it; none: train one."""
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value.endswith('.pt'):
+        check.fail('policy', f'must be a TorchScript policy file (.pt), got {value!r}')
+    model = _existing(check, path.parent / value, 'policy')
+    if not model.with_suffix('.yaml').is_file():
+        check.fail('policy', f'names {model}, whose card {model.with_suffix(".yaml").name} '
+                             'is not beside it')
+    return model
 
 
 def _ranges(check: Fields, path: Path, task: str, overrides: Any) -> dict[str, Any]:

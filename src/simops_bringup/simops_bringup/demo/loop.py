@@ -1,23 +1,26 @@
-"""The five steps of ``simops-demo``, each calling the existing tools.
+"""The steps of ``simops-demo`` on the stand-in, each calling the existing tools.
 
 1. ``simops-launch real_robot standin:=true``: the stand-in arm and the disabled policy,
    beside the graph's recorder; the operator opens an
    episode, then runs ``excite`` with the node graph's own command line (so the bag holds
    the whole excitation) and closes it.
 2. In the same launch: a second episode while the policy, enabled through ``~/enable``,
-   visits a few goals; then Ctrl-C (SIGINT) to the launch, which must exit 0.
-3. ``fit`` on the excitation bag, with the policy episode held out.
-4. ``simops-validate`` of the policy in the nominal and in the calibrated simulator.
-5. ``simops-launch real_robot standin:=true task:=pick_place``: one pick-and-place episode
+   visits a few goals; then Ctrl-C (SIGINT) to the launch, which must exit 0. The bags and
+   goals are kept (:func:`save_recordings`) for the next run.
+3. and 5.: the pipeline and the deployment (:mod:`simops_bringup.demo.promotion_steps`).
+4. ``simops-validate`` of the policy in the nominal simulator, on the gate's grid.
+6. ``simops-launch real_robot standin:=true task:=pick_place``: one pick-and-place episode
    of the shipped pick-and-place policy on the stand-in, the gripper through franka_gripper's
    action; whether the cube reached the goal.
+7. The policy episode and simulated rollouts as one LeRobot dataset.
 """
 
 from __future__ import annotations
 
+import json
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -31,7 +34,6 @@ from simops_bringup.demo.ros_operator import EXCITE, Operator, OperatorError
 from simops_bringup.demo.steps import Child, Progress, StepError, run_tool
 from simops_bringup.demo.summary import Dataset, Goal, Validation
 from simops_bringup.graph import build_graph
-from simops_core.command_line import EXIT_DATA
 from simops_core.robot_spec import RobotSpec
 from simops_core.waiting import wait_until
 
@@ -42,19 +44,18 @@ GOALS = ((0.5, 0.15, 0.3), (0.45, -0.2, 0.2), (0.6, 0.0, 0.4), (0.35, 0.25, 0.15
 GOAL_TIMEOUT = 10.0        # s for the policy to reach one goal
 DWELL = 1.0                # s on a goal after reaching it (or not)
 STARTUP = 60.0             # s for the launch to come up on two shared cores
-FIT_TIMEOUT = 600.0        # s
 VALIDATE_TIMEOUT = 400.0   # s per simops-validate run
-VALIDATE_GRID = ('servo_gain=0.8,1,1.25', 'delay=0,1,2')
 PROGRESS_PERIOD = 15.0     # s between progress lines of a long wait
 VERDICT_CODES = (0, 3, 4)  # simops-validate: pass, marginal, fail (1, 2: it broke)
 STEP_EXCITE = 'step 1 (excite and record)'
 STEP_POLICY = 'step 2 (policy episode)'
-STEP_PICK = 'step 5 (pick and place)'
-STEP_DATASET = 'step 6 (dataset)'
+STEP_PICK = 'step 6 (pick and place)'
+STEP_DATASET = 'step 7 (dataset)'
 ROLLOUTS = 20              # simulated episodes beside the recorded one in the dataset
 DATASET_TIMEOUT = 300.0    # s
 PICK_GOAL = (0.45, -0.15, 0.15)   # m: where the stand-in's cube, at (0.5, 0, 0.02) m, goes
 PICK_TIMEOUT = 20.0        # s: the env's 200 control steps (10 s), with margin
+RECORDINGS = 'episodes/recordings.json'   # steps 1 and 2's bags and goals, kept for reruns
 
 
 @dataclass
@@ -114,6 +115,28 @@ def record_on_standin(demo: Demo) -> None:
             raise StepError(STEP_POLICY, f'{name} exited with code {code} on Ctrl-C instead '
                             'of 0', demo.log('launch' if name == 'simops-launch' else name))
     demo.progress.note('Ctrl-C: simops-launch and the recorder stopped cleanly (exit 0)')
+
+
+def save_recordings(demo: Demo) -> None:
+    """Keep the bags and goals of steps 1 and 2 in :data:`RECORDINGS` for the next run."""
+    (demo.out / RECORDINGS).write_text(json.dumps({
+        'bags': {name: str(path) for name, path in demo.bags.items()},
+        'goals': [asdict(g) for g in demo.goals]}, indent=2) + '\n')
+
+
+def load_recordings(demo: Demo) -> bool:
+    """Steps 1 and 2 of an earlier run, if it left them whole; whether it did."""
+    try:
+        kept = json.loads((demo.out / RECORDINGS).read_text())
+        bags = {name: Path(path) for name, path in kept['bags'].items()}
+        goals = [Goal(tuple(g['position']), g['reached'], g['seconds'], g['final'])
+                 for g in kept['goals']]
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+    if set(bags) != {'excite', 'policy'} or not all(p.is_dir() for p in bags.values()):
+        return False
+    demo.bags, demo.goals = bags, goals
+    return True
 
 
 def _excite(demo: Demo, graph: Child, operator: Operator, argv: list[str]) -> None:
@@ -178,66 +201,33 @@ def _policy_episode(demo: Demo, graph: Child, operator: Operator) -> None:
     demo.progress.note('policy disabled through ~/enable; episode closed')
 
 
-def fit(demo: Demo) -> Path:
-    """Step 3: ``fit`` on the excitation, the policy episode held out; return the file.
+def validate_nominal(demo: Demo, grid: Mapping[str, Sequence[float]]) -> Validation:
+    """Step 4: ``simops-validate`` on the gate's ``grid`` in the nominal simulator.
 
-    ``fit`` refuses a bag whose every sequence has late joint states (a starved CPU). The
-    short policy episode is only evaluated, so when ``fit`` refuses it the fit runs again
-    without a held-out bag and the summary says so.
+    Beside the gate's verdict in the calibrated one.
     """
-    step = 'step 3 (fit)'
-    out = demo.out / 'fit'
-    params = out / 'fitted_sim_params.yaml'
-    with demo.progress.step(3, 'Fit the simulator to the recordings'):
-        argv = [demo.tool(step, 'simops_sysid', 'fit'), '--bag', str(demo.bags['excite']),
-                '--out', str(params), '--report', str(out / 'report')]
-        holdout = ['--holdout', str(demo.bags['policy'])]
-        try:
-            run_tool(step, argv + holdout, demo.log('fit'), demo.env, FIT_TIMEOUT,
-                     echo=_fit_echo(demo))
-        except StepError as exc:
-            if f'code {EXIT_DATA}: fit: error: {demo.bags["policy"]}:' not in exc.reason:
-                raise
-            why = exc.reason.split(f'{demo.bags["policy"]}: ', 1)[-1]
-            demo.progress.note(f'fit refused the held-out policy episode ({why}); fitting '
-                               'without it')
-            run_tool(step, argv, demo.log('fit'), demo.env, FIT_TIMEOUT, echo=_fit_echo(demo))
-    return params
-
-
-def _fit_echo(demo: Demo) -> Callable[[str], None]:
-    def echo(line: str) -> None:
-        if line.startswith(('fitting ', 'iteration', 'training ', 'held-out ')):
-            demo.progress.note(f'fit: {line.strip()}')
-    return echo
-
-
-def validate(demo: Demo, fitted: Path) -> list[Validation]:
-    """Step 4: ``simops-validate`` in the nominal and the calibrated simulator."""
     step = 'step 4 (validate)'
-    results = []
-    with demo.progress.step(4, 'Validate the policy in the nominal and calibrated simulator'):
-        exe = demo.tool(step, 'simops_learning', 'simops-validate')
-        for physics, extra in (('nominal', []), ('calibrated', ['--sim-params', str(fitted)])):
-            folder = demo.out / 'validate' / physics
-            argv = [exe, '--policy', str(demo.policy), '--grid', *VALIDATE_GRID,
-                    '--episodes', str(demo.validate_episodes), '--workers', '2',
-                    '--out', str(folder), *extra]
-            run_tool(step, argv, demo.log(f'validate_{physics}'), demo.env, VALIDATE_TIMEOUT,
-                     ok=VERDICT_CODES, echo=_verdict_echo(demo, physics))
-            results.append(Validation.load(f'{physics} physics', folder / 'validation.json'))
-    return results
+    with demo.progress.step(4, 'Validate the policy in the nominal simulator, for comparison'):
+        folder = demo.out / 'validate' / 'nominal'
+        argv = [demo.tool(step, 'simops_learning', 'simops-validate'), '--policy',
+                str(demo.policy), '--grid',
+                *(f'{axis}={",".join(str(v) for v in values)}' for axis, values in grid.items()),
+                '--episodes', str(demo.validate_episodes), '--workers', '2', '--out',
+                str(folder)]
+        run_tool(step, argv, demo.log('validate_nominal'), demo.env, VALIDATE_TIMEOUT,
+                 ok=VERDICT_CODES, echo=_verdict_echo(demo, 'nominal'))
+    return Validation.load('nominal physics', folder / 'validation.json')
 
 
 def pick_on_standin(demo: Demo) -> None:
-    """Step 5: one pick-and-place episode on the stand-in (real_robot profile)."""
+    """Step 6: one pick-and-place episode on the stand-in (real_robot profile)."""
     step = STEP_PICK
     values = {'standin': 'true', 'record': 'false', 'task': 'pick_place',
               'policy': str(demo.pick_policy)}
     launch = [demo.tool(step, 'simops_bringup', 'simops-launch'), 'real_robot',
               *(f'{name}:={value}' for name, value in values.items())]
     goal = np.array(PICK_GOAL)
-    with demo.progress.step(5, 'Pick and place the cube on the stand-in'), \
+    with demo.progress.step(6, 'Pick and place the cube on the stand-in'), \
             Child(launch, demo.log('launch_pick'), demo.env) as graph:
         operator = Operator(demo.spec.base_frame)
         try:
@@ -277,10 +267,10 @@ def _verdict_echo(demo: Demo, physics: str) -> Callable[[str], None]:
 
 
 def export_dataset(demo: Demo) -> Dataset:
-    """Step 6: the recorded policy episode and simulated rollouts as one LeRobot dataset."""
+    """Step 7: the recorded policy episode and simulated rollouts as one LeRobot dataset."""
     step = STEP_DATASET
     out = demo.out / 'dataset'
-    with demo.progress.step(6, 'Export the policy episode and simulated rollouts as a '
+    with demo.progress.step(7, 'Export the policy episode and simulated rollouts as a '
                                'LeRobot dataset'):
         card = demo.policy.with_suffix('.yaml')
         run_tool(step, [demo.tool(step, 'simops_learning', 'simops-dataset'), 'export',

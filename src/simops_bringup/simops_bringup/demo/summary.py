@@ -117,7 +117,7 @@ class Validation:
 
 @dataclass(frozen=True)
 class Dataset:
-    """The LeRobot dataset of step 6: where, and what its episode table says."""
+    """The demo's LeRobot dataset: where, and what its episode table says."""
 
     path: str
     fps: float
@@ -150,6 +150,36 @@ class Dataset:
                 f'{self.simulated} simulated ({self.simulated_success} successes)')
 
 
+@dataclass(frozen=True)
+class Deployment:
+    """The promotion and what the real_robot profile did under the fit's calibration.
+
+    ``stages_run``: the pipeline's stages DVC ran (none: all cached); ``refused``: the policy
+    node's one line for ``unpromoted``; ``goal``: the promoted policy on its goal.
+    """
+
+    promoted: str
+    calibration: str
+    stages_run: tuple[str, ...]
+    unpromoted: str
+    refused: str
+    goal: Goal
+
+    def lines(self) -> list[str]:
+        """Summary lines."""
+        g = self.goal
+        ran = ', '.join(self.stages_run) if self.stages_run else 'none (all cached)'
+        return ['Promotion and deployment under the fit (calibration:='
+                f'{self.calibration})',
+                f'  pipeline stages run: {ran}',
+                f'  {self.unpromoted} (gated against the nominal model only): refused, exit 2: '
+                f'{self.refused}',
+                f'  {self.promoted} (promoted): goal ({g.position[0]:.2f}, {g.position[1]:.2f},'
+                f' {g.position[2]:.2f}) m ' + (f'reached in {g.seconds:.1f} s' if g.reached
+                                               else 'NOT reached')
+                + f', then {g.final * 1e3:.1f} mm away']
+
+
 @dataclass
 class Summary:
     """Everything the final table shows."""
@@ -161,7 +191,8 @@ class Summary:
     durations: Mapping[str, float]
     fitted_seconds: float | None = None   # s of recording the fit used (its provenance)
     pick: Goal | None = None              # the pick-and-place episode: the cube's goal
-    dataset: Dataset | None = None        # step 6's dataset
+    dataset: Dataset | None = None        # the LeRobot dataset step
+    deployment: Deployment | None = None  # the promotion and the deploy step
 
     def lines(self) -> list[str]:
         """The summary as aligned text lines (what the terminal shows)."""
@@ -208,6 +239,8 @@ class Summary:
                     f'{p.position[1]:.2f}, {p.position[2]:.2f}) m']
         if self.dataset is not None:
             out += ['', self.dataset.line()]
+        if self.deployment is not None:
+            out += ['', *self.deployment.lines()]
         out += ['', 'Validation of the shipped policy',
                 f'  {"simulator physics":<30}{"verdict":>10}{"mean":>9}{"min":>9}']
         for v in self.validations:
@@ -229,6 +262,7 @@ class Summary:
             'durations_s': dict(self.durations), 'fitted_seconds': self.fitted_seconds,
             'pick_place': asdict(self.pick) if self.pick is not None else None,
             'dataset': asdict(self.dataset) if self.dataset is not None else None,
+            'deployment': asdict(self.deployment) if self.deployment is not None else None,
         }
 
 
