@@ -91,6 +91,10 @@ def pipeline(*args: object) -> subprocess.CompletedProcess[str]:
     ({'policy': 'policy.onnx'}, "field 'policy' must be a TorchScript policy file"),
     ({'policy': 'nowhere.pt'}, "field 'policy' names"),
     ({'policy': 'bags/excite/cardless.pt'}, "field 'policy' names .* whose card"),
+    ({'policy': str(REPO / 'models/policy/panda_reach.pt')},
+     "field 'policy' names a panda policy; this pipeline is fr3 reach"),
+    ({'policy': str(REPO / 'models/policy/fr3_pick_place.pt')},
+     "field 'policy' names a fr3 pick_place policy; this pipeline is fr3 reach"),
 ])
 def test_each_malformed_pipeline_file_gets_one_line(tmp_path: Path, changes: dict,
                                                     message: str) -> None:

@@ -51,7 +51,9 @@ from typing import Any
 import yaml
 
 from simops_core.command_line import ConfigError, UsageError
-from simops_core.tasks import TASK_NAMES, TASKS
+from simops_core.policy_card import CardError, load_policy_card
+from simops_core.robot_spec import load_robot_spec
+from simops_core.tasks import DEFAULT_TASK, TASK_NAMES, TASKS
 from simops_core.yaml_fields import Fields
 from simops_sim.randomization import (
     RandomizationError,
@@ -165,7 +167,7 @@ def load_pipeline(path: str | Path, robots: tuple[str, ...]) -> Pipeline:
             check.fail(f'sims.{key}', f'must be true or false, got {value!r}')
     if sensors and load_sim_profiles()[validation_sim].sensors is None:
         check.fail('sims.sensors', f'the {validation_sim} profile names no sensors')
-    policy = _policy(check, path, root.get('policy'))
+    policy = _policy(check, path, root.get('policy'), robot, task)
     train = check.mapping(root.get('train') or {}, 'train')
     check.known(train, TRAIN_FIELDS, 'train')
     counts = {key: _count(check, train, key, f'train.{key}', 0 if key in ('seed',
@@ -219,16 +221,34 @@ def _fit_options(check: Fields, value: Any) -> dict[str, Any]:
     return options
 
 
-def _policy(check: Fields, path: Path, value: Any) -> Path | None:
-    """A trained policy's model file, its card (``.yaml``) beside it; none: train one."""
+def _policy(check: Fields, path: Path, value: Any, robot: str, task: str) -> Path | None:
+    """A trained policy's model file, its card (``.yaml``) beside it; none: train one.
+
+    The card must name the pipeline's robot and task.
+    """
     if value is None:
         return None
     if not isinstance(value, str) or not value.endswith('.pt'):
         check.fail('policy', f'must be a TorchScript policy file (.pt), got {value!r}')
     model = _existing(check, path.parent / value, 'policy')
-    if not model.with_suffix('.yaml').is_file():
-        check.fail('policy', f'names {model}, whose card {model.with_suffix(".yaml").name} '
-                             'is not beside it')
+    card_path = model.with_suffix('.yaml')
+    if not card_path.is_file():
+        check.fail('policy', f'names {model}, whose card {card_path.name} is not beside it')
+    try:
+        raw = yaml.safe_load(card_path.read_text())
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        raw = None
+    named = raw.get('robot') if isinstance(raw, dict) else None
+    if named is not None and named != robot:   # before its joints are checked against ours
+        check.fail('policy', f'names a {named} policy; this pipeline is {robot} {task}')
+    spec = load_robot_spec(robot)
+    try:
+        card = load_policy_card(card_path, spec.joint_names, spec.arm_joints)
+    except CardError as exc:
+        check.fail('policy', f'names {model}, whose card is not usable: {exc}')
+    if (card.task or DEFAULT_TASK) != task:
+        check.fail('policy', f'names a {card.robot} {card.task or DEFAULT_TASK} policy; this '
+                             f'pipeline is {robot} {task}')
     return model
 
 
