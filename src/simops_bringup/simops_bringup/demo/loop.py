@@ -221,42 +221,56 @@ def validate_nominal(demo: Demo, grid: Mapping[str, Sequence[float]]) -> Validat
 
 def pick_on_standin(demo: Demo) -> None:
     """Step 6: one pick-and-place episode on the stand-in (real_robot profile)."""
-    step = STEP_PICK
-    values = {'standin': 'true', 'record': 'false', 'task': 'pick_place',
-              'policy': str(demo.pick_policy)}
+    with demo.progress.step(6, 'Pick and place the cube on the stand-in'):
+        demo.pick = goal_on_standin(demo, STEP_PICK, {'task': 'pick_place',
+                                                      'policy': str(demo.pick_policy)},
+                                    'launch_pick', PICK_GOAL, 'object', PICK_TIMEOUT)
+        demo.progress.note(f'cube to {PICK_GOAL} m: ' + (
+            f'placed in {demo.pick.seconds:.1f} s' if demo.pick.reached else
+            f'not placed in {PICK_TIMEOUT:.0f} s')
+            + f'; {demo.pick.final * 1e3:.1f} mm from the goal after {DWELL:.0f} s more')
+
+
+def goal_on_standin(demo: Demo, step: str, values: Mapping[str, str], log: str,
+                    position: tuple[float, float, float], what: str, timeout: float) -> Goal:
+    """One goal of a policy on the stand-in, through the real_robot profile.
+
+    Launch it with ``values`` (launch arguments beside ``standin:=true record:=false``),
+    enable the policy towards ``position`` (m, base frame), wait up to ``timeout`` s for
+    ``what`` (``ee``: the flange; ``object``: the cube) to come within the success radius,
+    dwell, disable, and Ctrl-C the launch, which must exit 0.
+    """
     launch = [demo.tool(step, 'simops_bringup', 'simops-launch'), 'real_robot',
-              *(f'{name}:={value}' for name, value in values.items())]
-    goal = np.array(PICK_GOAL)
-    with demo.progress.step(6, 'Pick and place the cube on the stand-in'), \
-            Child(launch, demo.log('launch_pick'), demo.env) as graph:
+              *(f'{name}:={value}' for name, value in
+                ({'standin': 'true', 'record': 'false'} | dict(values)).items())]
+    goal = np.array(position)
+    with Child(launch, demo.log(log), demo.env) as graph:
         operator = Operator(demo.spec.base_frame)
         try:
             if not operator.wait_for_arm(STARTUP) or not graph.running():
-                raise StepError(step, 'the stand-in and the pick-and-place policy did not '
-                                f'come up within {STARTUP:.0f} s', demo.log('launch_pick'))
+                raise StepError(step, 'the stand-in and the policy did not come up within '
+                                f'{STARTUP:.0f} s', demo.log(log))
             operator.publish_goal(goal)
             operator.enable(True)
             if not operator.wait_state('RUNNING', STARTUP):
                 raise StepError(step, 'the policy did not reach RUNNING (state '
-                                f'{operator.state})', demo.log('launch_pick'))
+                                f'{operator.state})', demo.log(log))
             started = time.monotonic()
-            placed = wait_until(lambda: operator.distance(goal, 'object') < demo.success_radius,
-                                PICK_TIMEOUT, interval=0.01)
+            reached = wait_until(lambda: operator.distance(goal, what) < demo.success_radius,
+                                 timeout, interval=0.01)
             seconds = time.monotonic() - started
             time.sleep(DWELL)
-            demo.pick = Goal(PICK_GOAL, placed, seconds, operator.distance(goal, 'object'))
+            result = Goal(position, reached, seconds, operator.distance(goal, what))
             operator.enable(False)
         except OperatorError as exc:
-            raise StepError(step, str(exc), demo.log('launch_pick')) from None
+            raise StepError(step, str(exc), demo.log(log)) from None
         finally:
             operator.close()
-        demo.progress.note(f'cube to {PICK_GOAL} m: ' + (
-            f'placed in {seconds:.1f} s' if placed else f'not placed in {PICK_TIMEOUT:.0f} s')
-            + f'; {demo.pick.final * 1e3:.1f} mm from the goal after {DWELL:.0f} s more')
         code = graph.stop()
     if code != 0:
         raise StepError(step, f'simops-launch exited with code {code} on Ctrl-C instead of 0',
-                        demo.log('launch_pick'))
+                        demo.log(log))
+    return result
 
 
 def _verdict_echo(demo: Demo, physics: str) -> Callable[[str], None]:

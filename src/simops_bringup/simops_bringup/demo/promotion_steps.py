@@ -12,28 +12,24 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
 import yaml
 
 from simops_bringup.demo.loop import (
-    DWELL,
     GOAL_TIMEOUT,
     GOALS,
     STARTUP,
     VERDICT_CODES,
     Demo,
+    goal_on_standin,
 )
-from simops_bringup.demo.ros_operator import Operator, OperatorError
 from simops_bringup.demo.steps import Child, StepError, run_tool
-from simops_bringup.demo.summary import Deployment, Goal, Validation
+from simops_bringup.demo.summary import Deployment, Validation
 from simops_bringup.pipeline_commands import CALIBRATION, GATE, POLICY
 from simops_core.command_line import EXIT_CONFIG
-from simops_core.waiting import wait_until
 
 PIPELINE_FILE = 'pipeline.yaml'   # in --out
 RUN_FOLDER = 'pipeline'           # simops-pipeline's run folder in --out
@@ -133,14 +129,11 @@ def deploy(demo: Demo, promotion: Promotion) -> Deployment:
     step = STEP_DEPLOY
     exe = demo.tool(step, 'simops_bringup', 'simops-launch')
 
-    def launch(policy: Path) -> list[str]:
-        values = {'standin': 'true', 'record': 'false', 'policy': str(policy),
-                  'calibration': str(promotion.calibration)}
-        return [exe, 'real_robot', *(f'{name}:={value}' for name, value in values.items())]
-
     with demo.progress.step(5, 'Deploy on the stand-in under the fit: the unpromoted policy '
                                'refused, the promoted one runs'):
-        with Child(launch(demo.policy), demo.log('launch_refused'), demo.env) as refused:
+        refuse = [exe, 'real_robot', 'standin:=true', 'record:=false', f'policy:={demo.policy}',
+                  f'calibration:={promotion.calibration}']
+        with Child(refuse, demo.log('launch_refused'), demo.env) as refused:
             code = refused.wait(STARTUP + REFUSAL_TIMEOUT)
             lines = [line for line in refused.lines if 'calibrated with' in line]
         if code != EXIT_CONFIG or not lines:
@@ -148,36 +141,12 @@ def deploy(demo: Demo, promotion: Promotion) -> Deployment:
                             f'under the fit (exit {code})', demo.log('launch_refused'))
         line = lines[0].split('] ', 1)[-1].strip()
         demo.progress.note(f'refused, exit 2: {line}')
-        goal = np.array(GOALS[0])
-        with Child(launch(promotion.policy), demo.log('launch_promoted'), demo.env) as graph:
-            operator = Operator(demo.spec.base_frame)
-            try:
-                if not operator.wait_for_arm(STARTUP) or not graph.running():
-                    raise StepError(step, 'the stand-in and the promoted policy did not come '
-                                    f'up within {STARTUP:.0f} s', demo.log('launch_promoted'))
-                operator.publish_goal(goal)
-                operator.enable(True)
-                if not operator.wait_state('RUNNING', STARTUP):
-                    raise StepError(step, 'the promoted policy did not reach RUNNING (state '
-                                    f'{operator.state})', demo.log('launch_promoted'))
-                started = time.monotonic()
-                reached = wait_until(lambda: operator.distance(goal) < demo.success_radius,
-                                     GOAL_TIMEOUT, interval=0.01)
-                seconds = time.monotonic() - started
-                time.sleep(DWELL)
-                result = Goal(GOALS[0], reached, seconds, operator.distance(goal))
-                operator.enable(False)
-            except OperatorError as exc:
-                raise StepError(step, str(exc), demo.log('launch_promoted')) from None
-            finally:
-                operator.close()
-            demo.progress.note(f'promoted policy: goal {GOALS[0]} m ' + (
-                f'reached in {seconds:.1f} s' if reached else
-                f'not reached in {GOAL_TIMEOUT:.0f} s'))
-            code = graph.stop()
-        if code != 0:
-            raise StepError(step, f'simops-launch exited with code {code} on Ctrl-C instead '
-                            'of 0', demo.log('launch_promoted'))
+        result = goal_on_standin(demo, step, {'policy': str(promotion.policy),
+                                              'calibration': str(promotion.calibration)},
+                                 'launch_promoted', GOALS[0], 'ee', GOAL_TIMEOUT)
+        demo.progress.note(f'promoted policy: goal {GOALS[0]} m ' + (
+            f'reached in {result.seconds:.1f} s' if result.reached else
+            f'not reached in {GOAL_TIMEOUT:.0f} s'))
     return Deployment(str(promotion.policy), str(promotion.calibration), promotion.stages_run,
                       str(demo.policy), line, result)
 
