@@ -66,6 +66,7 @@ from simops_bringup.pipeline_commands import (
     stem,
     tool_path,
     train_command,
+    write_if_changed,
 )
 from simops_bringup.pipeline_file import Pipeline, PipelineError, load_pipeline
 from simops_core.command_line import (
@@ -223,10 +224,10 @@ def prepare(pipeline: Pipeline, folder: Path, dvc: str) -> None:
               'randomization': pipeline.randomization,
               'feedback': {'max_rounds': pipeline.max_rounds, 'change': list(pipeline.change)},
               'promote': pipeline.promote}
-    _write(folder / PARAMS, yaml.safe_dump(params, sort_keys=False))
-    _write(folder / RANDOMIZATION, yaml.safe_dump({'randomization': pipeline.randomization},
-                                                  sort_keys=False))
-    _write(folder / 'dvc.yaml', yaml.safe_dump(stages(pipeline), sort_keys=False))
+    write_if_changed(folder / PARAMS, yaml.safe_dump(params, sort_keys=False))
+    write_if_changed(folder / RANDOMIZATION, yaml.safe_dump(
+        {'randomization': pipeline.randomization}, sort_keys=False))
+    write_if_changed(folder / 'dvc.yaml', yaml.safe_dump(stages(pipeline), sort_keys=False))
 
 
 def _run(dvc: str, folder: Path, pipeline: Pipeline) -> int:
@@ -299,11 +300,6 @@ def _status(dvc: str, folder: Path) -> int:
 def _env() -> dict[str, str]:
     return {**os.environ, **DVC_ENV}
 
-
-def _write(path: Path, text: str) -> None:
-    """Write ``text`` unless the file holds it already (DVC sees no change then)."""
-    if not path.is_file() or path.read_text() != text:
-        path.write_text(text)
 
 
 if __name__ == '__main__':

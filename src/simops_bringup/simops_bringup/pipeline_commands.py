@@ -129,3 +129,9 @@ def quoted(value: object) -> str:
     """``value`` as one shell word."""
     text = str(value)
     return text if text and all(c.isalnum() or c in '/._-=,' for c in text) else repr(text)
+
+
+def write_if_changed(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` unless it holds it already (DVC then sees no change)."""
+    if not path.is_file() or path.read_text() != text:
+        path.write_text(text)

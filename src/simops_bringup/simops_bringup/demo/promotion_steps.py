@@ -28,7 +28,7 @@ from simops_bringup.demo.loop import (
 )
 from simops_bringup.demo.steps import Child, StepError, run_tool
 from simops_bringup.demo.summary import Deployment, Validation
-from simops_bringup.pipeline_commands import CALIBRATION, GATE, POLICY
+from simops_bringup.pipeline_commands import CALIBRATION, GATE, POLICY, write_if_changed
 from simops_core.command_line import EXIT_CONFIG
 
 PIPELINE_FILE = 'pipeline.yaml'   # in --out
@@ -81,8 +81,8 @@ def run_pipeline(demo: Demo) -> Promotion:
     with demo.progress.step(3, 'Calibrate, gate and promote through the pipeline (DVC)'):
         holdout: Path | None = demo.bags['policy']
         for attempt in (1, 2):
-            _write(path, pipeline_text(demo.policy, demo.bags['excite'], holdout,
-                                       demo.validate_episodes))
+            write_if_changed(path, pipeline_text(demo.policy, demo.bags['excite'], holdout,
+                                                 demo.validate_episodes))
             argv = [exe, 'run', str(path), '--dir', str(folder)]
             try:
                 code = run_tool(step, argv, demo.log('pipeline'), demo.env, PIPELINE_TIMEOUT,
@@ -150,8 +150,3 @@ def deploy(demo: Demo, promotion: Promotion) -> Deployment:
     return Deployment(str(promotion.policy), str(promotion.calibration), promotion.stages_run,
                       str(demo.policy), line, result)
 
-
-def _write(path: Path, text: str) -> None:
-    """Write ``text`` unless the file holds it already (DVC then sees no change)."""
-    if not path.is_file() or path.read_text() != text:
-        path.write_text(text)
