@@ -59,9 +59,9 @@ from simops_bringup.pipeline_commands import (
     adopt_command,
     command,
     gate_command,
+    given_policy_files,
     inputs,
     policy_files,
-    policy_suffixes,
     quoted,
     stem,
     tool_path,
@@ -167,9 +167,7 @@ def stages(pipeline: Pipeline) -> dict[str, Any]:
             'params': [{PARAMS: ['robot', 'task', 'sims', 'train']}],
             'outs': policy}
     else:   # a trained policy: the stage takes a copy, which the gate and promotion bind
-        base = str(pipeline.policy).removesuffix('.pt')
-        out['train'] = {'cmd': adopt_command(pipeline),
-                        'deps': [base + suffix for suffix in policy_suffixes(pipeline)],
+        out['train'] = {'cmd': adopt_command(pipeline), 'deps': given_policy_files(pipeline),
                         'outs': policy}
     out['gate'] = {
         'cmd': gate_command(pipeline, policy[0], GATE),

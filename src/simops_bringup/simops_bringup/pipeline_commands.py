@@ -53,12 +53,17 @@ def policy_files(pipeline: Pipeline, folder: str = POLICY) -> list[str]:
     return [f'{folder}/{stem(pipeline)}{suffix}' for suffix in policy_suffixes(pipeline)]
 
 
-def adopt_command(pipeline: Pipeline) -> str:
-    """Copy the file's trained policy (and its card and export) into :data:`POLICY`."""
+def given_policy_files(pipeline: Pipeline) -> list[str]:
+    """The file's trained policy, its card and its export where there is one (absolute)."""
     assert pipeline.policy is not None
     base = str(pipeline.policy).removesuffix('.pt')
-    copies = ' && '.join(f'cp {quoted(base + s)} {target}' for s, target in
-                         zip(policy_suffixes(pipeline), policy_files(pipeline), strict=True))
+    return [base + suffix for suffix in policy_suffixes(pipeline)]
+
+
+def adopt_command(pipeline: Pipeline) -> str:
+    """Copy the file's trained policy (and its card and export) into :data:`POLICY`."""
+    copies = ' && '.join(f'cp {quoted(source)} {target}' for source, target in
+                         zip(given_policy_files(pipeline), policy_files(pipeline), strict=True))
     return f'mkdir -p {POLICY} && {copies}'
 
 

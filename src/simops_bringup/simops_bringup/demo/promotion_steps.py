@@ -52,7 +52,6 @@ class Promotion:
     validation: Validation
     policy: Path                 # the promoted copy in the run folder
     stages_run: tuple[str, ...]  # the stages DVC ran (none: everything was cached)
-    holdout: bool                # whether the fit evaluated the held-out policy episode
 
 
 def pipeline_text(policy: Path, excite: Path, holdout: Path | None, episodes: int) -> str:
@@ -106,8 +105,7 @@ def run_pipeline(demo: Demo) -> Promotion:
             raise StepError(step, f'the gate said {validation.verdict.upper()} in the '
                             'calibrated sim: nothing promoted', demo.log('pipeline'))
     return Promotion(folder / CALIBRATION, validation,
-                     folder / POLICY / f'fr3_reach{demo.policy.suffix}', tuple(ran),
-                     holdout is not None)
+                     folder / POLICY / f'fr3_reach{demo.policy.suffix}', tuple(ran))
 
 
 def _pipeline_echo(demo: Demo, ran: list[str]) -> Callable[[str], None]:
