@@ -134,6 +134,21 @@ def test_run_node_freezes_start_up_objects_before_it_spins() -> None:
     assert gc.get_freeze_count() == 0   # handed back once the node is destroyed
 
 
+def test_a_ctrl_c_that_comes_as_a_node_exits_leaves_its_exit_code(
+        ros_env: dict[str, str]) -> None:
+    """A launcher's SIGINT that reaches a one-shot node (``arm_setup``) after rclpy's shutdown
+    changes nothing: it exits with its own code. It used to end killed by SIGINT (CI: the
+    stand-in's real_robot graph stopped right after ``arm_setup`` had set the arm)."""
+    import subprocess
+    import sys
+
+    script = Path(__file__).parents[1] / 'procs' / 'late_ctrl_c.py'
+    done = subprocess.run([sys.executable, str(script)], env=ros_env, capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 3, (done.returncode, done.stderr[-2000:])
+    assert 'Traceback' not in done.stderr, done.stderr
+
+
 def test_a_node_that_ends_on_ctrl_c_removes_its_shared_memory_segment(
         ros_env: dict[str, str], tmp_path: Path) -> None:
     """The simulator's Fast DDS participant is destroyed at exit: the segment it mapped from

@@ -6,6 +6,8 @@ every distro: :func:`simops_ros.rclpy_compat.initialised`), builds the node, spi
 ends it in one place: a :class:`ConfigError` while building becomes one line
 on stderr and exit code 2, Ctrl-C and an external shutdown end it cleanly, and the node's
 ``stop()`` (when it has one: control and physics threads) runs before ``destroy_node()``.
+Once rclpy is shut down, SIGINT is ignored: a node ends with its own exit code even when
+the Ctrl-C comes as it exits.
 
 Once the node is built, :func:`gc.freeze` moves every object start-up made (the imports of
 torch, MuJoCo and rclpy, the model, the node) out of the collector's view. A full collection
@@ -20,6 +22,7 @@ context left unfinalised at exit keeps its Fast DDS participant's shared-memory 
 from __future__ import annotations
 
 import gc
+import signal
 from collections.abc import Callable
 from typing import TypeVar
 
@@ -72,4 +75,11 @@ def run_node(executable: str, description: str, make: Callable[[], NodeT],
                 gc.unfreeze()   # the exit's collection finalises the rmw context
     except KeyboardInterrupt:   # the signal re-raised as the context closes
         pass
+    finally:
+        # Ending already: a Ctrl-C from here on (a launcher's SIGINT to a node that had just
+        # finished its work, a terminal's second one) has nothing left to stop. Unhandled,
+        # it raised a KeyboardInterrupt past main(), or took SIGINT's default action once
+        # the interpreter's exit had reset the handlers, and the node ended killed by SIGINT
+        # instead of with its exit code. SIGTERM keeps its action: a launcher's escalation.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
     return 0 if node is None or exit_code is None else exit_code(node)
