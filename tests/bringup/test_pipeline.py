@@ -65,6 +65,11 @@ def pipeline(*args: object) -> subprocess.CompletedProcess[str]:
     ({'gate': {'grid': {'gravity': [1.0]}}}, "field 'gate.grid' grid axis 'gravity=1.0'"),
     ({'gate': {'grid': {'delay': [0.5]}}}, "field 'gate.grid' delay is in whole"),
     ({'gate': {'thresholds': {'pass_mean': 1.5}}}, "field 'gate.thresholds' are success"),
+    ({'gate': {'scenarios': ['earthquake']}}, "field 'gate.scenarios' .* has no scenario"),
+    ({'gate': {'scenarios': ['push_cube']}}, "field 'gate.scenarios' scenario 'push_cube' is "
+                                             'not for the reach task'),
+    ({'gate': {'scenarios': 'estop'}}, "field 'gate.scenarios' lists scenario names"),
+    ({'gate': {'scenarios': ['estop', 'estop']}}, "field 'gate.scenarios' names a scenario"),
     ({'promote': 'yes'}, "field 'promote' must be true or false"),
     ({'sims': {'training': 'turbo'}}, "field 'sims.training' must be one of"),
     ({'sims': {'gap': 1}}, "field 'sims.gap' must be true or false"),
@@ -132,6 +137,20 @@ def test_a_learned_sensor_model_is_fitted_with_the_calibration_and_named_by_the_
     assert 'sensor.actuator.pt' in dvc['gate']['deps']
     assert '--sensor-model' not in stages(load_pipeline(pipeline_file(tmp_path),
                                                         robot_names()))['stages']['gate']['cmd']
+
+
+def test_gate_scenarios_become_cells_of_every_gate_and_its_inputs(tmp_path: Path) -> None:
+    """gate.scenarios: the gate (and the improve stage's gates: one command line) plays them;
+    the scenarios file is the gate's input, so an edited scenario gates again."""
+    loaded = load_pipeline(pipeline_file(tmp_path, calibration={}, gate={
+        'grid': {'delay': [0, 1]}, 'scenarios': ['push_arm', 'estop']},
+        feedback={'max_rounds': 1}), robot_names())
+    dvc = stages(loaded)['stages']
+    for stage in ('gate', 'improve'):
+        assert str(REPO / 'config/scenarios.yaml') in dvc[stage]['deps'], dvc[stage]
+    assert '--scenarios push_arm estop' in dvc['gate']['cmd']
+    assert '--scenarios' not in stages(load_pipeline(pipeline_file(tmp_path, calibration={}),
+                                                     robot_names()))['stages']['gate']['cmd']
 
 
 def test_sims_sensors_makes_every_gate_read_through_the_profiles_sensors(

@@ -65,4 +65,4 @@ def test_restart_starts_from_the_measurement_then_reanchors_without_a_jump() -> 
 def test_settings_become_node_parameters() -> None:
     assert StepSettings(ramp_time=0.0).ros_args() == [
         '-p', 'lpf_cutoff_hz:=5.0', '-p', 'velocity_scale:=0.5', '-p',
-        'joint_limit_margin:=0.05', '-p', 'ramp_time:=0.0']
+        'joint_limit_margin:=0.05', '-p', 'ramp_time:=0.0', '-p', 'stale_state_timeout:=0.1']

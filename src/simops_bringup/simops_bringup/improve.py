@@ -65,8 +65,10 @@ def analysis(report: dict[str, Any]) -> dict[str, Any]:
     axes = list(report['grid'])
     return {'verdict': report['verdict'], 'mean_success': report['mean_success'],
             'min_success': report['min_success'], 'failures': report['failures'],
-            'cells': [{**{axis: c[axis] for axis in axes}, 'success': c['success'],
-                       'failures': c['failures']} for c in failing_cells(report)]}
+            'cells': [{**({'scenario': c['scenario']} if 'scenario' in c
+                          else {axis: c[axis] for axis in axes}),
+                       'success': c['success'], 'failures': c['failures']}
+                      for c in failing_cells(report)]}
 
 
 def analysis_markdown(found: dict[str, Any], round_: int) -> str:
@@ -77,8 +79,8 @@ def analysis_markdown(found: dict[str, Any], round_: int) -> str:
              f'min {found["min_success"]:.1%}. Failed episodes by how: {modes or "none"}.', '',
              '| cell | success | failed episodes |', '|---|---|---|']
     for cell in found['cells']:
-        where = ' '.join(f'{k}={v:g}' for k, v in cell.items() if k not in ('success',
-                                                                              'failures'))
+        where = ' '.join(f'{k}={v}' if isinstance(v, str) else f'{k}={v:g}'
+                         for k, v in cell.items() if k not in ('success', 'failures'))
         how = ', '.join(f'{m.replace("_", " ")} {n}' for m, n in cell['failures'].items())
         lines.append(f'| {where} | {cell["success"]:.0%} | {how or "-"} |')
     return '\n'.join(lines) + '\n'

@@ -79,6 +79,7 @@ from simops_core.command_line import (
     fail,
 )
 from simops_core.paths import resolve_resource
+from simops_sim.scenarios import SCENARIOS_FILE
 from simops_sim.sim_profiles import SIM_PROFILES_FILE
 
 PROG = 'simops-pipeline'
@@ -160,6 +161,7 @@ def stages(pipeline: Pipeline) -> dict[str, Any]:
             'outs': [CALIBRATION, 'calibration_report',
                      *([*sensor, 'sensor_report'] if sensor else [])]}
     profiles = str(resolve_resource(SIM_PROFILES_FILE))   # the simulators' options
+    scenarios = [str(resolve_resource(SCENARIOS_FILE))] if pipeline.scenarios else []
     if pipeline.policy is None:
         out['train'] = {
             'cmd': train_command(pipeline, f'{POLICY}/{stem(pipeline)}'),
@@ -171,7 +173,7 @@ def stages(pipeline: Pipeline) -> dict[str, Any]:
                         'outs': policy}
     out['gate'] = {
         'cmd': gate_command(pipeline, policy[0], GATE),
-        'deps': [*policy, *physics, *sensor, profiles],
+        'deps': [*policy, *physics, *sensor, profiles, *scenarios],
         'params': [{PARAMS: ['sims', 'gate']}],
         'outs': [f'{GATE}/validation.md', f'{GATE}/validation_heatmap.png'],
         'metrics': [{f'{GATE}/validation.json': {'cache': False}}]}
@@ -181,7 +183,7 @@ def stages(pipeline: Pipeline) -> dict[str, Any]:
         out['improve'] = {
             'cmd': command(PROG, f'improve {quoted(pipeline.path)} --dir .'),
             'deps': [*policy, f'{GATE}/validation.json', RANDOMIZATION, *physics, *sensor,
-                     profiles],
+                     profiles, *scenarios],
             'params': [{PARAMS: ['sims', 'train', 'gate', 'feedback']}],
             'outs': [IMPROVE, *final],
             'metrics': [{report: {'cache': False}}]}
@@ -218,7 +220,9 @@ def prepare(pipeline: Pipeline, folder: Path, dvc: str) -> None:
               'train': dict(pipeline.train),
               'gate': {'grid': list(pipeline.grid), 'episodes': pipeline.episodes,
                        'seed': pipeline.gate_seed, 'workers': pipeline.gate_workers,
-                       'thresholds': dict(pipeline.thresholds)},
+                       'thresholds': dict(pipeline.thresholds),
+                       **({'scenarios': list(pipeline.scenarios)} if pipeline.scenarios
+                          else {})},
               'randomization': pipeline.randomization,
               'feedback': {'max_rounds': pipeline.max_rounds, 'change': list(pipeline.change)},
               'promote': pipeline.promote}

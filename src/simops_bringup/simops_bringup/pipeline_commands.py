@@ -106,6 +106,7 @@ def gate_command(pipeline: Pipeline, policy: str, out: str) -> str:
     thresholds = ' '.join(f'--{key.replace("_", "-")} {value:g}'
                           for key, value in pipeline.thresholds.items())
     grid = f'--grid {" ".join(pipeline.grid)}' if pipeline.grid else ''
+    scenarios = f'--scenarios {" ".join(pipeline.scenarios)}' if pipeline.scenarios else ''
     return command('simops-validate', f'--policy {policy} --robot {pipeline.robot}'
                    + (f' --sim-params {quoted(given.physics[0])}' if given.physics else '')
                    + f' --episodes {pipeline.episodes} --seed {pipeline.gate_seed} '
@@ -113,7 +114,7 @@ def gate_command(pipeline: Pipeline, policy: str, out: str) -> str:
                    f'--sim-profile {pipeline.validation_sim}'
                    + (f' --sensor-model {SENSOR}' if given.sensor else '')
                    + (' --sensors' if pipeline.sensors else '')
-                   + (' --sim-gap' if pipeline.sim_gap else ''), grid, thresholds)
+                   + (' --sim-gap' if pipeline.sim_gap else ''), grid, scenarios, thresholds)
 
 
 def command(tool: str, *parts: str) -> str:

@@ -28,6 +28,8 @@ commands, in order: calibrate (``fit`` on the bags, or a given SimParams), train
                                    #   config/randomization.yaml
     gate:
       grid: {friction: [0.3, 0.8, 1.5], mass: [0.5, 1, 1.5], delay: [0, 1, 2, 3]}
+      scenarios: [push_arm, estop] #   adversarial scenarios of config/scenarios.yaml: a
+                                   #   cell each at the calibrated physics
       episodes: 30
       seed: 0
       thresholds: {pass_mean: 0.85, pass_min: 0.6, marginal_mean: 0.7}
@@ -72,7 +74,7 @@ ACTUATOR_MODELS = ('none', 'linear', 'mlp')   # fit --actuator-model's kinds
 # simops-train's options a pipeline may set (counts; pick_place's rounds and episodes, PPO)
 TRAIN_FIELDS = ('seed', 'goals', 'updates', 'eval_episodes', 'rounds', 'episodes',
                 'ppo_iterations', 'workers')
-GATE_FIELDS = ('grid', 'episodes', 'seed', 'thresholds', 'workers')
+GATE_FIELDS = ('grid', 'scenarios', 'episodes', 'seed', 'thresholds', 'workers')
 THRESHOLD_FIELDS = ('pass_mean', 'pass_min', 'marginal_mean')
 FEEDBACK_FIELDS = ('max_rounds', 'change')
 CHANGES = ('randomization',)   # what the improve stage may change between rounds
@@ -109,6 +111,7 @@ class Pipeline:
     sensors: bool = False          # the gate reads through its profile's sensor errors
     policy: Path | None = None     # a trained policy to gate instead of training one
     fit: dict[str, Any] = field(default_factory=dict)   # fit's options (FIT_FIELDS)
+    scenarios: tuple[str, ...] = ()   # the gate's adversarial scenarios (config/scenarios.yaml)
 
     @property
     def name(self) -> str:
@@ -180,6 +183,7 @@ def load_pipeline(path: str | Path, robots: tuple[str, ...]) -> Pipeline:
         check.fail('gate.grid', f'maps each axis to a list of values, got {axes!r}')
     grid = [f'{name}={",".join(str(v) for v in values)}' for name, values in axes.items()]
     _check_grid(check, grid)
+    scenarios = _scenarios(check, gate.get('scenarios', []), task)
     thresholds = check.mapping(gate.get('thresholds') or {}, 'gate.thresholds')
     check.known(thresholds, THRESHOLD_FIELDS, 'gate.thresholds')
     levels = {key: check.number(thresholds, key, f'gate.thresholds.{key}', 0.0)
@@ -203,7 +207,23 @@ def load_pipeline(path: str | Path, robots: tuple[str, ...]) -> Pipeline:
         training_sim, validation_sim, sim_gap, actuator_model,
         _ranges(check, path, task, root.get('randomization')),
         _count(check, feedback, 'max_rounds', 'feedback.max_rounds', 0)
-        if 'max_rounds' in feedback else 0, tuple(change), sensors, policy, fit)
+        if 'max_rounds' in feedback else 0, tuple(change), sensors, policy, fit, scenarios)
+
+
+def _scenarios(check: Fields, value: Any, task: str) -> tuple[str, ...]:
+    """``gate.scenarios``: names of config/scenarios.yaml that apply to ``task``."""
+    from simops_sim.scenarios import ScenarioError, scenario
+
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        check.fail('gate.scenarios', f'lists scenario names, got {value!r}')
+    for name in value:
+        try:
+            scenario(name, task)
+        except ScenarioError as exc:
+            check.fail('gate.scenarios', str(exc))
+    if len(set(value)) != len(value):
+        check.fail('gate.scenarios', f'names a scenario twice: {value!r}')
+    return tuple(value)
 
 
 def _fit_options(check: Fields, value: Any) -> dict[str, Any]:

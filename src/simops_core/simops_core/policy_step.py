@@ -40,13 +40,15 @@ class StepSettings:
     """The policy node parameters that shape commands; defaults are the node's schema's.
 
     ``lpf_cutoff_hz`` Hz, ``velocity_scale`` fraction of the spec's velocity and acceleration
-    limits, ``joint_limit_margin`` rad, ``ramp_time`` s (0: no ramp).
+    limits, ``joint_limit_margin`` rad, ``ramp_time`` s (0: no ramp),
+    ``stale_state_timeout`` s (an older joint state holds the arm).
     """
 
     lpf_cutoff_hz: float = _NODE['lpf_cutoff_hz']
     velocity_scale: float = _NODE['velocity_scale']
     joint_limit_margin: float = _NODE['joint_limit_margin']
     ramp_time: float = _NODE['ramp_time']
+    stale_state_timeout: float = _NODE['stale_state_timeout']
 
     def ros_args(self) -> list[str]:
         """``-p name:=value`` arguments that give a policy node these settings."""

@@ -3,8 +3,10 @@
 Each :meth:`FR3ReachEnv.step` is one tick of the policy node followed by one lockstep period
 of the simulator node (``sync_mode:=lockstep``, ``control_period`` = 1 / card rate):
 
-1. the action goes through the node's policy step (:mod:`simops_core.policy_step`: the
-   safety pipeline at the joint state the observation was built from);
+1. the node's mode machine decides the tick (:mod:`simops_core.motion_supervisor`: the
+   ramp, a hold on stale joint states, the e-stop); when it runs the policy, the action goes
+   through the node's policy step (:mod:`simops_core.policy_step`: the safety pipeline at
+   the joint state the observation was built from), else the held target goes out;
 2. the command goes to the shared :class:`~simops_sim.physics.Physics` as the simulator
    node applies a streamed target: reached linearly from the current target over the
    period (the arm's JointTrajectoryController starts a one-point trajectory from the
@@ -23,13 +25,18 @@ limit), or on a protective stop: the arm stopping itself as the real arm would
 why, and the episode is no success). It is truncated after ``max_episode_steps``.
 
 ``reset(options=...)`` accepts ``goal`` (3,) m, ``conditions`` (:class:`Conditions`),
-``ramp_time`` (s) and ``level`` (this episode's curriculum level in [0, 1]); otherwise the
-goal is uniform in the workspace box and, with a :class:`DomainRandomization`, the
-conditions are drawn at the curriculum's level.
+``ramp_time`` (s), ``level`` (this episode's curriculum level in [0, 1]) and ``scenario``
+(a :class:`~simops_sim.scenarios.Scenario`: a push, a moved goal, joint states or object
+poses that stop coming, an e-stop and recovery, played at its ticks); otherwise the goal is
+uniform in the workspace box and, with a :class:`DomainRandomization`, the conditions are
+drawn at the curriculum's level. ``info['mode']`` is the node's mode after the tick.
+A tick that does not run the policy (a hold, or no new joint state) ignores its action and
+returns the last observation again.
 """
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -38,6 +45,7 @@ import gymnasium as gym
 import mujoco
 import numpy as np
 
+from simops_core.motion_supervisor import Decision, MotionSupervisor, stand_still
 from simops_core.paths import ROBOT_SCENE, resolve_resource
 from simops_core.policy_card import CardError, PolicyCard, load_policy_card
 from simops_core.policy_step import PolicyStep, StepSettings
@@ -54,6 +62,7 @@ from simops_learning.reach_card import HISTORY, parse_card, reach_card
 from simops_sim.perception import Perception, SensorNoise
 from simops_sim.physics import Physics
 from simops_sim.randomization import Conditions, DomainRandomization
+from simops_sim.scenarios import ScenarioRun
 from simops_sim.sim_profiles import VALIDATION, apply_profile, sim_profile, steps_per_period
 from simops_sim.trajectory_plan import TrajectoryPlan, point_goal
 
@@ -80,9 +89,10 @@ class FR3ReachEnv(gym.Env):
     ``card_path``: policy card whose observation and action layout the env uses (default:
     the reach card layout); ``sim_params_file``: calibrated physics (SimParams YAML);
     ``randomization`` and ``curriculum``: domain randomisation per episode (``None``: the
-    fixed ``conditions``); ``safety``: the policy node's settings. The ramp blends in over
-    control ticks: tick ``k`` after a reset has ``blend = min(k * period / ramp_time, 1)``,
-    what the node sees with on-time ticks. ``profile``: the simulator's MuJoCo options
+    fixed ``conditions``); ``safety``: the policy node's settings. The node's mode machine
+    (:class:`~simops_core.motion_supervisor.MotionSupervisor`) runs on env time, tick ``k``
+    at ``k * period`` s: the ramp blends in as ``min(k * period / ramp_time, 1)`` after a
+    reset, what the node sees with on-time ticks. ``profile``: the simulator's MuJoCo options
     (:mod:`simops_sim.sim_profiles`; ``'training'`` for speed, ``'validation'`` as the
     simulator node runs). ``sensor_model``: a SimParams file whose learned sensor model
     (``fit --actuator-model``) the arm reports its efforts through, beside the calibration
@@ -140,6 +150,13 @@ class FR3ReachEnv(gym.Env):
         self.substeps = steps_per_period(self.physics.timestep, self.period, profile)
         self.sensors: SensorNoise | None = self.profile.sensors if sensors else None
         self.perception: Perception | None = None
+        self.supervisor = MotionSupervisor(start_enabled=True, ramp_time=self.ramp_time)
+        self.scenario = ScenarioRun(None, self.period)
+        self._decision = Decision(run=True, publish=True, restart=True, blend=0.0)
+        self._acts = True           # this tick runs the policy on a new observation
+        self._measured_at = 0       # the tick of the newest joint state
+        self._obs = np.zeros(0, np.float32)
+        self._fault, self._action = False, np.zeros(self.card.action.size)
         self.episodes = 0
         self.goal = np.zeros(3)
         self._applied: Conditions | None = None
@@ -175,14 +192,24 @@ class FR3ReachEnv(gym.Env):
         self.episodes += 1
         self._steps = 0
         if self.sensors is not None:   # draws of its own: the episode's others stay as they were
-            self.perception = Perception(self.sensors, np.random.default_rng(
-                self.np_random.bit_generator.seed_seq.spawn(1)[0]))
-        self._measure()
+            self.perception = Perception(self.sensors, self._own_rng())
+        scenario = options.get('scenario')
+        self.scenario = ScenarioRun(scenario, self.period,
+                                    self._own_rng() if scenario is not None else None)
+        self.physics.push(self._pushed_body(), np.zeros(3))
+        self.supervisor = MotionSupervisor(start_enabled=True, ramp_time=ramp)
         self.policy_step.forget()
-        arm = len(self.spec_robot.arm_joints)
-        raw = self.policy_step.raw
-        obs = self.policy_step.restart(float(gripper_width(raw.joint_position[arm:])))
-        return obs.copy(), self._info(fault=False)
+        self._tick_inputs()
+        return self._decide(), self._info(fault=False)
+
+    def _own_rng(self) -> np.random.Generator:
+        """A generator of the episode's own (spawned from its seed): other draws stay."""
+        return np.random.default_rng(self.np_random.bit_generator.seed_seq.spawn(1)[0])
+
+    def _pushed_body(self) -> int:
+        """The body a push scenario pushes (the flange, or the object when it names it)."""
+        index = self.physics.index
+        return index.object_body if self.scenario.pushes_object else index.flange_body
 
     def episode_options(self, seed: int, episode: int) -> dict[str, Any]:
         """``reset`` options fixing episode ``episode`` of a run seeded ``seed``: its goal."""
@@ -235,60 +262,109 @@ class FR3ReachEnv(gym.Env):
         (:func:`simops_sim.physics_batch.step_together`, :meth:`chunks`, :meth:`_sample`),
         then calls :meth:`finish_step`; the result is :meth:`step`'s, bit for bit.
         """
-        blend = (1.0 if self.ramp_time <= 0
-                 else min(self._steps * self.policy_step.period / self.ramp_time, 1.0))
-        out = self.policy_step.command(action, blend)
+        decision, step = self._decision, self.policy_step
+        self._fault, self._action = False, np.zeros(self.card.action.size)
+        if self._acts:
+            out = step.command(action, decision.blend)
+            self._send(out.state.target, out.state.gripper)
+            self._fault, self._action = out.fault, out.action
+        elif not decision.run:   # the node's hold, brake or silence: stand_still's
+            held = stand_still(self.supervisor, decision, step.state, step.limits, nullcontext())
+            if held is not None:
+                self._send(held.target, held.gripper)
+            step.state = held if held is not None or decision.publish else None
+        # else: no joint state since the last command; the node sends nothing
+        push = self.scenario.push_force(self._steps)
+        if push is not None:
+            self.physics.push(self._pushed_body(), push)
+
+    def _send(self, target: np.ndarray, gripper: float) -> None:
+        """The node's command: the arm target (7,) rad reached over the period, the width m."""
         physics = self.physics
-        physics.follow(TrajectoryPlan(point_goal(out.state.target, self.period), physics.time,
+        physics.follow(TrajectoryPlan(point_goal(target, self.period), physics.time,
                                       physics.arm_target))
         if self.card.action.gripper:
-            physics.set_gripper_width(out.state.gripper)
-        self._out = out
+            physics.set_gripper_width(gripper)
 
     def finish_step(self) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
-        """The last part of :meth:`step`: measure, observe, judge the period."""
-        out = self._out
+        """The last part of :meth:`step`: measure, decide the next tick, judge the period."""
         self._steps += 1
-        self._measure()
-        obs = self.policy_step.observe()
-        info = self._info(fault=out.fault)
+        self._tick_inputs()
+        obs = self._decide()
+        info = self._info(fault=self._fault)
         too_fast = self.policy_step.out_of_domain() is not None
         info['out_of_domain'] = too_fast
         success = info['is_success']
-        reward = self._reward(info, out.action)
+        reward = self._reward(info, self._action)
         truncated = self._steps >= self.max_episode_steps
         stopped = info['protective_stop'] != ''
-        return (obs.copy(), float(reward), bool(success or too_fast or stopped), truncated,
-                info)
+        return obs, float(reward), bool(success or too_fast or stopped), truncated, info
+
+    def _tick_inputs(self) -> None:
+        """At tick ``_steps``: the scenario's events, then what the node reads."""
+        tick, scenario = self._steps, self.scenario
+        if scenario.moves_goal(tick):
+            self.goal = self._sample_goal(scenario.rng)
+            self.physics.set_goal_pose(self.goal, np.array([1.0, 0.0, 0.0, 0.0]))
+        scenario.drive(self.supervisor, tick)
+        self._measure(joints=not scenario.joint_states_lost(tick),
+                      scene=not scenario.object_pose_lost(tick))
+
+    def _decide(self) -> np.ndarray:
+        """The node's decision at this tick; the observation it infers from.
+
+        Joint states older than ``stale_state_timeout`` are not ready (the node holds); a
+        tick with no new joint state runs no policy (one command per measured state). Either
+        way the last observation is returned again.
+        """
+        age = (self._steps - self._measured_at) * self.period
+        ready = age <= self.safety.stale_state_timeout + 1e-9
+        decision = self.supervisor.tick(self._steps * self.period, ready,
+                                        '' if ready else f'stale joint states ({age:.3f} s old)',
+                                        self.policy_step.state is not None)
+        self._decision = decision
+        self._acts = decision.run and (decision.restart or age == 0)
+        if self._acts:
+            step = self.policy_step
+            if decision.restart:
+                arm = len(self.spec_robot.arm_joints)
+                self._obs = step.restart(float(gripper_width(step.raw.joint_position[arm:])))
+            else:
+                self._obs = step.observe()
+        return self._obs.copy()
 
     # --- measurement -----------------------------------------------------------------------
 
-    def _measure(self) -> None:
+    def _measure(self, joints: bool = True, scene: bool = True) -> None:
         """Fill the policy step's inputs, as the node reads them at the end of a period.
 
         Joint position and velocity (9,), object position (3,) and quaternion xyzw (4,), goal
         (3,): what the node reads from /joint_states, /object_pose and /goal_pose at the end of a
-        period, with the episode's observation noise on the joints.
+        period, with the episode's observation noise on the joints. ``joints``, ``scene``
+        false: none came this period (a scenario), the last ones stay.
         """
-        joints = self._joints
-        self.physics.read_joints(joints)
-        position, velocity = joints[0].copy(), joints[1].copy()
-        if self.perception is not None:
-            position, velocity = self.perception.joints(position, velocity)
-        noise = self.conditions_now.obs_noise
-        if noise > 0:
-            position += self.np_random.normal(0.0, noise, position.shape)
-            velocity += self.np_random.normal(0.0, 10.0 * noise, velocity.shape)
-        index = self.physics.index
-        if index.object_body >= 0:
-            obj_pos, obj_quat = self.physics.body_pose(index.object_body)
-        else:
-            obj_pos, obj_quat = np.zeros(3), np.array([1.0, 0.0, 0.0, 0.0])
-        if self.perception is not None:
-            obj_pos, obj_quat = self.perception.object(obj_pos, obj_quat)
         raw = self.policy_step.raw
-        raw.joint_position[:], raw.joint_velocity[:] = position, velocity
-        raw.object_position[:], raw.object_quaternion[:] = obj_pos, obj_quat[[1, 2, 3, 0]]
+        if joints:
+            read = self._joints
+            self.physics.read_joints(read)
+            position, velocity = read[0].copy(), read[1].copy()
+            if self.perception is not None:
+                position, velocity = self.perception.joints(position, velocity)
+            noise = self.conditions_now.obs_noise
+            if noise > 0:
+                position += self.np_random.normal(0.0, noise, position.shape)
+                velocity += self.np_random.normal(0.0, 10.0 * noise, velocity.shape)
+            raw.joint_position[:], raw.joint_velocity[:] = position, velocity
+            self._measured_at = self._steps
+        if scene:
+            index = self.physics.index
+            if index.object_body >= 0:
+                obj_pos, obj_quat = self.physics.body_pose(index.object_body)
+            else:
+                obj_pos, obj_quat = np.zeros(3), np.array([1.0, 0.0, 0.0, 0.0])
+            if self.perception is not None:
+                obj_pos, obj_quat = self.perception.object(obj_pos, obj_quat)
+            raw.object_position[:], raw.object_quaternion[:] = obj_pos, obj_quat[[1, 2, 3, 0]]
         raw.goal_position[:] = self.goal
 
     def flange_position(self) -> np.ndarray:
@@ -307,5 +383,5 @@ class FR3ReachEnv(gym.Env):
         return {'distance': distance,
                 'is_success': stop is None and distance < self.success_radius,
                 'command': command, 'fault': fault, 'goal': self.goal.copy(),
-                'conditions': self.conditions_now,
+                'conditions': self.conditions_now, 'mode': self.supervisor.mode.value,
                 'protective_stop': '' if stop is None else stop.message()}

@@ -24,6 +24,7 @@ from simops_learning.reach_env import FR3ReachEnv
 from simops_learning.validation_report import FAILURE_MODES
 from simops_sim.physics_batch import step_together
 from simops_sim.randomization import Conditions
+from simops_sim.scenarios import Scenario
 
 BATCH = 20          # envs stepped together by default (the gate's workers, simops-rollout)
 TASK_EPISODES = 60  # episodes one task runs (a new one starts in an env as one ends)
@@ -66,14 +67,16 @@ class EpisodeResult:
 
 
 def run_episodes(env: FR3ReachEnv, policy: Policy, episodes: range, seed: int,
-                 conditions: Conditions | None = None) -> list[EpisodeResult]:
+                 conditions: Conditions | None = None,
+                 scenario: Scenario | None = None) -> list[EpisodeResult]:
     """Roll ``policy`` (observation → raw action) out for the given episode indices.
 
-    Each episode's task comes from :meth:`FR3ReachEnv.episode_options`.
+    Each episode's task comes from :meth:`FR3ReachEnv.episode_options`; ``scenario``
+    plays in every episode.
     """
     results = []
     for episode in episodes:
-        obs, _ = _start(env, episode, seed, conditions)
+        obs, _ = _start(env, episode, seed, conditions, scenario=scenario)
         steps = 0
         while True:
             obs, _, terminated, truncated, info = env.step(policy(obs))
@@ -88,12 +91,14 @@ def run_episodes_batched(envs: Sequence[FR3ReachEnv], policy: Policy, episodes: 
                          seed: int, conditions: Conditions | None = None,
                          on_step: StepHook | None = None,
                          level: float | None = None,
-                         capture: Capture | None = None) -> list[EpisodeResult]:
+                         capture: Capture | None = None,
+                         scenario: Scenario | None = None) -> list[EpisodeResult]:
     """:func:`run_episodes` over ``len(envs)`` envs of one kind stepped together.
 
     ``on_step`` (:data:`StepHook`) is called after every step of every env, in no
     particular order across envs; ``capture`` (:data:`Capture`) adds to its inputs.
-    ``level``: the curriculum level of randomised envs.
+    ``level``: the curriculum level of randomised envs; ``scenario`` plays in every
+    episode.
     """
     pending = list(episodes)
     running: dict[int, list] = {}     # env slot -> [episode, observation, steps]
@@ -101,7 +106,7 @@ def run_episodes_batched(envs: Sequence[FR3ReachEnv], policy: Policy, episodes: 
 
     def start(slot: int) -> None:
         episode = pending.pop(0)
-        obs, _ = _start(envs[slot], episode, seed, conditions, level)
+        obs, _ = _start(envs[slot], episode, seed, conditions, level, scenario)
         running[slot] = [episode, obs, 0]
 
     for slot in range(min(len(envs), len(pending))):
@@ -137,10 +142,13 @@ def run_episodes_batched(envs: Sequence[FR3ReachEnv], policy: Policy, episodes: 
 
 
 def _start(env: FR3ReachEnv, episode: int, seed: int, conditions: Conditions | None,
-           level: float | None = None) -> tuple[np.ndarray, dict[str, Any]]:
+           level: float | None = None, scenario: Scenario | None = None
+           ) -> tuple[np.ndarray, dict[str, Any]]:
     options = env.episode_options(seed, episode)
     if conditions is not None:
         options['conditions'] = conditions
+    if scenario is not None:
+        options['scenario'] = scenario
     if level is not None:
         options['level'] = level
     return env.reset(seed=seed * 1_000_003 + episode, options=options)

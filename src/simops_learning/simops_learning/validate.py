@@ -1,8 +1,10 @@
 """``simops-validate``: the validation gate a policy passes before it goes near hardware.
 
 Runs the policy (loaded and checked against its card exactly as the policy node loads it)
-in the env over a grid of physics conditions, each for ``--episodes`` episodes with the same
-goals, in parallel worker processes. Writes ``validation.json``, ``validation.md`` and
+in the env over a grid of physics conditions, and with ``--scenarios`` over adversarial
+scenarios at the calibrated physics (``config/scenarios.yaml``: a push, a moved goal, lost
+joint states or object poses, an e-stop and recovery), each cell for ``--episodes`` episodes
+with the same goals, in parallel worker processes. Writes ``validation.json``, ``validation.md`` and
 ``validation_heatmap.png``; on a marginal or failing verdict also ``dr_suggestion.yaml``, a
 randomisation range update that ``simops-train --randomization`` reads.
 
@@ -50,6 +52,7 @@ from simops_learning.promote import promote
 from simops_learning.rollout import BATCH, TASK_EPISODES
 from simops_learning.validation_report import Outcome, Report, Thresholds, write_reports
 from simops_sim.randomization import Conditions, DomainRandomization, parse_randomization
+from simops_sim.scenarios import SCENARIOS_FILE, ScenarioError, load_scenarios, scenario
 from simops_sim.sim_profiles import (
     SIM_PROFILES_FILE,
     TRAINING,
@@ -126,6 +129,7 @@ class Task:
     profile: str = VALIDATION
     sensor_model: Path | None = None
     sensors: bool = False
+    scenario: str = ''   # a scenario of config/scenarios.yaml ('' none)
 
 
 _WORKER: dict[tuple[Any, ...], tuple[list[Any], Any]] = {}   # per worker process: envs, model
@@ -156,7 +160,8 @@ def run_task(task: Task) -> tuple[int, list[Outcome]]:
         _WORKER[key] = envs, load_policy(task.policy, envs[0].card)
     envs, model = _WORKER[key]
     results = run_episodes_batched(envs[:len(task.episodes)], model.infer, task.episodes,
-                                   task.seed, task.conditions)
+                                   task.seed, task.conditions,
+                                   scenario=scenario(task.scenario) if task.scenario else None)
     return task.config, [astuple(r) for r in results]
 
 
@@ -164,23 +169,26 @@ def validate(policy: Path, card: Path, sim_params: Path | None, grid: dict[str, 
              episodes: int, workers: int, seed: int, robot: str = 'fr3',
              progress: bool = True, task: str = 'reach',
              executor: Executor | None = None, profile: str = VALIDATION,
-             sensor_model: Path | None = None, sensors: bool = False) -> Report:
+             sensor_model: Path | None = None, sensors: bool = False,
+             scenarios: tuple[str, ...] = ()) -> Report:
     """Run the grid of ``task`` (:mod:`simops_core.tasks`); return the report, unwritten.
 
     ``profile``: the simulator the episodes run in (:mod:`simops_sim.sim_profiles`);
     ``sensor_model``: a SimParams file naming the learned sensor model its arm reports
     efforts through (None: the parametric efforts); ``sensors``: the envs read through the
-    profile's sensor errors (:mod:`simops_sim.perception`).
+    profile's sensor errors (:mod:`simops_sim.perception`); ``scenarios``: names of
+    ``config/scenarios.yaml``, each a cell more at the calibrated physics (no factors).
 
     Each configuration's episodes run in chunks of up to 60, one task each, on ``executor``
     (default: ``workers`` local processes); every configuration gets every episode exactly
     once, whatever worker died and was retried on the way.
     """
-    configs = grid_conditions(grid)
+    cells = [(c, '') for c in grid_conditions(grid)] + [(Conditions(), s) for s in scenarios]
+    configs = [c for c, _ in cells]
     chunk = max(1, min(episodes, TASK_EPISODES))
     tasks = [Task(i, c, range(start, min(start + chunk, episodes)), policy, card, sim_params,
-                  seed, robot, task, profile, sensor_model, sensors)
-             for i, c in enumerate(configs) for start in range(0, episodes, chunk)]
+                  seed, robot, task, profile, sensor_model, sensors, name)
+             for i, (c, name) in enumerate(cells) for start in range(0, episodes, chunk)]
     left = [sum(t.config == i for t in tasks) for i in range(len(configs))]
     tally = Tally(len(configs))
     started = time.monotonic()
@@ -203,7 +211,8 @@ def validate(policy: Path, card: Path, sim_params: Path | None, grid: dict[str, 
     for config, part in parts:
         results[config] += part
     report = Report.build(policy, file_sha256(policy), sim_params, grid, configs, results,
-                          episodes, seed, time.monotonic() - started)
+                          episodes, seed, time.monotonic() - started,
+                          tuple(load_scenarios()[name] for name in scenarios))
     noise = sim_profile(profile).sensors if sensors else None
     return replace(report, profile=profile, sensor_model=(
         None if sensor_model is None else {**file_entry(sensor_model),
@@ -231,6 +240,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument('--grid', nargs='+',
                         help=f'NAME=V1,V2,... axes from {", ".join(AXES)} (default reach: '
                              f'{" ".join(DEFAULT_GRID)}; pick_place: {" ".join(PICK_GRID)})')
+    parser.add_argument('--scenarios', nargs='+', metavar='NAME', default=[],
+                        help='adversarial scenarios of ' + SCENARIOS_FILE + ', each a cell '
+                             'more at the calibrated physics: '
+                             + ', '.join(load_scenarios()))
     parser.add_argument('--episodes', type=int, default=30, help='episodes per configuration')
     parser.add_argument('--sim-profile', default=VALIDATION,
                         help=f'the simulator that judges: a profile of {SIM_PROFILES_FILE} '
@@ -286,8 +299,11 @@ def main(argv: list[str] | None = None) -> int:
             sensor_model_of(sensor)
         task, trained = _check_policy(policy, card, args.robot, args.task)
         grid = parse_grid(args.grid or list(GRIDS[task]))
+        scenarios = tuple(dict.fromkeys(args.scenarios))
+        for name in scenarios:
+            scenario(name, task)
     except (UsageError, SimParamsError, SimProfileError, CardError, SpecError,
-            ValueError) as exc:
+            ScenarioError, ValueError) as exc:
         print(f'simops-validate: error: {exc}', file=sys.stderr)
         return EXIT_CONFIG
     try:
@@ -295,11 +311,12 @@ def main(argv: list[str] | None = None) -> int:
         report = validate(policy, card, sim_params, grid, args.episodes, args.workers,
                           args.seed, args.robot, task=task, executor=executor,
                           profile=args.sim_profile, sensor_model=sensor,
-                          sensors=args.sensors)
+                          sensors=args.sensors, scenarios=scenarios)
         if args.sim_gap:
             report = report.with_training(validate(
                 policy, card, sim_params, grid, args.episodes, args.workers, args.seed,
-                args.robot, task=task, executor=executor, profile=TRAINING))
+                args.robot, task=task, executor=executor, profile=TRAINING,
+                scenarios=scenarios))
         report = report.judge(thresholds)
         out = Path(args.out) if args.out else policy.parent
         paths = write_reports(report, out, trained)

@@ -3,15 +3,17 @@
 Verdict: ``fail`` when any episode ended in a protective stop (the arm stopping itself, as
 the real arm would: a policy that trips it must not reach it) or broke the task's safety
 limits (pick-and-place: 1.5 rad/s, 20 N of hand contact); else ``pass`` when the mean
-success over the grid is at least ``pass_mean`` and every configuration reaches
-``pass_min``; ``marginal`` when the mean is at least ``marginal_mean``; ``fail`` otherwise.
-Success rates are fractions in [0, 1].
+success over the cells is at least ``pass_mean`` and every cell reaches ``pass_min``;
+``marginal`` when the mean is at least ``marginal_mean``; ``fail`` otherwise. The cells are
+the grid's configurations and, after them, one per adversarial scenario (at the calibrated
+physics, :mod:`simops_sim.scenarios`), judged alike. Success rates are fractions in [0, 1].
 """
 
 from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -20,6 +22,7 @@ import numpy as np
 import yaml
 
 from simops_sim.randomization import Conditions, DomainRandomization, default_randomization
+from simops_sim.scenarios import Scenario
 from simops_sim.sim_profiles import VALIDATION, profile_entry, sim_profile
 
 WORST_SHOWN = 5
@@ -57,6 +60,7 @@ class ConfigResult:
     peak_speed: float = float('nan')   # rad/s, largest arm joint speed of any episode
     peak_force: float = float('nan')   # N, largest hand contact force of any episode
     failures: dict[str, int] = field(default_factory=dict)   # failed episodes by mode
+    scenario: str = ''             # the adversarial scenario of the cell ('' a grid cell)
 
 
 @dataclass(frozen=True)
@@ -79,15 +83,20 @@ class Report:
     sensor_model: dict[str, str] | None = None
     # the sensor errors the envs read through (simops_sim.perception); None: exact readings
     sensors: dict[str, float | int] | None = None
+    scenarios: tuple[Scenario, ...] = ()   # the last len(scenarios) cells play one each
 
     @classmethod
     def build(cls, policy: Path, sha256: str, sim_params: Path | None,
               grid: dict[str, list[float]], conditions: list[Conditions],
               results: list[list[Outcome]], episodes: int, seed: int,
-              wall_time: float) -> Report:
-        """Aggregate per-episode :data:`Outcome` tuples per configuration."""
+              wall_time: float, scenarios: tuple[Scenario, ...] = ()) -> Report:
+        """Aggregate per-episode :data:`Outcome` tuples per cell.
+
+        ``conditions``: the grid's configurations, then one per scenario of ``scenarios``.
+        """
         configs = []
-        for cond, outcome in zip(conditions, results, strict=True):
+        names = [''] * (len(conditions) - len(scenarios)) + [s.name for s in scenarios]
+        for cond, outcome, name in zip(conditions, results, names, strict=True):
             if len(outcome) != episodes:
                 raise RuntimeError(f'{cond}: {len(outcome)} of {episodes} episodes returned')
             success, distance, steps, stops, unsafe, speed, force, failure = (
@@ -96,9 +105,14 @@ class Report:
             configs.append(ConfigResult(
                 cond, float(success.mean()), float(distance.mean()), float(steps.mean()),
                 episodes, int(stops.sum()), int(unsafe.sum()), _peak(speed), _peak(force),
-                {mode: modes[mode] for mode in FAILURE_MODES[1:] if modes[mode]}))
+                {mode: modes[mode] for mode in FAILURE_MODES[1:] if modes[mode]}, name))
         return cls(str(policy), sha256, str(sim_params) if sim_params else None, grid,
-                   tuple(configs), seed, round(wall_time, 1))
+                   tuple(configs), seed, round(wall_time, 1), scenarios=scenarios)
+
+    @property
+    def grid_configs(self) -> tuple[ConfigResult, ...]:
+        """The grid's configurations (the cells that play no scenario)."""
+        return tuple(c for c in self.configs if not c.scenario)
 
     @property
     def mean(self) -> float:
@@ -134,8 +148,9 @@ class Report:
         ``training``: the same grid, seeds and episodes run in the training sim. The verdict
         stays this report's.
         """
-        if training.grid != self.grid or training.seed != self.seed:
-            raise ValueError('the training sim\'s run has another grid or seed')
+        if (training.grid != self.grid or training.seed != self.seed
+                or training.scenarios != self.scenarios):
+            raise ValueError('the training sim\'s run has another grid, seed or scenarios')
         return replace(self, training_success=tuple(c.success for c in training.configs))
 
     @property
@@ -166,7 +181,9 @@ class Report:
                 f'{self.unsafe} unsafe)')
 
     def axes_label(self, config: ConfigResult) -> str:
-        """``friction=0.3 mass=2 delay=1`` for the grid's axes."""
+        """``friction=0.3 mass=2 delay=1`` for the grid's axes; ``scenario=push_arm``."""
+        if config.scenario:
+            return f'scenario={config.scenario}'
         values = config.conditions.as_dict()
         return ' '.join(f'{name}={values[name]:g}' for name in self.grid)
 
@@ -175,11 +192,14 @@ class Report:
 
         A configuration fails when its success is below ``pass_min``, or (if none is) when it
         is among the worst. Factor axes widen to ``[low / margin, high * margin]`` of the
-        failing values; delay and noise to their largest failing value.
+        failing values; delay and noise to their largest failing value. Scenario cells widen
+        nothing (no range holds them); the note names those that fail.
         """
         current = current or default_randomization()
-        failing = [c for c in self.configs if c.success < self.thresholds.pass_min]
-        failing = failing or self.worst()
+        grid = self.grid_configs
+        failing = [c for c in grid if c.success < self.thresholds.pass_min]
+        failing = failing or sorted(grid, key=lambda c: (c.success, -c.mean_distance))[
+            :WORST_SHOWN]
         ranges = asdict(current)
         for name in self.grid:
             values = [getattr(c.conditions, name) for c in failing]
@@ -197,9 +217,14 @@ class Report:
                 'simops-train --randomization dr_suggestion.yaml' if widened else
                 'the training ranges already cover the failing configurations: retrain '
                 'longer (--iterations, --episodes) or calibrate the simulator (sim params)')
+        lost = [c.scenario for c in self.configs
+                if c.scenario and c.success < self.thresholds.pass_min]
+        if lost:
+            note += ('; the scenarios ' + ', '.join(lost) + ' fail, which no randomisation '
+                     'range covers: train with them')
         return {'randomization': ranges,
-                'worst_configs': [{**c.conditions.as_dict(), 'success': c.success}
-                                  for c in self.worst()],
+                'worst_configs': [{**c.conditions.as_dict(), **_scenario_of(c),
+                                   'success': c.success} for c in self.worst()],
                 'note': note}
 
     def to_dict(self) -> dict[str, Any]:
@@ -213,14 +238,16 @@ class Report:
             'policy': self.policy, 'sha256': self.sha256, 'sim_params': self.sim_params,
             'sim_profile': profile_entry(self.profile), 'sensor_model': self.sensor_model,
             'sensors': self.sensors,
-            'grid': self.grid, 'seed': self.seed, 'wall_time_s': self.wall_time_s,
+            'grid': self.grid, 'scenarios': [s.as_dict() for s in self.scenarios],
+            'seed': self.seed, 'wall_time_s': self.wall_time_s,
             'thresholds': asdict(self.thresholds), 'verdict': self.verdict,
             'mean_success': self.mean, 'min_success': self.min,
             'protective_stops': self.stops, 'unsafe_episodes': self.unsafe,
             'failures': self.failures,
             **({} if gaps is None else {'sim_gap_mean': float(np.mean(gaps)),
                                         'sim_gap_max': float(np.max(np.abs(gaps)))}),
-            'configs': [{**c.conditions.as_dict(), 'success': c.success, **cell,
+            'configs': [{**c.conditions.as_dict(), **_scenario_of(c), 'success': c.success,
+                         **cell,
                          'mean_distance_m': c.mean_distance, 'mean_steps': c.mean_steps,
                          'episodes': c.episodes, 'protective_stops': c.stops,
                          'unsafe_episodes': c.unsafe, 'failures': c.failures,
@@ -228,6 +255,11 @@ class Report:
                          'peak_contact_force_n': _json_number(c.peak_force)}
                         for c, cell in zip(self.configs, cells, strict=True)],
         }
+
+
+def _scenario_of(config: ConfigResult) -> dict[str, str]:
+    """``{'scenario': name}`` for a scenario cell, ``{}`` for a grid cell."""
+    return {'scenario': config.scenario} if config.scenario else {}
 
 
 def write_reports(report: Report, directory: Path,
@@ -270,7 +302,9 @@ def markdown(report: Report, heatmap: str, suggestion: Path | None) -> str:
           if report.sensors else []),
         f'- physics: {report.sim_params or "model nominal"}; grid '
         + ', '.join(f'{k} = {", ".join(f"{v:g}" for v in vs)}' for k, vs in report.grid.items()),
-        f'- {len(report.configs)} configurations × {report.configs[0].episodes} episodes '
+        f'- {len(report.grid_configs)} configurations'
+        + (f' and {len(report.scenarios)} scenarios' if report.scenarios else '')
+        + f' × {report.configs[0].episodes} episodes '
         f'(goal seed {report.seed}, same goals in every configuration), '
         f'{report.wall_time_s:.0f} s',
         f'- thresholds: pass when mean ≥ {t.pass_mean:.0%} and min ≥ {t.pass_min:.0%}; '
@@ -279,20 +313,15 @@ def markdown(report: Report, heatmap: str, suggestion: Path | None) -> str:
         f'min {report.min:.1%}, {report.stops} protective stops, {report.unsafe} unsafe '
         'episodes (any stop or unsafe episode fails)', '',
         f'![success heatmap]({heatmap})', '',
-        '| ' + ' | '.join(report.grid) + ' | success | '
-        + ('training sim | sim-to-sim gap | ' if gaps is not None else '')
-        + 'final distance (mm) | steps | stops | unsafe | failures | peak joint speed (rad/s)'
-        ' | peak contact force (N) |',
-        '|' + '---|' * (len(report.grid) + 8 + (2 if gaps is not None else 0)),
+        *_cell_table(report, list(report.grid), lambda c: [
+            f'{c.conditions.as_dict()[k]:g}' for k in report.grid], scenarios=False),
     ]
-    for i, c in enumerate(report.configs):
-        values = c.conditions.as_dict()
-        gap = ('' if gaps is None or report.training_success is None else
-               f'{report.training_success[i]:.0%} | {100 * gaps[i]:+.0f} pt | ')
-        lines.append('| ' + ' | '.join(f'{values[k]:g}' for k in report.grid)
-                     + f' | {c.success:.0%} | {gap}{1000 * c.mean_distance:.1f} | '
-                     f'{c.mean_steps:.0f} | {c.stops} | {c.unsafe} | '
-                     f'{_modes(c.failures)} | {c.peak_speed:.2f} | {c.peak_force:.1f} |')
+    if report.scenarios:
+        lines += ['', '## Scenarios', '',
+                  'Each at the calibrated physics (no factors), one event per episode '
+                  '(config/scenarios.yaml):', '',
+                  *_cell_table(report, ['scenario', 'event'], lambda c: [
+                      c.scenario, _event(report, c.scenario)], scenarios=True)]
     if gaps is not None:
         lines += ['', f'Sim-to-sim gap (success in the training sim minus in this one): '
                   f'mean {100 * np.mean(gaps):+.1f} pt, largest {100 * np.max(np.abs(gaps)):.0f}'
@@ -304,6 +333,39 @@ def markdown(report: Report, heatmap: str, suggestion: Path | None) -> str:
         lines += ['', f'Suggested randomisation update: `{suggestion.name}` '
                   f'({report.suggestion()["note"]}).']
     return '\n'.join(lines) + '\n'
+
+
+def _cell_table(report: Report, labels: list[str],
+                label: Callable[[ConfigResult], list[str]], scenarios: bool) -> list[str]:
+    """The Markdown table of the grid's cells or (``scenarios``) of the scenario cells."""
+    gaps, training = report.sim_gaps, report.training_success
+    lines = ['| ' + ' | '.join(labels) + ' | success | '
+             + ('training sim | sim-to-sim gap | ' if gaps is not None else '')
+             + 'final distance (mm) | steps | stops | unsafe | failures | peak joint speed '
+             '(rad/s) | peak contact force (N) |',
+             '|' + '---|' * (len(labels) + 8 + (2 if gaps is not None else 0))]
+    for i, c in enumerate(report.configs):
+        if bool(c.scenario) != scenarios:
+            continue
+        gap = ('' if gaps is None or training is None else
+               f'{training[i]:.0%} | {100 * gaps[i]:+.0f} pt | ')
+        lines.append('| ' + ' | '.join(label(c))
+                     + f' | {c.success:.0%} | {gap}{1000 * c.mean_distance:.1f} | '
+                     f'{c.mean_steps:.0f} | {c.stops} | {c.unsafe} | '
+                     f'{_modes(c.failures)} | {c.peak_speed:.2f} | {c.peak_force:.1f} |')
+    return lines
+
+
+def _event(report: Report, name: str) -> str:
+    """What scenario ``name`` of ``report`` does, in a few words."""
+    found = next(s for s in report.scenarios if s.name == name)
+    text = found.event.replace('_', ' ').replace('estop', 'e-stop')
+    if found.event == 'push':
+        text += f' {found.force:g} N on the {found.body}'
+    text += f' at {found.at:g} s' + (f' for {found.duration:g} s' if found.duration else '')
+    if found.event == 'estop':
+        text += f', ~/enable {found.enable_after:g} s after its release'
+    return text
 
 
 def _modes(failures: dict[str, int]) -> str:
@@ -329,10 +391,11 @@ def write_heatmap(report: Report, path: Path) -> None:
 
     axes = list(report.grid)
     columns = report.grid[axes[-1]]
-    rows = len(report.configs) // len(columns)
-    values = np.array([c.success for c in report.configs]).reshape(rows, len(columns))
+    cells = report.grid_configs
+    rows = len(cells) // len(columns)
+    values = np.array([c.success for c in cells]).reshape(rows, len(columns))
     labels = [' '.join(f'{k}={c.conditions.as_dict()[k]:g}' for k in axes[:-1]) or 'all'
-              for c in report.configs[::len(columns)]]
+              for c in cells[::len(columns)]]
     figure, ax = plt.subplots(figsize=(1.2 * len(columns) + 3, 0.35 * rows + 1.5))
     image = ax.imshow(values, vmin=0.0, vmax=1.0, cmap='RdYlGn', aspect='auto')
     ax.set_xticks(range(len(columns)), [f'{v:g}' for v in columns])

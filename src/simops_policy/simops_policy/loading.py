@@ -80,7 +80,8 @@ def load_deployment(settings: Any) -> Deployment:
         raise ConfigError(f'control_rate {rate:g} Hz differs from the card\'s '
                           f'{card.control_rate:g} Hz; set control_rate:={card.control_rate:g}')
     step_settings = StepSettings(settings.lpf_cutoff_hz, settings.velocity_scale,
-                                 settings.joint_limit_margin, settings.ramp_time)
+                                 settings.joint_limit_margin, settings.ramp_time,
+                                 settings.stale_state_timeout)
     step = PolicyStep(card, spec, step_settings)
     return Deployment(spec, topics, release, card, model, step, unvalidated)
 

@@ -319,6 +319,13 @@ class Physics:
     def _set_gripper_force(self, force: float) -> None:
         self.model.actuator_forcerange[self.index.ctrl_ids[-1]] = (-force, force)
 
+    def push(self, body: int, force: np.ndarray) -> None:
+        """Apply ``force`` (3,) N, world frame, at ``body``'s centre of mass from now on.
+
+        MuJoCo's ``xfrc_applied``; zeros end it, and a reset clears it.
+        """
+        self.data.xfrc_applied[body] = (*force, 0.0, 0.0, 0.0)
+
     def hold(self) -> None:
         """Target the arm's current position at rest (a stop), keeping the gripper target."""
         self.law.follow(0, None)
