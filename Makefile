@@ -35,7 +35,7 @@ demo: build
 	$(BIN)/simops-demo
 
 test: build lint
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest --durations=30 $(PYTEST_ARGS)
 	$(MAKE) --no-print-directory test-jazzy
 
 lint: $(REQS_STAMP)
@@ -133,7 +133,7 @@ build-jazzy: $(JAZZY_EDITABLE_STAMP) $(JAZZY_INTERFACES_STAMP) $(GL_STAMP)
 # beside the image bursts (217 of 60,000 in one run): a loss to remove, see CHANGELOG.md.
 test-jazzy: build-jazzy
 	AMENT_PREFIX_PATH=$$(ls -d $(abspath install-jazzy)/simops_* | paste -sd:) \
-		$(JBIN)/python -m pytest -m "ros and not slow" $(PYTEST_ARGS)
+		$(JBIN)/python -m pytest -m "ros and not slow" --durations=15 $(PYTEST_ARGS)
 
 # The cameras render headless with MUJOCO_GL=egl (or osmesa) on Mesa: installed from
 # Debian's packages when missing (as root, or through sudo).
