@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TypeVar
 
 import yaml
 
 from simops_core.paths import resolve_resource
+
+T = TypeVar('T')
 
 
 def is_number(value: Any) -> bool:
@@ -88,3 +91,24 @@ def read_yaml(path: str | Path, error: type[Exception], what: str,
     if version is not None and (not isinstance(raw, dict) or raw.get('version') != version):
         raise error(f'{file}: field "version" must be {version}')
     return file, raw
+
+
+
+def named_tables(path: str | Path, error: type[Exception], what: str, key: str,
+                 fields: tuple[str, ...], parse: Callable[[Fields, str, str, dict[str, Any]], T],
+                 version: int = 1) -> tuple[Fields, dict[str, T]]:
+    """The ``key`` section of a versioned config file, each table parsed: name → value.
+
+    The root holds only ``version`` and ``key``; each table must be a mapping of ``fields``,
+    which ``parse(check, name, where, table)`` turns into its value (``where``: the table's
+    dotted path for errors). Returns the checker too, for checks across the tables.
+    """
+    file, raw = read_yaml(path, error, what, version=version)
+    check = Fields(str(file), error)
+    check.known(raw, ('version', key), '')
+    out = {}
+    for name, table in check.mapping(raw.get(key), key).items():
+        where = f'{key}.{name}'
+        check.known(check.mapping(table, where), fields, where)
+        out[str(name)] = parse(check, str(name), where, table)
+    return check, out

@@ -14,19 +14,21 @@ import math
 from dataclasses import asdict, dataclass
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from simops_core.command_line import ConfigError
 from simops_core.motion_supervisor import MotionSupervisor
 from simops_core.tasks import TASK_NAMES
-from simops_core.yaml_fields import Fields, read_yaml
+from simops_core.yaml_fields import Fields, named_tables
 
 SCENARIOS_FILE = 'config/scenarios.yaml'
 PUSH, GOAL_MOVED, STALE_JOINT_STATES, OBJECT_POSE_DROPOUT, ESTOP = (
     'push', 'goal_moved', 'stale_joint_states', 'object_pose_dropout', 'estop')
 EVENTS = (PUSH, GOAL_MOVED, STALE_JOINT_STATES, OBJECT_POSE_DROPOUT, ESTOP)
 BODIES = ('flange', 'object')
+SCENARIO_FIELDS = ('event', 'at', 'tasks', 'duration', 'force', 'body', 'enable_after')
 TICK_TOLERANCE = 1e-9   # s: a time this close above a tick counts as that tick
 
 
@@ -107,40 +109,35 @@ def scenario(name: str, task: str | None = None) -> Scenario:
 @cache
 def load_scenarios(path: str | Path = SCENARIOS_FILE) -> dict[str, Scenario]:
     """Every scenario of the file at ``path``, by name; each field checked."""
-    file, raw = read_yaml(path, ScenarioError, 'scenarios', version=1)
-    check = Fields(str(file), ScenarioError)
-    check.known(raw, ('version', 'scenarios'), '')
-    out = {}
-    for name, table in check.mapping(raw.get('scenarios'), 'scenarios').items():
-        where = f'scenarios.{name}'
-        check.known(check.mapping(table, where),
-                    ('event', 'at', 'tasks', 'duration', 'force', 'body', 'enable_after'),
-                    where)
-        event = check.choice(table, 'event', EVENTS, f'{where}.event')
-        tasks = table.get('tasks')
-        if (not isinstance(tasks, list) or not tasks
-                or any(task not in TASK_NAMES for task in tasks)):
-            check.fail(f'{where}.tasks', f'must list tasks of {", ".join(TASK_NAMES)}, got '
-                                         f'{tasks!r}')
-        values: dict[str, object] = {
-            'at': check.number(table, 'at', f'{where}.at', 0.0), 'tasks': tuple(tasks)}
-        needed = {PUSH: ('duration', 'force', 'body'), STALE_JOINT_STATES: ('duration',),
-                  OBJECT_POSE_DROPOUT: ('duration',), ESTOP: ('duration', 'enable_after'),
-                  GOAL_MOVED: ()}[event]
-        for key in ('duration', 'force', 'body', 'enable_after'):
-            if key in table and key not in needed:
-                check.fail(f'{where}.{key}', f'means nothing to a {event} event')
-            if key not in needed:
-                continue
-            if key == 'body':
-                values[key] = check.choice(table, key, BODIES, f'{where}.{key}')
-            else:
-                values[key] = check.number(table, key, f'{where}.{key}', 0.0,
-                                           strict=key != 'enable_after')
-        if event == PUSH and values['body'] == 'object' and 'reach' in tasks:
-            check.fail(f'{where}.tasks', 'lists reach, which has no object to push')
-        out[str(name)] = Scenario(str(name), event, **values)
-    return out
+    return named_tables(path, ScenarioError, 'scenarios', 'scenarios', SCENARIO_FIELDS,
+                        _scenario)[1]
+
+
+def _scenario(check: Fields, name: str, where: str, table: dict[str, Any]) -> Scenario:
+    """One table of the scenarios file."""
+    event = check.choice(table, 'event', EVENTS, f'{where}.event')
+    tasks = table.get('tasks')
+    if not isinstance(tasks, list) or not tasks or any(t not in TASK_NAMES for t in tasks):
+        check.fail(f'{where}.tasks', f'must list tasks of {", ".join(TASK_NAMES)}, got '
+                                     f'{tasks!r}')
+    values: dict[str, Any] = {
+        'at': check.number(table, 'at', f'{where}.at', 0.0), 'tasks': tuple(tasks)}
+    needed = {PUSH: ('duration', 'force', 'body'), STALE_JOINT_STATES: ('duration',),
+              OBJECT_POSE_DROPOUT: ('duration',), ESTOP: ('duration', 'enable_after'),
+              GOAL_MOVED: ()}[event]
+    for key in ('duration', 'force', 'body', 'enable_after'):
+        if key in table and key not in needed:
+            check.fail(f'{where}.{key}', f'means nothing to a {event} event')
+        if key not in needed:
+            continue
+        if key == 'body':
+            values[key] = check.choice(table, key, BODIES, f'{where}.{key}')
+        else:
+            values[key] = check.number(table, key, f'{where}.{key}', 0.0,
+                                       strict=key != 'enable_after')
+    if event == PUSH and values['body'] == 'object' and 'reach' in tasks:
+        check.fail(f'{where}.tasks', 'lists reach, which has no object to push')
+    return Scenario(name, event, **values)
 
 
 class ScenarioRun:

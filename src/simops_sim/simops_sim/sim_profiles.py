@@ -13,11 +13,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 import mujoco
 
 from simops_core.command_line import ConfigError
-from simops_core.yaml_fields import Fields, read_yaml
+from simops_core.yaml_fields import Fields, named_tables
 from simops_sim.perception import SENSOR_FIELDS, SensorNoise
 
 SIM_PROFILES_FILE = 'config/sim_profiles.yaml'
@@ -102,32 +103,31 @@ def sim_profile(name: str) -> SimProfile:
 @cache
 def load_sim_profiles(path: str | Path = SIM_PROFILES_FILE) -> dict[str, SimProfile]:
     """Every profile of the file at ``path``, by name; each field checked."""
-    file, raw = read_yaml(path, SimProfileError, 'sim profiles', version=1)
-    check = Fields(str(file), SimProfileError)
-    check.known(raw, ('version', 'profiles'), '')
-    out = {}
-    for name, table in check.mapping(raw.get('profiles'), 'profiles').items():
-        where = f'profiles.{name}'
-        check.known(check.mapping(table, where), (*OPTION_FIELDS, 'sensors'), where)
-        values: dict[str, object] = {}
-        if 'sensors' in table:
-            values['sensors'] = _sensors(check, table['sensors'], f'{where}.sensors')
-        if 'timestep' in table:
-            values['timestep'] = check.number(table, 'timestep', f'{where}.timestep', 0.0,
-                                              strict=True)
-        for key in ('iterations', 'ls_iterations'):
-            if key in table:
-                value = table[key]
-                if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                    check.fail(f'{where}.{key}', f'must be a whole number >= 1, got {value!r}')
-                values[key] = value
-        if 'cone' in table:
-            values['cone'] = check.choice(table, 'cone', tuple(CONES), f'{where}.cone')
-        out[str(name)] = SimProfile(str(name), **values)
+    check, out = named_tables(path, SimProfileError, 'sim profiles', 'profiles',
+                              (*OPTION_FIELDS, 'sensors'), _profile)
     for name in (TRAINING, VALIDATION):
         if name not in out:
             check.fail(f'profiles.{name}', 'is missing')
     return out
+
+
+def _profile(check: Fields, name: str, where: str, table: dict[str, Any]) -> SimProfile:
+    """One table of the profiles file."""
+    values: dict[str, Any] = {}
+    if 'sensors' in table:
+        values['sensors'] = _sensors(check, table['sensors'], f'{where}.sensors')
+    if 'timestep' in table:
+        values['timestep'] = check.number(table, 'timestep', f'{where}.timestep', 0.0,
+                                          strict=True)
+    for key in ('iterations', 'ls_iterations'):
+        if key in table:
+            value = table[key]
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                check.fail(f'{where}.{key}', f'must be a whole number >= 1, got {value!r}')
+            values[key] = value
+    if 'cone' in table:
+        values['cone'] = check.choice(table, 'cone', tuple(CONES), f'{where}.cone')
+    return SimProfile(name, **values)
 
 
 def _sensors(check: Fields, raw: object, where: str) -> SensorNoise:
