@@ -1,9 +1,7 @@
 """``ros2 run simops_policy policy``: a trained policy at a fixed rate behind the safety layer.
 
-Wiring over :class:`simops_core.policy_step.PolicyStep` (the envs' tick too), the modes,
-``inputs``, ``scene_feeds``, ``loop_stats``: a control thread on deadlines (sim time's under
-use_sim_time) polls inputs, ticks, publishes, sends diagnostics in its slack (a warning while
-an unpromoted policy runs). No newer joint state: no command; a stale input holds the arm.
+Its control thread ticks the envs' :class:`simops_core.policy_step.PolicyStep` on deadlines
+(sim time's under use_sim_time). No newer joint state: no command; a stale input: a hold.
 """
 
 from __future__ import annotations
@@ -18,6 +16,7 @@ from diagnostic_msgs.msg import DiagnosticArray
 from geometry_msgs.msg import PoseStamped
 from rclpy.node import Node
 from rclpy.qos import QoSProfile
+from rclpy.signals import SignalHandlerOptions
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 
@@ -35,6 +34,7 @@ from simops_ros.point_commands import ArmCommandPublisher
 from simops_ros.polled import Polled, PolledGroup, never_called
 from simops_ros.qos import qos_profile
 from simops_ros.scaffold import run_node
+from simops_ros.spinning import spin_threaded
 from simops_ros.throttled import KindWarnings
 
 NODE_NAME = 'policy'
@@ -210,8 +210,7 @@ class PolicyNode(Node):
             else:
                 self._stats.fault(fault)
                 self.supervisor.fault(reason)
-        if fault is not None:
-            self.get_logger().error(f'FAULT: {reason}; holding until ~/enable')
+                self.get_logger().error(f'FAULT: {reason}; holding until ~/enable')
         if self.step.state is not None:
             self.step.state = safety.hold(self.step.state)
             self._publish_command(self.step.state)
@@ -243,7 +242,8 @@ def main(args: list[str] | None = None) -> int:
     """Run the policy node; return 0 on a clean shutdown and 2 on a configuration error."""
     return run_node(NODE_NAME, 'Run a TorchScript or .pt2 policy behind the safety pipeline. '
                     'Starts DISABLED unless start_enabled (simulators only); call ~/enable to '
-                    'start, publish true on /simops/estop to stop.', PolicyNode, args)
+                    'start, publish true on /simops/estop to stop.', PolicyNode, args,
+                    spin=spin_threaded, signals=SignalHandlerOptions.NO)   # control thread first
 
 
 if __name__ == '__main__':

@@ -93,3 +93,15 @@ def spin_until_signal(executor: Executor, *nodes: Node) -> None:
         pass   # the context shut down while it waited
     finally:
         executor.shutdown()
+
+
+def spin_threaded(*nodes: Node) -> None:
+    """:func:`spin_until_signal` in a single-threaded executor, for a node with its own threads.
+
+    Run it with ``SignalHandlerOptions.NO``: SIGINT and SIGTERM then reach no rclpy signal
+    thread, and the node's ``stop()`` joins its threads while the context is up. Under
+    rclpy's handlers, Jazzy's policy node died by SIGSEGV at a Ctrl-C in
+    ``executor.shutdown()``, destroying the executor's SIGINT guard condition
+    (rclpy 7.1.6, rclpy/signals.py:65) once the signal thread had shut the context down.
+    """
+    spin_until_signal(SingleThreadedExecutor(), *nodes)

@@ -30,7 +30,6 @@ from typing import Any
 
 import rclpy
 from diagnostic_msgs.msg import DiagnosticArray
-from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.signals import SignalHandlerOptions
 from rosgraph_msgs.msg import Clock
@@ -45,7 +44,7 @@ from simops_ros.declarations import declare_schema
 from simops_ros.diagnostics import diagnostic_array, status_name
 from simops_ros.qos import qos_profile
 from simops_ros.scaffold import run_node
-from simops_ros.spinning import spin_until_signal
+from simops_ros.spinning import spin_threaded
 from simops_ros.throttled import KindWarnings
 from simops_sim.arm_lane import Frame
 from simops_sim.arm_ports import ArmPorts, arm_topics
@@ -221,8 +220,7 @@ def main(args: list[str] | None = None) -> int:
     """Run the simulator node; 0 on a clean shutdown, 1 if a thread failed, 2 on bad config."""
     return run_node(NODE_NAME, 'Simulate the arm in MuJoCo behind the real arm\'s topics.',
                     SimNode, args, {1: 'the physics or camera thread failed (see the log)'},
-                    spin=lambda node: spin_until_signal(SingleThreadedExecutor(), node,
-                                                        *node.companions),
+                    spin=lambda node: spin_threaded(node, *node.companions),
                     exit_code=lambda node: 1 if node.failure is not None else 0,
                     signals=SignalHandlerOptions.NO)   # the physics thread stops first
 
