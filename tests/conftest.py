@@ -7,6 +7,7 @@ context and every subprocess a test starts inherit it.
 
 from __future__ import annotations
 
+import ast
 import gc
 import inspect
 import os
@@ -30,18 +31,56 @@ def pytest_configure(config: pytest.Config) -> None:
     os.environ['PYTHONFAULTHANDLER'] = '1'
 
 
-# A test "touches ROS" when it takes a ROS fixture or its own code starts a node, a process
-# or an rclpy context: the Jazzy leg of `make test` runs exactly these (`-m ros`).
+# A test "touches ROS" when it takes a ROS fixture, or its own code or a fixture of the suite's
+# it uses starts a node, a process or an rclpy context: the Jazzy leg of `make test` runs
+# exactly these (`-m ros`), and `make test` runs them one at a time (the rest on two workers).
 ROS_FIXTURES = {'ros_probe', 'launch', 'ros_env'}
-ROS_CODE = re.compile(r'NodeProcess|rclpy|start_sim|ros2_run|BackgroundNode|run_graph|'
-                      r'installed_executable|subprocess')
+TESTS = Path(__file__).resolve().parent
+
+
+def ros_code() -> re.Pattern[str]:
+    """Code that starts a node, a process or an rclpy context: by name, or a call of a
+    ``tests/*_helpers.py`` function or class whose own code does (found to a fixed point)."""
+    names = r'NodeProcess|rclpy|start_sim|ros2_run|BackgroundNode|run_graph|' \
+        r'installed_executable|subprocess'
+    definitions = []
+    for path in sorted(TESTS.glob('*_helpers.py')):
+        text = path.read_text()
+        definitions += [(node.name, ast.get_source_segment(text, node) or '')
+                        for node in ast.parse(text).body
+                        if isinstance(node, (ast.FunctionDef, ast.ClassDef))]
+    calls: list[str] = []
+    while True:
+        pattern = re.compile('|'.join([names, *(rf'(?<![.\w]){name}\(' for name in calls)]))
+        found = [name for name, code in definitions
+                 if name not in calls and not re.fullmatch(names, name) and pattern.search(code)]
+        if not found:
+            return pattern
+        calls += found
+
+
+ROS_CODE = ros_code()
+
+
+def touches_ros(item: pytest.Item) -> bool:
+    """Whether ``item`` or a fixture of the suite's it uses (directly or not) touches ROS."""
+    names = set(getattr(item, 'fixturenames', ()))
+    if ROS_FIXTURES & names:
+        return True
+    functions = [getattr(item, 'function', None)]
+    definitions = getattr(getattr(item, '_fixtureinfo', None), 'name2fixturedefs', {})
+    functions += [d.func for name in names for d in definitions.get(name, ())]
+    for function in functions:
+        if function is None or not str(inspect.getsourcefile(function)).startswith(str(TESTS)):
+            continue
+        if ROS_CODE.search(inspect.getsource(function)):
+            return True
+    return False
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
-        function = getattr(item, 'function', None)
-        source = inspect.getsource(function) if function is not None else ''
-        if ROS_FIXTURES & set(getattr(item, 'fixturenames', ())) or ROS_CODE.search(source):
+        if touches_ros(item):
             item.add_marker(pytest.mark.ros)
 
 

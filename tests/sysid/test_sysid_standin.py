@@ -32,6 +32,9 @@ from simops_sim.model_params import sensor_bias
 from simops_sim.physics import Physics
 from simops_sysid.recording import load_recording, split_sequences
 
+# 80 s of excitation recorded in real time, then fit (about 225 s): Kilted's leg only
+pytestmark = pytest.mark.slow
+
 SPEC = load_robot_spec('fr3')
 HIDDEN = load_sim_params(REPO / 'config/sim_params/standin_hidden.yaml')
 TRAIN_S, HELD_S = 60.0, 20.0

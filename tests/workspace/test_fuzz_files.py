@@ -106,6 +106,7 @@ def run(executable: tuple[str, str], *args: str | Path,
     return subprocess.run(command, capture_output=True, text=True, timeout=timeout, cwd=REPO)
 
 
+@pytest.mark.slow   # about 70 s: fit on 12 fuzzed bags
 @budget(12)
 @given(mutation=BAG_MUTATIONS)
 @example(mutation=('flip', [(0.1875, 128)]))     # found: a corrupt CDR string (SerdeError)
