@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import mujoco
@@ -95,6 +96,8 @@ def test_the_profiles_agree_on_a_reach() -> None:
      "'profiles.validation.sensors.object_dropout'"),
     ('version: 1\nprofiles: {training: {}, validation: {sensors: {joint_noise: -1}}}',
      "'profiles.validation.sensors.joint_noise'"),
+    ('version: 1\nprofiles: {training: {}, validation: {sensors: {joint_latency: -0.001}}}',
+     "'profiles.validation.sensors.joint_latency'"),
 ])
 def test_a_bad_profiles_file_gets_one_line(tmp_path: Path, text: str, field: str) -> None:
     path = tmp_path / 'profiles.yaml'
@@ -141,3 +144,50 @@ def test_the_gate_reads_the_object_late_noisy_and_with_dropouts_only_when_asked(
     assert abs(readings.std() - 0.002) < 1e-4
     position, velocity = noisy.joints(np.zeros(9), np.zeros(9))
     assert 0 < np.abs(position).max() < 5e-3 and np.abs(velocity).max() > np.abs(position).max()
+
+
+def test_a_joint_latency_reads_the_state_of_that_step_before_the_period_ends() -> None:
+    """The validation profile's joint latency (1 ms, one physics step): the env cuts the
+    period's physics there and the node's joint reading is the state at that step, not the
+    state at the period's end; without ``sensors`` it reads the end."""
+    from simops_sim.perception import Perception, SensorNoise
+
+    plain, late = FR3ReachEnv(profile='validation'), FR3ReachEnv(profile='validation', sensors=True)
+    assert sim_profile('validation').sensors.joint_latency == 0.001
+    assert plain.chunks() == [50] and late.chunks() == [49, 1]
+    for env in (plain, late):
+        env.reset(seed=0)
+    late.perception = Perception(SensorNoise(), np.random.default_rng(0))   # the reading alone
+    states: dict[int, list[np.ndarray]] = {id(plain): [], id(late): []}
+    for env in (plain, late):
+        step = env.physics.step
+
+        def recorded(n: int, env: FR3ReachEnv = env,
+                     step: Callable[[int], None] = step) -> None:
+            step(n)
+            joints = np.zeros((3, len(env.spec_robot.joint_names)))
+            env.physics.read_joints(joints)
+            states[id(env)].append(joints[0])
+
+        env.physics.step = recorded
+    action = np.full(plain.card.action.size, 0.5)
+    for _ in range(12):   # past the 0.5 s ramp: the arm moves
+        plain.step(action)
+        late.step(action)
+    end, before_end = states[id(late)][-1], states[id(late)][-2]
+    assert not np.array_equal(end, before_end)
+    assert np.array_equal(late.policy_step.raw.joint_position, before_end)
+    assert np.array_equal(plain.policy_step.raw.joint_position, states[id(plain)][-1])
+
+
+def test_a_joint_latency_of_a_period_or_more_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    from dataclasses import replace
+
+    import simops_learning.reach_env as reach_env
+
+    validation = sim_profile('validation')
+    late = replace(validation, sensors=replace(validation.sensors, joint_latency=0.05))
+    monkeypatch.setattr(reach_env, 'sim_profile', lambda name: late)
+    with pytest.raises(ValueError, match=r'joint_latency 0.05 s is not shorter than a control '
+                                         r'period \(0.05 s\)'):
+        FR3ReachEnv(profile='validation', sensors=True)

@@ -109,7 +109,11 @@ class FR3PickPlaceEnv(FR3ReachEnv):
     # --- stepping and safety -------------------------------------------------------------
 
     def _sample(self) -> None:
-        """After each ``SAMPLE_PERIOD`` of physics steps: peak joint speed and force."""
+        """After each ``SAMPLE_PERIOD`` of physics steps: peak joint speed and force.
+
+        Also at a joint latency's step, and the base class's reading there.
+        """
+        super()._sample()
         physics = self.physics
         speeds = physics.data.qvel[physics.index.dof_adr[:physics.index.arm_dof]]
         self.peak_speed = max(self.peak_speed, float(np.max(np.abs(speeds))))

@@ -150,6 +150,14 @@ class FR3ReachEnv(gym.Env):
         self.substeps = steps_per_period(self.physics.timestep, self.period, profile)
         self.sensors: SensorNoise | None = self.profile.sensors if sensors else None
         self.perception: Perception | None = None
+        # the joint state the node reads was measured this many physics steps before the end
+        self._late_steps = round(self.sensors.joint_latency / self.physics.timestep
+                                 ) if self.sensors is not None else 0
+        if self._late_steps >= self.substeps:
+            raise ValueError(f'joint_latency {self.sensors.joint_latency:g} s is not shorter '
+                             f'than a control period ({self.period:g} s)')
+        self._late: np.ndarray | None = None   # that state (3, N), taken during the period
+        self._period_start = 0.0   # s of sim time the current period began at
         self.supervisor = MotionSupervisor(start_enabled=True, ramp_time=self.ramp_time)
         self.scenario = ScenarioRun(None, self.period)
         self._decision = Decision(run=True, publish=True, restart=True, blend=0.0)
@@ -190,7 +198,7 @@ class FR3ReachEnv(gym.Env):
         self._arrange(rng, options)
         self.physics.set_goal_pose(self.goal, np.array([1.0, 0.0, 0.0, 0.0]))
         self.episodes += 1
-        self._steps = 0
+        self._steps, self._late = 0, None
         if self.sensors is not None:   # draws of its own: the episode's others stay as they were
             self.perception = Perception(self.sensors, self._own_rng())
         scenario = options.get('scenario')
@@ -229,13 +237,28 @@ class FR3ReachEnv(gym.Env):
             self._sample()
 
     def chunks(self) -> list[int]:
-        """The physics steps of one control period, cut where the env samples its figures."""
+        """The physics steps of one control period, cut where the env samples its figures.
+
+        Under a joint latency, also cut where the joint state the node reads is measured.
+        """
         size = (max(1, round(self.sample_period / self.physics.timestep))
                 if self.sample_period else self.substeps)
-        return [min(size, self.substeps - done) for done in range(0, self.substeps, size)]
+        ends = set(range(size, self.substeps, size)) | {self.substeps}
+        if self._late_steps:
+            ends.add(self.substeps - self._late_steps)
+        ends_sorted = sorted(ends)
+        return [end - start for start, end in zip([0, *ends_sorted], ends_sorted, strict=False)]
 
     def _sample(self) -> None:
-        """After each chunk of physics steps (the reach task samples nothing)."""
+        """After each chunk of physics steps: the joint state at a joint latency's step.
+
+        The reach task samples nothing else.
+        """
+        if self._late_steps:
+            done = round((self.physics.time - self._period_start) / self.physics.timestep)
+            if done == self.substeps - self._late_steps:
+                self._late = self._joints.copy()
+                self.physics.read_joints(self._late)
 
     def _reward(self, info: dict[str, Any], action: np.ndarray) -> float:
         """Minus the flange-goal distance (m), plus the success bonus."""
@@ -264,6 +287,7 @@ class FR3ReachEnv(gym.Env):
         """
         decision, step = self._decision, self.policy_step
         self._fault, self._action = False, np.zeros(self.card.action.size)
+        self._period_start, self._late = self.physics.time, None
         if self._acts:
             out = step.command(action, decision.blend)
             self._send(out.state.target, out.state.gripper)
@@ -345,8 +369,9 @@ class FR3ReachEnv(gym.Env):
         """
         raw = self.policy_step.raw
         if joints:
-            read = self._joints
-            self.physics.read_joints(read)
+            read = self._late if self._late is not None else self._joints
+            if self._late is None:
+                self.physics.read_joints(read)
             position, velocity = read[0].copy(), read[1].copy()
             if self.perception is not None:
                 position, velocity = self.perception.joints(position, velocity)

@@ -295,7 +295,8 @@ def markdown(report: Report, heatmap: str, suggestion: Path | None) -> str:
         *([f'- torque sensors: the learned model of `{report.sensor_model["path"]}` '
             f'(model sha256 `{report.sensor_model["model_sha256"][:16]}…`)']
           if report.sensor_model else []),
-        *([f'- readings: joints with {report.sensors["joint_noise"]:g} rad noise; the object '
+        *([f'- readings: joints with {report.sensors["joint_noise"]:g} rad noise, '
+           f'{1000 * report.sensors.get("joint_latency", 0.0):g} ms old; the object '
            f'with {1000 * report.sensors["object_noise"]:g} mm noise, '
            f'{report.sensors["object_latency"]} period(s) late, '
            f'{report.sensors["object_dropout"]:.0%} of periods lost']

@@ -17,7 +17,8 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-SENSOR_FIELDS = ('joint_noise', 'object_noise', 'object_latency', 'object_dropout')
+SENSOR_FIELDS = ('joint_noise', 'joint_latency', 'object_noise', 'object_latency',
+                 'object_dropout')
 VELOCITY_NOISE = 10.0   # velocity noise per unit of position noise (rad/s per rad), as obs_noise
 
 
@@ -26,13 +27,17 @@ class SensorNoise:
     """The readings' errors.
 
     ``joint_noise`` rad: the std of each joint position's noise (velocities get
-    :data:`VELOCITY_NOISE` times it, rad/s); ``object_noise`` m: the std of the object
+    :data:`VELOCITY_NOISE` times it, rad/s); ``joint_latency`` s: how long before the end of
+    a control period the joint state the policy reads there was measured (the driver's
+    publication and its transport; whole physics steps, less than a period: the env reads
+    the state at that step); ``object_noise`` m: the std of the object
     position's noise on each axis; ``object_latency``: control periods the object pose
     arrives late; ``object_dropout``: the probability that a period's object pose never
     arrives, the last one that did being read again.
     """
 
     joint_noise: float = 0.0
+    joint_latency: float = 0.0
     object_noise: float = 0.0
     object_latency: int = 0
     object_dropout: float = 0.0

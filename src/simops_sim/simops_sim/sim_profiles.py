@@ -134,7 +134,7 @@ def _sensors(check: Fields, raw: object, where: str) -> SensorNoise:
     table = check.mapping(raw, where)
     check.known(table, SENSOR_FIELDS, where)
     values: dict[str, float | int] = {}
-    for key in ('joint_noise', 'object_noise'):
+    for key in ('joint_noise', 'joint_latency', 'object_noise'):
         if key in table:
             values[key] = check.number(table, key, f'{where}.{key}', 0.0)
     if 'object_latency' in table:
