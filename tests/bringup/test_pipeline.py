@@ -21,8 +21,9 @@ from ros_helpers import REPO, installed_executable, wait_until
 from sysid_helpers import simulate, write_bag
 
 from simops_bringup.arguments import robot_names
+from simops_bringup.improve import next_scenarios
 from simops_bringup.pipeline import stages
-from simops_bringup.pipeline_commands import gate_command
+from simops_bringup.pipeline_commands import gate_command, train_command
 from simops_bringup.pipeline_file import PipelineError, load_pipeline
 from simops_core.promotion import check_deployable
 
@@ -85,6 +86,8 @@ def pipeline(*args: object) -> subprocess.CompletedProcess[str]:
     ({'randomization': {'gravity': [1, 2]}}, "field 'randomization.gravity' is not a known"),
     ({'feedback': {'max_rounds': -1}}, "field 'feedback.max_rounds' must be a whole number"),
     ({'feedback': {'change': ['reward']}}, "field 'feedback.change' lists what the loop"),
+    ({'feedback': {'change': ['scenarios']}},
+     "field 'feedback.change' lists scenarios, which only pick_place's training plays"),
     ({'feedback': {'rounds': 3}}, "field 'feedback.rounds' is not a known field"),
     ({'calibration': {'bags': ['bags/excite'], 'fit': {'weights': 'heavy'}}},
      "field 'calibration.fit.weights' must be one of"),
@@ -266,3 +269,27 @@ def test_the_improve_stage_widens_the_ranges_to_the_failing_cells_and_stops_when
     assert (run / 'release/fr3_reach.pt').read_bytes() == (
         round_1 / 'policy/fr3_reach.pt').read_bytes()
     assert not (run / 'release/fr3_reach.promotion.jsonl').exists()
+
+
+def test_failing_scenarios_become_training_scenarios_when_the_loop_may_change_them(
+        tmp_path: Path) -> None:
+    """feedback.change ``scenarios`` (pick and place): a round trains through the gate's
+    failing scenarios, each once, with the ones of earlier rounds; without it, never."""
+    found = {'cells': [{'scenario': 'object_pose_dropout', 'success': 0.5, 'failures': {}},
+                       {'delay': 2, 'success': 0.4, 'failures': {}},
+                       {'scenario': 'push_cube', 'success': 0.8, 'failures': {}}]}
+    assert next_scenarios(found, [], ('randomization',)) == []
+    both = ('randomization', 'scenarios')
+    assert next_scenarios(found, [], both) == ['object_pose_dropout', 'push_cube']
+    assert next_scenarios(found, ['push_cube'], both) == ['object_pose_dropout']
+    pick = load_pipeline(pipeline_file(
+        tmp_path, task='pick_place', calibration={},
+        train={'seed': 0, 'rounds': 1, 'episodes': 2, 'eval_episodes': 1, 'workers': 1},
+        feedback={'max_rounds': 2, 'change': list(both)}), robot_names())
+    assert pick.change == both
+    line = train_command(pick, 'round_1/policy/p', 'round_1/randomization.yaml', 'last.pt',
+                         ('object_pose_dropout',))
+    assert '--init-policy last.pt --scenarios object_pose_dropout' in line
+    assert '--scenarios' not in train_command(pick, 'p')
+    reach = load_pipeline(pipeline_file(tmp_path, calibration={}), robot_names())
+    assert reach.change == ('randomization',)

@@ -13,10 +13,18 @@ from ros_helpers import REPO
 
 from simops_core.policy_card import file_sha256
 from simops_learning.pick_env import FR3PickPlaceEnv
+from simops_learning.pick_expert import PickExpert
 from simops_learning.pick_ppo import DecisionEnv, PPOConfig, fine_tune
-from simops_learning.pick_train import PickTrainConfig, new_policy, train_pick
+from simops_learning.pick_train import (
+    PickTrainConfig,
+    episode_scenario,
+    expert_action,
+    new_policy,
+    train_pick,
+)
 from simops_policy.model import load_policy
 from simops_sim.randomization import Conditions, default_randomization
+from simops_sim.scenarios import scenario
 
 SHIPPED = REPO / 'models/policy/fr3_pick_place.pt'
 TINY = PickTrainConfig(rounds=1, episodes=2, updates=30, eval_episodes=2, workers=1)
@@ -116,3 +124,53 @@ def test_the_decision_env_applies_the_policys_law_and_resets_episodes() -> None:
         assert rewards.shape == (2,) and set(extras) == {'time_outs', 'log'}
     assert dones >= 2 and len(env.successes) == dones
     assert np.mean(env.successes) >= 0.5, env.successes
+
+
+def test_scenario_episodes_are_labelled_on_the_true_cube_pose() -> None:
+    """With ``scenarios``, a share of a round's episodes play one (drawn from the seed
+    alone); in them the expert labels on the cube's true pose: through an object-pose
+    dropout it keeps carrying the cube the observation shows frozen on the table."""
+    config = replace(TINY, scenarios=('object_pose_dropout',), scenario_share=0.5)
+    drawn = [episode_scenario(config, seed) is not None for seed in range(400)]
+    assert abs(np.mean(drawn) - 0.5) < 0.07
+    assert drawn == [episode_scenario(config, seed) is not None for seed in range(400)]
+    assert episode_scenario(TINY, 0) is None
+    env = FR3PickPlaceEnv()
+    expert = PickExpert(new_policy(env, TINY).law, TINY.gains)
+    env.reset(seed=0, options={'scenario': scenario('object_pose_dropout', 'pick_place')})
+    seen, true, steps = [], [], 0
+    while steps < 115:   # the dropout runs from 4 s (tick 80) for 2 s; the grasp near 100
+        action, _ = expert_action(expert, env, privileged=True)
+        seen.append(env.policy_step.raw.object_position.copy())
+        true.append(env.object_position())
+        _, _, terminated, truncated, _ = env.step(action)
+        steps += 1
+        assert not (terminated or truncated), steps
+    assert np.array_equal(seen[112], seen[85])          # frozen in the observation
+    assert true[112][2] > true[85][2] + 0.05            # lifted in truth: the expert carries it
+    blind, _ = expert_action(expert, env)
+    assert not np.array_equal(blind, expert_action(expert, env, privileged=True)[0])
+
+
+def test_the_cli_trains_through_scenarios_and_the_card_names_them(tmp_path: Path) -> None:
+    simops_train = str(REPO / '.venv/bin/simops-train')
+    stem = tmp_path / 'pick'
+    result = subprocess.run(
+        [simops_train, '--task', 'pick_place', '--rounds', '1', '--episodes', '2',
+         '--updates', '5', '--eval-episodes', '1', '--workers', '1', '--scenarios',
+         'object_pose_dropout', 'push_cube', '--scenario-share', '1', '--out', str(stem)],
+        capture_output=True, text=True, timeout=600, cwd=REPO)
+    assert result.returncode == 0, result.stdout + result.stderr
+    card = yaml.safe_load(stem.with_suffix('.yaml').read_text())
+    assert card['training']['scenarios']['names'] == ['object_pose_dropout', 'push_cube']
+    assert card['training']['scenarios']['share'] == 1.0
+    for args, message in ((['--scenarios', 'push_arm'], '--scenarios plays events in the '
+                                                        'pick_place DAgger rounds'),
+                          (['--task', 'pick_place', '--scenarios', 'nope'],
+                           "has no scenario 'nope'"),
+                          (['--task', 'pick_place', '--scenarios', 'push_arm',
+                            '--scenario-share', '0'], '--scenario-share is a fraction')):
+        refused = subprocess.run([simops_train, *args], capture_output=True, text=True,
+                                 timeout=120, cwd=REPO)
+        assert refused.returncode == 2 and message in refused.stderr, refused.stderr
+        assert len(refused.stderr.strip().splitlines()) == 1, refused.stderr

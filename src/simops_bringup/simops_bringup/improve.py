@@ -92,6 +92,18 @@ def next_ranges(ranges: dict[str, Any], suggestion: dict[str, Any],
     return dict(suggestion['randomization']) if 'randomization' in change else dict(ranges)
 
 
+def next_scenarios(found: dict[str, Any], trained: list[str], change: tuple[str, ...]
+                   ) -> list[str]:
+    """The failing scenarios of ``found`` (:func:`analysis`) the training does not play yet.
+
+    None unless ``change`` lets the loop train through scenarios.
+    """
+    if 'scenarios' not in change:
+        return []
+    failing = [cell['scenario'] for cell in found['cells'] if 'scenario' in cell]
+    return [name for name in dict.fromkeys(failing) if name not in trained]
+
+
 def improve(pipeline: Pipeline, folder: Path) -> dict[str, Any]:
     """Run the rounds in ``folder`` (the run folder); return ``improve/summary.json``'s data.
 
@@ -104,6 +116,7 @@ def improve(pipeline: Pipeline, folder: Path) -> dict[str, Any]:
     ranges = yaml.safe_load((folder / RANDOMIZATION).read_text())['randomization']
     report = json.loads((folder / gate / REPORT).read_text())
     rounds: list[dict[str, Any]] = []
+    trained: list[str] = []   # the scenarios the rounds' training plays, once one failed
     stopped = 'the gate passed' if report['verdict'] == 'pass' else ''
     for k in range(1, pipeline.max_rounds + 1):
         if stopped:
@@ -115,24 +128,30 @@ def improve(pipeline: Pipeline, folder: Path) -> dict[str, Any]:
         (folder / here / 'analysis.md').write_text(analysis_markdown(found, k))
         suggestion = yaml.safe_load((folder / gate / SUGGESTION).read_text())
         widened = next_ranges(ranges, suggestion, pipeline.change)
-        if widened == ranges:
-            stopped = (f'round {k}: the training ranges already cover the failing cells; '
-                       'nothing the loop may change would')
+        added = next_scenarios(found, trained, pipeline.change)
+        if widened == ranges and not added:
+            stopped = (f'round {k}: the training ranges already cover the failing cells'
+                       + (' and the training plays the failing scenarios'
+                          if 'scenarios' in pipeline.change else '')
+                       + '; nothing the loop may change would')
             break
         changed = {name: [ranges[name], value] for name, value in widened.items()
                    if ranges.get(name) != value}
+        trained += added
         print(f'improve: round {k} of {pipeline.max_rounds}: {len(found["cells"])} failing '
-              'cells; training ranges ' + ', '.join(f'{n} {a} -> {b}' for n, (a, b)
-                                                     in changed.items()), flush=True)
+              'cells; training ranges ' + (', '.join(f'{n} {a} -> {b}' for n, (a, b)
+                                                      in changed.items()) or 'as they were')
+              + (f'; training scenarios {", ".join(trained)}' if trained else ''), flush=True)
         ranges = widened
         (folder / here / 'randomization.yaml').write_text(
             yaml.safe_dump({'randomization': ranges}, sort_keys=False))
         last, policy, gate = policy, f'{here}/policy/{stem(pipeline)}', f'{here}/gate'
-        _run(train_command(pipeline, policy, f'{here}/randomization.yaml', f'{last}.pt'),
-             folder)
+        _run(train_command(pipeline, policy, f'{here}/randomization.yaml', f'{last}.pt',
+                           tuple(trained)), folder)
         _run(gate_command(pipeline, f'{policy}.pt', gate), folder)
         report = json.loads((folder / gate / REPORT).read_text())
-        rounds.append({'round': k, 'changed': changed, 'verdict': report['verdict'],
+        rounds.append({'round': k, 'changed': changed, 'scenarios': list(trained),
+                       'verdict': report['verdict'],
                        'mean_success': report['mean_success'],
                        'min_success': report['min_success']})
         if report['verdict'] == 'pass':

@@ -83,11 +83,11 @@ FINE_TUNED = ('pick_place',)   # the tasks simops-train fine-tunes from a policy
 
 
 def train_command(pipeline: Pipeline, out_stem: str, ranges: str = RANDOMIZATION,
-                  init: str | None = None) -> str:
+                  init: str | None = None, scenarios: tuple[str, ...] = ()) -> str:
     """``simops-train`` into ``out_stem`` (.pt and its card) with the training ranges file.
 
     ``init``: the policy to fine-tune from, for the tasks of :data:`FINE_TUNED` (the others
-    train from scratch).
+    train from scratch); ``scenarios``: events its rounds play (``--scenarios``).
     """
     physics = inputs(pipeline).physics
     options = ' '.join(f'--{key.replace("_", "-")} {value}'
@@ -96,7 +96,8 @@ def train_command(pipeline: Pipeline, out_stem: str, ranges: str = RANDOMIZATION
                    f'--out {out_stem}' + (f' --sim-params {quoted(physics[0])}' if physics
                                           else '')
                    + f' --sim-profile {pipeline.training_sim} --randomization {ranges}'
-                   + (f' --init-policy {init}' if init and pipeline.task in FINE_TUNED else ''),
+                   + (f' --init-policy {init}' if init and pipeline.task in FINE_TUNED else '')
+                   + (f' --scenarios {" ".join(scenarios)}' if scenarios else ''),
                    options)
 
 

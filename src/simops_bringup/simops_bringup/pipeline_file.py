@@ -37,7 +37,8 @@ commands, in order: calibrate (``fit`` on the bags, or a given SimParams), train
     feedback:                      # optional: the improve stage after a FAIL or MARGINAL
       max_rounds: 3                #   retrain and gate again at most this often
       change: [randomization]      #   what it may change: the training ranges, widened to
-                                   #   the failing cells (the gate's dr_suggestion.yaml)
+                                   #   the failing cells (the gate's dr_suggestion.yaml);
+                                   #   scenarios (pick_place): train through the failing ones
     promote: true                  # a PASS appends the policy's promotion record
 
 Relative paths are relative to the file. Every error is one line naming the file and the
@@ -77,7 +78,10 @@ TRAIN_FIELDS = ('seed', 'goals', 'updates', 'eval_episodes', 'rounds', 'episodes
 GATE_FIELDS = ('grid', 'scenarios', 'episodes', 'seed', 'thresholds', 'workers')
 THRESHOLD_FIELDS = ('pass_mean', 'pass_min', 'marginal_mean')
 FEEDBACK_FIELDS = ('max_rounds', 'change')
-CHANGES = ('randomization',)   # what the improve stage may change between rounds
+# what the improve stage may change between rounds: the training ranges; the events the
+# training plays (the gate's failing scenarios, pick and place's DAgger rounds only)
+CHANGES = ('randomization', 'scenarios')
+DEFAULT_CHANGE = ('randomization',)
 
 
 class PipelineError(ConfigError):
@@ -107,7 +111,7 @@ class Pipeline:
     actuator_model: str = 'none'   # learned from the bags for the validation sim's sensors
     randomization: dict[str, Any] = field(default_factory=dict)   # the complete ranges
     max_rounds: int = 0            # improve rounds after a FAIL or MARGINAL (0: no stage)
-    change: tuple[str, ...] = CHANGES
+    change: tuple[str, ...] = DEFAULT_CHANGE
     sensors: bool = False          # the gate reads through its profile's sensor errors
     policy: Path | None = None     # a trained policy to gate instead of training one
     fit: dict[str, Any] = field(default_factory=dict)   # fit's options (FIT_FIELDS)
@@ -195,10 +199,13 @@ def load_pipeline(path: str | Path, robots: tuple[str, ...]) -> Pipeline:
         check.fail('promote', f'must be true or false, got {promote!r}')
     feedback = check.mapping(root.get('feedback') or {}, 'feedback')
     check.known(feedback, FEEDBACK_FIELDS, 'feedback')
-    change = feedback.get('change', list(CHANGES))
+    change = feedback.get('change', list(DEFAULT_CHANGE))
     if not isinstance(change, list) or not change or any(c not in CHANGES for c in change):
         check.fail('feedback.change', f'lists what the loop may change, some of '
                                       f'{", ".join(CHANGES)}; got {change!r}')
+    if 'scenarios' in change and task != 'pick_place':
+        check.fail('feedback.change', 'lists scenarios, which only pick_place\'s training '
+                                      f'plays; task {task} may change randomization')
     return Pipeline(
         path, robot, task, bags, holdout, sim_params, counts, tuple(grid),
         _count(check, gate, 'episodes', 'gate.episodes') if 'episodes' in gate else 30,

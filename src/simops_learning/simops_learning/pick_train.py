@@ -43,6 +43,7 @@ from simops_learning.pick_network import MOVE_UNIT, PickPolicy
 from simops_learning.pick_ppo import PPOConfig, fine_tune
 from simops_learning.seeding import seeded_torch
 from simops_sim.randomization import DomainRandomization, default_randomization
+from simops_sim.scenarios import Scenario, scenario
 from simops_sim.sim_profiles import TRAINING, profile_entry
 
 Log = Callable[[str], None]
@@ -72,6 +73,8 @@ class PickTrainConfig:
     sim_params: str | None = None    # SimParams YAML of the training physics (None: nominal)
     profile: str = TRAINING          # the simulator's options (simops_sim.sim_profiles)
     init_policy: str | None = None   # a pick-and-place policy (.pt) to fine-tune from
+    scenarios: tuple[str, ...] = ()  # config/scenarios.yaml events the training rounds play
+    scenario_share: float = 0.5      # of a training round's episodes, each plays one of them
 
 
 @dataclass(frozen=True)
@@ -83,6 +86,7 @@ class RolloutJob:
     beta: float
     level: float
     config: PickTrainConfig
+    scenarios: bool = True   # episodes may play the config's scenarios (not the final eval)
 
 
 @dataclass
@@ -98,15 +102,36 @@ class Rollouts:
     successes: list[bool]
 
 
-def expert_action(expert: PickExpert, env: FR3PickPlaceEnv) -> tuple[np.ndarray, np.ndarray]:
-    """The expert's action (8,) and decision (4,) on the env's observation (noise included)."""
+def expert_action(expert: PickExpert, env: FR3PickPlaceEnv, privileged: bool = False
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """The expert's action (8,) and decision (4,) on the env's observation (noise included).
+
+    ``privileged``: on the cube's true pose instead (a scenario froze or moved what the node
+    reads; the expert labels what should be done, the policy learns it from what it reads).
+    """
     raw = env.policy_step.raw
     arm = len(env.spec_robot.arm_joints)
     q, width = raw.joint_position[:arm].copy(), float(gripper_width(raw.joint_position[arm:]))
-    cube, goal = raw.object_position.copy(), raw.goal_position.copy()
-    move, gripper = expert.decide(q, width, cube, goal)
-    action = expert.action(q, move, gripper, raw.object_quaternion.copy())
+    cube, cube_quat = raw.object_position.copy(), raw.object_quaternion.copy()
+    if privileged:
+        position, quaternion = env.physics.body_pose(env.physics.index.object_body)
+        cube, cube_quat = position.copy(), quaternion[[1, 2, 3, 0]]   # wxyz to the raw's xyzw
+    move, gripper = expert.decide(q, width, cube, raw.goal_position.copy())
+    action = expert.action(q, move, gripper, cube_quat)
     return action, np.append(move / MOVE_UNIT, gripper)
+
+
+def episode_scenario(config: PickTrainConfig, seed: int) -> Scenario | None:
+    """The scenario that episode ``seed`` of a training round plays, or None.
+
+    Drawn from the seed alone: ``scenario_share`` of the episodes, names equally likely.
+    """
+    if not config.scenarios:
+        return None
+    draw = np.random.default_rng([seed, 2])
+    if draw.random() >= config.scenario_share:
+        return None
+    return scenario(config.scenarios[int(draw.integers(len(config.scenarios)))], 'pick_place')
 
 
 def rollout(job: RolloutJob) -> Rollouts:
@@ -119,10 +144,11 @@ def rollout(job: RolloutJob) -> Rollouts:
     module = None if job.policy is None else torch.jit.load(io.BytesIO(job.policy))
     observations, actions, successes = [], [], []
     for seed in job.seeds:
-        obs, info = env.reset(seed=seed, options={'level': job.level})
+        played = episode_scenario(config, seed) if job.scenarios else None
+        obs, info = env.reset(seed=seed, options={'level': job.level, 'scenario': played})
         coin = np.random.default_rng([seed, 1])
         while True:
-            action, label = expert_action(expert, env)
+            action, label = expert_action(expert, env, privileged=played is not None)
             observations.append(obs)
             actions.append(label)
             if module is not None and coin.random() >= job.beta:
@@ -209,10 +235,10 @@ def scripted(policy: PickPolicy) -> bytes:
 
 
 def run_round(pool: Any, config: PickTrainConfig, policy: bytes | None, first_seed: int,
-              episodes: int, beta: float, level: float) -> Rollouts:
+              episodes: int, beta: float, level: float, scenarios: bool = True) -> Rollouts:
     """``episodes`` episodes from seed ``first_seed`` on, split over the workers."""
     seeds = [first_seed + i for i in range(episodes)]
-    jobs = [RolloutJob(policy, tuple(seeds[w::config.workers]), beta, level, config)
+    jobs = [RolloutJob(policy, tuple(seeds[w::config.workers]), beta, level, config, scenarios)
             for w in range(config.workers)]
     parts = pool.map(rollout, jobs)
     return Rollouts(np.concatenate([p.observations for p in parts]),
@@ -261,7 +287,7 @@ def train_pick(config: PickTrainConfig, log: Log = print) -> tuple[PickPolicy, d
                                     config.hidden, config.seed, log=log,
                                     sim_params=config.sim_params, profile=config.profile)
         final = run_round(pool, config, scripted(policy), base + 900_000, config.eval_episodes,
-                          0.0, 1.0)
+                          0.0, 1.0, scenarios=False)
     success = float(np.mean(final.successes))
     log(f'final: policy alone at full randomisation {success:.1%} of {config.eval_episodes} '
         f'episodes, {time.monotonic() - started:.0f} s')
@@ -282,6 +308,9 @@ def train_pick(config: PickTrainConfig, log: Log = print) -> tuple[PickPolicy, d
                           'ramp_times': list(config.randomization.ramp_times)},
         'sim_params': file_entry(config.sim_params),   # the training physics, by sha256
         'sim_profile': profile_entry(config.profile),
+        'scenarios': ({'names': list(config.scenarios), 'share': config.scenario_share,
+                       'expert': 'labels on the true cube pose in those episodes'}
+                      if config.scenarios else None),
         'wall_time_s': round(time.monotonic() - started, 1),
     }
     return policy, metadata
@@ -297,7 +326,8 @@ def train_pick_and_export(args: argparse.Namespace, randomization: DomainRandomi
                              updates=args.updates, workers=args.workers,
                              ppo_iterations=args.ppo_iterations,
                              randomization=randomization, sim_params=args.sim_params,
-                             profile=args.sim_profile, init_policy=args.init_policy)
+                             profile=args.sim_profile, init_policy=args.init_policy,
+                             scenarios=tuple(args.scenarios), scenario_share=args.scenario_share)
     try:
         policy, metadata = train_pick(config, log=lambda line: print(line, flush=True))
     except InitPolicyError as exc:

@@ -55,6 +55,7 @@ from simops_sim.randomization import (
     default_randomization,
     load_randomization,
 )
+from simops_sim.scenarios import ScenarioError, scenario
 from simops_sim.sim_profiles import (
     SIM_PROFILES_FILE,
     TRAINING,
@@ -236,6 +237,11 @@ def dataset_usage(args: Any) -> str | None:
         return '--init-policy fine-tunes a pick_place policy; add --task pick_place'
     if args.init_policy and not Path(args.init_policy).exists():
         return f'no such policy: {args.init_policy}'
+    if args.scenarios and (args.task != 'pick_place' or args.dataset):
+        return ('--scenarios plays events in the pick_place DAgger rounds; add --task '
+                'pick_place, without --dataset')
+    if not 0.0 < args.scenario_share <= 1.0:
+        return f'--scenario-share is a fraction in (0, 1], got {args.scenario_share:g}'
     if not args.dataset:
         return '--weight goes with --dataset' if args.weight else None
     if args.task != 'pick_place':
@@ -312,6 +318,13 @@ def _main(argv: list[str] | None) -> int:
                              'cap labels the step "exact"ly, or as a lower bound ("at-least": '
                              'its direction, at least the cap), for demonstrations mixed with '
                              'faster policies\' episodes (default: exact)')
+    parser.add_argument('--scenarios', nargs='+', default=[], metavar='NAME',
+                        help='pick_place: events of config/scenarios.yaml (object_pose_dropout, '
+                             'push_cube, ...) that the DAgger rounds play, the expert labelling '
+                             'on the true cube pose in those episodes (default: none)')
+    parser.add_argument('--scenario-share', type=float, default=PickTrainConfig.scenario_share,
+                        help='with --scenarios: the fraction of a round\'s episodes that play '
+                             'one (default: %(default)s)')
     parser.add_argument('--randomization', type=Path,
                         help='YAML with a "randomization" mapping (e.g. the dr_suggestion.yaml '
                              'that simops-validate writes); fields it leaves out keep the '
@@ -334,11 +347,13 @@ def _main(argv: list[str] | None) -> int:
         if args.sim_params:
             load_sim_params(args.sim_params)
         sim_profile(args.sim_profile)
+        for name in args.scenarios:
+            scenario(name, args.task)
         task_ranges = default_randomization(TASKS[args.task].randomization)
         randomization = (load_randomization(args.randomization, key='randomization',
                                             base=task_ranges)
                          if args.randomization else task_ranges)
-    except (ValueError, SimParamsError, SimProfileError) as exc:
+    except (ValueError, SimParamsError, SimProfileError, ScenarioError) as exc:
         print(f'simops-train: error: {exc}', file=sys.stderr)
         return EXIT_USAGE
     if args.dataset:
