@@ -34,12 +34,8 @@ help:
 demo: build
 	$(BIN)/simops-demo
 
-# The tests that start no node, process or rclpy context run on two workers; the ones that
-# do (`-m ros`, marked by tests/conftest.py) run one at a time: they time real nodes. Exit
-# code 5 (PYTEST_ARGS selected none of a group) is no failure.
 test: build lint
-	$(BIN)/python -m pytest -m "not ros" -n 2 --durations=15 $(PYTEST_ARGS) || [ $$? = 5 ]
-	$(BIN)/python -m pytest -m ros --durations=30 $(PYTEST_ARGS) || [ $$? = 5 ]
+	$(BIN)/python -m pytest --durations=30 $(PYTEST_ARGS)
 	$(MAKE) --no-print-directory test-jazzy
 
 lint: $(REQS_STAMP)

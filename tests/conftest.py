@@ -33,7 +33,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 # A test "touches ROS" when it takes a ROS fixture, or its own code or a fixture of the suite's
 # it uses starts a node, a process or an rclpy context: the Jazzy leg of `make test` runs
-# exactly these (`-m ros`), and `make test` runs them one at a time (the rest on two workers).
+# exactly these (`-m ros`).
 ROS_FIXTURES = {'ros_probe', 'launch', 'ros_env'}
 TESTS = Path(__file__).resolve().parent
 
