@@ -52,7 +52,7 @@ def replayable(params: SimParams) -> SimParams:
     """``params`` with dry friction (transition 0) on every joint: what the replay rolls out
     exactly.
 
-    The fit's rollouts approximate smooth (tanh) friction by two saturating lines; tests of
+    The fit's rollouts approximate smooth (tanh) friction by four saturating lines; tests of
     the replay rule itself simulate with dry friction, which they represent exactly.
     """
     joints = {name: replace(joint, friction_transition=0.0)

@@ -5,11 +5,10 @@ them halves the cost of a step. One ``jointactuatorfrc`` sensor per arm joint re
 node's effort (``qfrc_actuator`` after a step, exactly). Smooth friction
 (``friction_transition``), which the simulator applies in Python
 (:class:`simops_sim.friction.SmoothFriction`, ``-c tanh(qd / v)``), cannot run inside
-``mujoco.rollout``; the fitting model carries it natively instead: two force-limited
-actuators per arm joint with a velocity bias,
-``-c (w1 clip(k1 qd / v) + w2 clip(k2 qd / v))``
-(:data:`simops_sysid.fit_parameters.FRICTION_TERMS`, the least-squares fit of tanh by two
-saturating lines: RMS error 1.7 % of ``c`` over ``|qd| <= 4 v``). Their force is not part of
+``mujoco.rollout``; the fitting model carries it natively instead: four force-limited
+actuators per arm joint with a velocity bias, ``-c sum_i w_i clip(k_i qd / v)``
+(:data:`simops_sysid.fit_parameters.FRICTION_TERMS`, the least-squares fit of tanh by four
+saturating lines: RMS error 0.5 % of ``c`` over ``|qd| <= 4 v``). Their force is not part of
 the effort, as in the simulator. This is the fit's ``model_modifier`` seam, in mujoco.sysid's
 terms; :class:`simops_sysid.fit_parameters.ModelFactory` writes each candidate into it.
 """
@@ -39,10 +38,11 @@ class FitModel:
     """The simulator's model with effort sensors, its MjSpec and its index.
 
     ``effort_adr`` (7,) sensordata addresses of the arm joints' actuator-force sensors;
-    ``friction_ids`` (7, 2) the smooth-friction actuators of each arm joint and
-    ``friction_adr`` (7, 2) their force sensors' addresses; ``feedforward_ids`` (7,) a
-    torque actuator per arm joint that carries the impedance loop's dynamics feedforward
-    (:mod:`simops_sim.feedforward`; zero for the effort JTC), part of the effort.
+    ``friction_ids`` (7, F) the smooth-friction actuators of each arm joint (one per term of
+    :data:`FRICTION_TERMS`) and ``friction_adr`` (7, F) their force sensors' addresses;
+    ``feedforward_ids`` (7,) a torque actuator per arm joint that carries the impedance
+    loop's dynamics feedforward (:mod:`simops_sim.feedforward`; zero for the effort JTC),
+    part of the effort.
     """
 
     spec: mujoco.MjSpec

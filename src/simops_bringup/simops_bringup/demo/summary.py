@@ -5,7 +5,7 @@ residuals in its provenance), the stand-in's hidden truth and the model's nomina
 and ``simops-validate``'s validation.json. The recovery bar is the fidelity issue's: the
 controller gains and the command delay within 10 % of the truth (median at most 5 %), the
 encoder offsets within 0.1 mrad. The stand-in's friction is smooth (tanh) on purpose, which
-the trajectory fit's rollouts only approximate (two saturating lines).
+the trajectory fit's rollouts only approximate (four saturating lines).
 """
 
 from __future__ import annotations
