@@ -136,6 +136,54 @@ def test_disabled_until_enable_estop_latches_and_disable_brakes(
         assert np.all(np.abs(np.diff(sequence, axis=0)) <= limits.max_step + 1e-9)
 
 
+def test_it_holds_until_the_process_publishing_the_joint_states_subscribes(
+        ros_probe: RosProbe, tmp_path: Path) -> None:
+    """A recorder's subscription (``ros_probe``) matched and acknowledging is not enough: the
+    arm's controller, a subscriber in the process (DDS participant) that publishes the joint
+    states, must have the commands too before the excitation starts."""
+    import threading
+
+    from sensor_msgs.msg import JointState
+
+    spec = load_robot_spec('fr3')
+    commands = TOPICS['joint_commands'].name
+    ros_probe.subscribe(commands, Float64MultiArray, 500)   # the recorder
+    arm = RosProbe('arm_without_controller')                # another participant
+    states = arm.publisher(TOPICS['joint_states'].name, JointState, QoSProfile(
+        **TOPICS['joint_states'].qos.as_profile_kwargs()))
+    running = threading.Event()
+    running.set()
+
+    def publish() -> None:   # the broadcaster at 100 Hz, the arm at home
+        while running.is_set():
+            msg = JointState(name=list(spec.arm_joints), position=[float(q) for q in spec.home])
+            msg.header.stamp = arm.node.get_clock().now().to_msg()
+            states.publish(msg)
+            time.sleep(0.01)
+
+    thread = threading.Thread(target=publish, daemon=True)
+    thread.start()
+    lacking = f'no subscriber of {commands} in the process that publishes'
+    try:
+        with NodeProcess(excite_command('--ros-args', '-p', 'duration:=60.0'),
+                         tmp_path / 'excite.log') as node:
+            assert call_enable(ros_probe, True, '/excite', timeout=20.0).success
+            assert wait_until(lambda: lacking in node.output, 20.0), node.output
+            time.sleep(2.0)
+            held = [list(m.data) for m in ros_probe.messages(commands)]
+            assert 'every subscriber has the commands' not in node.output, node.output
+            arm.subscribe(commands, Float64MultiArray, 500)   # the controller appears
+            assert wait_until(lambda: 'every subscriber has the commands' in node.output,
+                              20.0), node.output
+            assert node.stop() == 0, node.output
+    finally:
+        running.clear()
+        thread.join()
+        arm.close()
+    assert len(held) >= 50 and all(row == held[0] for row in held), 'it moved while holding'
+    np.testing.assert_allclose(held[0][:7], spec.home, atol=1e-12)
+
+
 def test_segment_chain_stamps_on_a_grid_with_its_points_from_the_last_one_due() -> None:
     """Each segment starts half a period after it was computed, on the grid; each message
     begins with the chain's last point already due when it was computed (the target before

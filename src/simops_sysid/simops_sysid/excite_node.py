@@ -10,9 +10,10 @@ a chain of one-period segments on a fixed time grid, each from the previous targ
 (:class:`simops_ros.point_commands.SegmentChain`), so a recording times the arm's target
 exactly, whenever each message reached the controller. The 1 kHz joint states
 are polled at each tick, not handled per message. Without a joint state received within
-:data:`STALE_STATE` s it holds. Once enabled it first holds where the arm is until every
-subscriber of the command topic (the arm's controller, a recorder) has acknowledged its
-commands, then for :data:`SETTLE` s more, so the controller never misses commands a
+:data:`STALE_STATE` s it holds. Once enabled it first holds where the arm is until the
+arm's controller (a subscriber of the command topic in the process that publishes the joint
+states) and every other subscriber (a recorder) have acknowledged its commands, then for
+:data:`SETTLE` s more, so the controller never misses commands a
 recording holds. When the trajectory is done it holds ``home``
 for a moment and exits with code 0. Parameters: ``config/parameters/excite.yaml``.
 
@@ -146,7 +147,7 @@ class ExciteNode(Node):
         """
         now = time.monotonic()
         if self._delivered is None:
-            lacking = self._publish.delivered()
+            lacking = self._publish.delivered(self._measured.topic)
             if lacking is not None:
                 self.get_logger().info(f'holding until the controller has the commands: '
                                        f'{lacking}', throttle_duration_sec=2.0)
