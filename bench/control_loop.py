@@ -185,8 +185,8 @@ def main() -> None:
     print('simulator 1 kHz with scene and wrist cameras (RGB-D 320x240, 30 Hz)')
     print(f'{recorder}; {alive.count(True)}/{len(alive)} side processes '
           f'alive at the end; load average {load[0]:.2f} {load[1]:.2f} (2 cores shared)')
-    print(f'{args.seconds:g} s per node; period and error measured in the node at each command;'
-          ' rx = at the receiving probe; policy nodes on '
+    print(f'{args.seconds:g} s per node; period and error measured in the node at each command,'
+          ' on the clock it ticks on; rx = at the receiving probe (wall); policy nodes on '
           + ('sim time (the joint states\' stamps)' if args.use_sim_time else 'the wall clock'))
     header = (f'{"node":10} {"cmds":>5} {"mean":>7} {"p50":>7} {"p99":>7} {"err99":>7} '
               f'{"rxerr99":>8} {"age50":>7} {"age99":>7} {"lat50":>7} {"lat99":>7} '

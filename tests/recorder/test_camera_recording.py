@@ -100,4 +100,4 @@ def test_sixty_seconds_of_two_cameras_record_losslessly_and_export_as_video(
         newest = recorded[np.searchsorted(recorded, frame_times + 1e-9, side='right') - 1]
         np.testing.assert_allclose(table[f'source.images.{camera}.stamp'], newest, atol=1e-9)
     report = json.loads(episode['alignment'][0])
-    assert report['dropped'] == 0
+    assert report['dropped'] == 0, report

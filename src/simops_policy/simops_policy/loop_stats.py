@@ -50,7 +50,9 @@ class LoopStats:
     """Counters and timing windows of one control loop; the caller serialises access.
 
     Timings, in s, over the last :data:`WINDOW` samples: the command period measured at
-    publication and its error against ``period``; the joint state's age at the tick;
+    publication, on the clock the loop ticks on (the measured states' stamps under
+    use_sim_time, where the wall's period is the simulator's pace), and its error against
+    ``period``; the joint state's age at the tick;
     observation-to-command latency; the tick's compute time and the inference time.
     """
 
@@ -70,7 +72,7 @@ class LoopStats:
         return self.faults[kind]
 
     def command_sent(self, now: float) -> None:
-        """Count a command published at ``now`` (time.monotonic, s) and its period."""
+        """Count a command published at ``now`` (s, the loop's clock) and its period."""
         self.commands += 1
         if self._last_command is not None:
             self.timing['period'].add(now - self._last_command)

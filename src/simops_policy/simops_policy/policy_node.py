@@ -1,7 +1,6 @@
 """``ros2 run simops_policy policy``: a trained policy at a fixed rate behind the safety layer.
 
-Its control thread ticks the envs' :class:`simops_core.policy_step.PolicyStep` on deadlines
-(sim time's under use_sim_time). No newer joint state: no command; a stale input: a hold.
+Its control thread ticks the envs' PolicyStep on deadlines, of sim time under use_sim_time.
 """
 
 from __future__ import annotations
@@ -43,7 +42,7 @@ LEVELS = {Mode.ESTOP: 'error', Mode.FAULT: 'error', Mode.HOLD: 'warn'}
 
 
 class PolicyNode(Node):
-    """Runs a policy card's model on /joint_states and poses, publishes safe joint targets."""
+    """A policy card's model on /joint_states and poses: a command per new state, else a hold."""
 
     def __init__(self) -> None:
         super().__init__(NODE_NAME)
@@ -116,6 +115,7 @@ class PolicyNode(Node):
         self._scheduling = raise_thread_priority()
         sim_now = self._joint_states.newest_stamp if self.get_parameter(
             'use_sim_time').value else None   # ticks on the states' sim time, or the wall's
+        self._period_clock = self._joint_states.stamp if sim_now else time.monotonic   # periods too
         run_periodic(self.period, self._running, self._guarded_tick, self._publish_diagnostics,
                      DIAGNOSTICS_PERIOD, self._overran, sim_now)
 
@@ -216,10 +216,10 @@ class PolicyNode(Node):
             self._publish_command(self.step.state)
 
     def _publish_command(self, state: safety.SafetyState) -> None:
-        """Publish ``state``'s target; measure the period here."""
+        """Publish ``state``'s target; measure the period here, on the loop's clock."""
         self._command(state.target, state.gripper if self.hand else None)
         with self._lock:
-            self._stats.command_sent(time.monotonic())
+            self._stats.command_sent(self._period_clock())
 
     def _publish_diagnostics(self) -> None:
         """Mode, counters and timing percentiles (:class:`~simops_policy.loop_stats.LoopStats`)."""

@@ -73,12 +73,16 @@ class Polled:
         return True
 
     def newest_stamp(self) -> float:
-        """Take the newest message; its ``header.stamp`` (s), 0 for none or one too short.
+        """Take the newest message; its ``header.stamp`` (s): see :meth:`stamp`."""
+        self.take_newest()
+        return self.stamp()
+
+    def stamp(self) -> float:
+        """``header.stamp`` (s) of the message held, 0 for none or one too short.
 
         For message types that begin with a std_msgs/Header (JointState): read from the CDR
         bytes without decoding the rest (encapsulation, then ``sec``, ``nanosec``).
         """
-        self.take_newest()
         return 0.0 if self.raw is None else header_stamp(self.raw)
 
     def read(self, check: Callable[[Any], T]) -> T | str:
