@@ -30,14 +30,14 @@ CARD = 'models/policy/fr3_reach.yaml'
 SECONDS = 60.0
 
 
-def image_stamps(bag: Path, topic: str) -> list[float]:
-    """Header stamps (s) of ``topic``'s images, in the bag's order."""
+def header_stamps(bag: Path, topic: str, msgtype: str) -> np.ndarray:
+    """Header stamps (ns, int64) of ``topic``'s messages of ``msgtype``, in the bag's order."""
     store = message_typestore(read_bag(bag, topics=()))
     stamps = []
     for _, _, data in stream_messages(bag, [topic]):
-        header = store.deserialize_cdr(data, 'sensor_msgs/msg/Image').header.stamp
-        stamps.append(header.sec + 1e-9 * header.nanosec)
-    return stamps
+        header = store.deserialize_cdr(data, msgtype).header.stamp
+        stamps.append(header.sec * 1_000_000_000 + header.nanosec)
+    return np.array(stamps, dtype=np.int64)
 
 
 @pytest.mark.slow
@@ -74,6 +74,12 @@ def test_sixty_seconds_of_two_cameras_record_losslessly_and_export_as_video(
             # are bench/camera.py's; a busy machine skips frames, which is not loss)
             assert counts[topic] >= 0.95 * 10 * SECONDS, (topic, counts[topic])
     assert counts[TOPICS['joint_states'].name] >= 0.95 * 1000 * SECONDS
+    # Nothing lost, by the stamps rather than the recorder's own counters: the simulator
+    # publishes a joint state at every 1 ms step of sim time, so the recording holds one per
+    # millisecond from its first to its last
+    steps = np.diff(header_stamps(bag_dir, TOPICS['joint_states'].name,
+                                  'sensor_msgs/msg/JointState'))
+    assert np.all(steps == 1_000_000), np.unique(steps, return_counts=True)
 
     out = tmp_path / 'dataset'
     exe = installed_executable('simops_learning', 'simops-dataset')
@@ -93,7 +99,8 @@ def test_sixty_seconds_of_two_cameras_record_losslessly_and_export_as_video(
         assert episode[f'videos/{key}/to_timestamp'][0] == pytest.approx(
             float(table['timestamp'].iloc[-1]) + 1 / 20)
         # Each frame holds the newest image stamped at or before it.
-        recorded = np.array(image_stamps(bag_dir, rig.topics(camera).color))
+        recorded = 1e-9 * header_stamps(bag_dir, rig.topics(camera).color,
+                                        'sensor_msgs/msg/Image')
         # the frame grid, exactly (the table's timestamps are float32)
         grid = np.round(table['timestamp'].to_numpy().astype(float) * 20) / 20
         frame_times = grid + json.loads(episode['alignment'][0])['start_time']
