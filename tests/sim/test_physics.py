@@ -560,11 +560,7 @@ def test_a_stalled_stepper_applies_what_arrived_at_its_next_step(spec: RobotSpec
             stalled.append(physics.time)
             time.sleep(0.3)   # the physics thread is held up, outside the lock
 
-    running = threading.Event()
-    running.set()
-    thread = threading.Thread(target=stepper.run, args=(running, publish))
-    thread.start()
-    try:
+    with stepping(stepper, publish):
         time.sleep(0.2)
         stall.set()
         time.sleep(0.05)   # inside the hiccup
@@ -572,10 +568,6 @@ def test_a_stalled_stepper_applies_what_arrived_at_its_next_step(spec: RobotSpec
             stepper.arm.submit(ArmCommand(spec.home + 0.01 * (k + 1), None))
             time.sleep(0.05)
         time.sleep(0.4)
-    finally:
-        running.clear()
-        stepper.wake()
-        thread.join(timeout=5)
     assert len(taken) == 3, taken
     times = [t for t, _ in taken]
     assert times == [times[0]] * 3, times   # all at one step ...
@@ -615,18 +607,10 @@ def test_under_clock_a_stall_slips_the_schedule_and_on_system_stamps_it_is_caugh
         elif after:
             after.append((time.monotonic(), world.time))
 
-    running = threading.Event()
-    running.set()
-    thread = threading.Thread(target=stepper.run, args=(running, publish))
-    thread.start()
-    try:
+    with stepping(stepper, publish):
         time.sleep(0.2)
         stall.set()
         time.sleep(0.7)
-    finally:
-        running.clear()
-        stepper.wake()
-        thread.join(timeout=5)
     (wall0, sim0), (wall1, sim1) = after[0], after[-1]
     ahead = (sim1 - sim0) - (wall1 - wall0)   # s of sim time beyond the wall's since
     slipped = stepper.report().values['slipped_s']
@@ -691,7 +675,6 @@ def realtime_stepper(spec: RobotSpec, publish: Callable[[object], None] = lambda
                      ) -> Iterator[Any]:
     """A realtime Stepper of the FR3 scene (reflexes on, 0.3 s command timeout) stepping on
     its own thread until the block ends."""
-    import threading
 
     from simops_sim.stepper import Stepper, Timing
     from simops_sim.world import World
@@ -699,12 +682,22 @@ def realtime_stepper(spec: RobotSpec, publish: Callable[[object], None] = lambda
     world = World(mujoco.MjModel.from_xml_path(str(SCENE_XML)), {'': spec}, reflexes=True)
     timing = Timing('realtime', 1.0, 0.05, 0.5, 0.3, 1000.0, 0.0, 0.0, 100.0)
     stepper = Stepper(world, timing, 'home', None, 0, None, lambda key, text: None)
+    with stepping(stepper, publish):
+        yield stepper
+
+
+@contextmanager
+def stepping(stepper: Any, publish: Callable[[object], None]) -> Iterator[None]:
+    """``stepper`` running on its own thread, handing frames to ``publish``, until the block
+    ends."""
+    import threading
+
     running = threading.Event()
     running.set()
     thread = threading.Thread(target=stepper.run, args=(running, publish))
     thread.start()
     try:
-        yield stepper
+        yield
     finally:
         running.clear()
         stepper.wake()
