@@ -56,8 +56,8 @@ def test_envs_run_their_profile() -> None:
     fast, faithful = FR3ReachEnv(profile='training'), FR3ReachEnv()
     assert fast.physics.timestep == 0.005 and fast.substeps == 10
     assert faithful.physics.timestep == 0.001 and faithful.substeps == 50
-    assert FR3PickPlaceEnv(profile='training').chunks() == [2] * 5
-    assert FR3PickPlaceEnv().chunks() == [10] * 5
+    assert FR3PickPlaceEnv(profile='training').chunks() == (2,) * 5
+    assert FR3PickPlaceEnv().chunks() == (10,) * 5
     # the command delay is in time: 2 control periods are 20 and 100 steps
     for env in (fast, faithful):
         env.reset(seed=0)
@@ -154,7 +154,7 @@ def test_a_joint_latency_reads_the_state_of_that_step_before_the_period_ends() -
 
     plain, late = FR3ReachEnv(profile='validation'), FR3ReachEnv(profile='validation', sensors=True)
     assert sim_profile('validation').sensors.joint_latency == 0.001
-    assert plain.chunks() == [50] and late.chunks() == [49, 1]
+    assert plain.chunks() == (50,) and late.chunks() == (49, 1)
     for env in (plain, late):
         env.reset(seed=0)
     late.perception = Perception(SensorNoise(), np.random.default_rng(0))   # the reading alone

@@ -108,12 +108,12 @@ class FR3PickPlaceEnv(FR3ReachEnv):
 
     # --- stepping and safety -------------------------------------------------------------
 
-    def _sample(self) -> None:
+    def _sample(self, steps: int) -> None:
         """After each ``SAMPLE_PERIOD`` of physics steps: peak joint speed and force.
 
         Also at a joint latency's step, and the base class's reading there.
         """
-        super()._sample()
+        super()._sample(steps)
         physics = self.physics
         speeds = physics.data.qvel[physics.index.dof_adr[:physics.index.arm_dof]]
         self.peak_speed = max(self.peak_speed, float(np.max(np.abs(speeds))))
@@ -149,7 +149,7 @@ class FR3PickPlaceEnv(FR3ReachEnv):
 
     def object_position(self) -> np.ndarray:
         """The cube centre (3,) m in the base frame (true, without noise)."""
-        return self.physics.body_pose(self.physics.index.object_body)[0]
+        return self.true_object_pose()[0]
 
     def grasp_point(self) -> np.ndarray:
         """Between the finger pads: ``GRASP_DEPTH`` below the flange along the hand axis (m)."""

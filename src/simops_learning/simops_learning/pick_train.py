@@ -114,7 +114,7 @@ def expert_action(expert: PickExpert, env: FR3PickPlaceEnv, privileged: bool = F
     q, width = raw.joint_position[:arm].copy(), float(gripper_width(raw.joint_position[arm:]))
     cube, cube_quat = raw.object_position.copy(), raw.object_quaternion.copy()
     if privileged:
-        position, quaternion = env.physics.body_pose(env.physics.index.object_body)
+        position, quaternion = env.true_object_pose()
         cube, cube_quat = position.copy(), quaternion[[1, 2, 3, 0]]   # wxyz to the raw's xyzw
     move, gripper = expert.decide(q, width, cube, raw.goal_position.copy())
     action = expert.action(q, move, gripper, cube_quat)

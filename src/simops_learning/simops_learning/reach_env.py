@@ -157,7 +157,8 @@ class FR3ReachEnv(gym.Env):
             raise ValueError(f'joint_latency {self.sensors.joint_latency:g} s is not shorter '
                              f'than a control period ({self.period:g} s)')
         self._late: np.ndarray | None = None   # that state (3, N), taken during the period
-        self._period_start = 0.0   # s of sim time the current period began at
+        self._done = 0   # physics steps of the current period run so far
+        self._chunks = self._period_chunks()
         self.supervisor = MotionSupervisor(start_enabled=True, ramp_time=self.ramp_time)
         self.scenario = ScenarioRun(None, self.period)
         self._decision = Decision(run=True, publish=True, restart=True, blend=0.0)
@@ -232,33 +233,37 @@ class FR3ReachEnv(gym.Env):
 
     def _advance(self) -> None:
         """Run one control period of physics steps, in chunks of ``sample_period``."""
-        for chunk in self.chunks():
+        for chunk in self._chunks:
             self.physics.step(chunk)
-            self._sample()
+            self._sample(chunk)
 
-    def chunks(self) -> list[int]:
+    def chunks(self) -> tuple[int, ...]:
         """The physics steps of one control period, cut where the env samples its figures.
 
         Under a joint latency, also cut where the joint state the node reads is measured.
         """
+        return self._chunks
+
+    def _period_chunks(self) -> tuple[int, ...]:
+        """:meth:`chunks`, worked out once: they depend on the profile and sensors only."""
         size = (max(1, round(self.sample_period / self.physics.timestep))
                 if self.sample_period else self.substeps)
         ends = set(range(size, self.substeps, size)) | {self.substeps}
         if self._late_steps:
             ends.add(self.substeps - self._late_steps)
         ends_sorted = sorted(ends)
-        return [end - start for start, end in zip([0, *ends_sorted], ends_sorted, strict=False)]
+        return tuple(end - start
+                     for start, end in zip([0, *ends_sorted], ends_sorted, strict=False))
 
-    def _sample(self) -> None:
-        """After each chunk of physics steps: the joint state at a joint latency's step.
+    def _sample(self, steps: int) -> None:
+        """After each chunk of ``steps`` physics steps: the joint state at a latency's step.
 
-        The reach task samples nothing else.
+        The step is counted from the period's start. The reach task samples nothing else.
         """
-        if self._late_steps:
-            done = round((self.physics.time - self._period_start) / self.physics.timestep)
-            if done == self.substeps - self._late_steps:
-                self._late = self._joints.copy()
-                self.physics.read_joints(self._late)
+        self._done += steps
+        if self._late_steps and self._done == self.substeps - self._late_steps:
+            self._late = self._joints.copy()
+            self.physics.read_joints(self._late)
 
     def _reward(self, info: dict[str, Any], action: np.ndarray) -> float:
         """Minus the flange-goal distance (m), plus the success bonus."""
@@ -287,7 +292,7 @@ class FR3ReachEnv(gym.Env):
         """
         decision, step = self._decision, self.policy_step
         self._fault, self._action = False, np.zeros(self.card.action.size)
-        self._period_start, self._late = self.physics.time, None
+        self._done, self._late = 0, None
         if self._acts:
             out = step.command(action, decision.blend)
             self._send(out.state.target, out.state.gripper)
@@ -382,15 +387,21 @@ class FR3ReachEnv(gym.Env):
             raw.joint_position[:], raw.joint_velocity[:] = position, velocity
             self._measured_at = self._steps
         if scene:
-            index = self.physics.index
-            if index.object_body >= 0:
-                obj_pos, obj_quat = self.physics.body_pose(index.object_body)
-            else:
-                obj_pos, obj_quat = np.zeros(3), np.array([1.0, 0.0, 0.0, 0.0])
+            obj_pos, obj_quat = self.true_object_pose()
             if self.perception is not None:
                 obj_pos, obj_quat = self.perception.object(obj_pos, obj_quat)
             raw.object_position[:], raw.object_quaternion[:] = obj_pos, obj_quat[[1, 2, 3, 0]]
         raw.goal_position[:] = self.goal
+
+    def true_object_pose(self) -> tuple[np.ndarray, np.ndarray]:
+        """The object's true pose, before any perception: position (3,) m, quat (4,) wxyz.
+
+        In the base frame; the origin and the identity in a scene without an object.
+        """
+        index = self.physics.index
+        if index.object_body < 0:
+            return np.zeros(3), np.array([1.0, 0.0, 0.0, 0.0])
+        return self.physics.body_pose(index.object_body)
 
     def flange_position(self) -> np.ndarray:
         """The flange position (3,) m in the base frame (true, without noise)."""

@@ -126,7 +126,7 @@ def run_episodes_batched(envs: Sequence[FR3ReachEnv], policy: Policy, episodes: 
         for chunk in first.chunks():
             step_together([envs[slot].physics for slot in slots], chunk)
             for slot in slots:
-                envs[slot]._sample()
+                envs[slot]._sample(chunk)
         for slot in slots:
             episode, _, steps = running[slot]
             obs, _, terminated, truncated, info = envs[slot].finish_step()

@@ -60,7 +60,7 @@ class SteppedTogetherVectorEnv(gym.vector.VectorEnv):
         for chunk in self.envs[0].chunks():
             step_together([env.physics for env in self.envs], chunk)
             for env in self.envs:
-                env._sample()
+                env._sample(chunk)
         n = self.num_envs
         observations = []
         rewards, terminated, truncated = np.zeros(n), np.zeros(n, bool), np.zeros(n, bool)
