@@ -5,17 +5,9 @@ everything around a step; what is an arm's own (its commands, stops and frames) 
 :class:`~simops_sim.arm_lane.ArmLane`:
 
 - pacing: ``realtime`` steps on absolute wall-clock deadlines (``realtime_factor`` sim s per
-  wall s, 0 runs free). Stamping on the system clock, a hiccup under :data:`MAX_CATCH_UP` s
-  is caught up (the stamps are system time), a longer stall re-anchors the schedule and
-  counts an overrun. Under ``/clock``, where sim time is every node's clock and no deadline
-  is owed to the wall, a step later than :data:`SLIP_AFTER` re-anchors the schedule instead
-  (``slipped_s`` counts the sim time given up), as MuJoCo's ``simulate`` re-syncs rather
-  than catch up beyond its ``syncmisalign`` (``simulate/main.cc``, ``SimulateLoop``): a
-  catch-up burst makes sim time run several times faster than the wall for a while, and
-  the consumers paced on the wall skip that sim time (a camera rendering at 35 ms per
-  frame caught 190 ms of sim time between two frames while the physics caught up 130 ms);
-  ``lockstep`` advances one control period per command, or per ``lockstep_timeout`` wall
-  seconds without one;
+  wall s, 0 runs free; a hiccup under :data:`MAX_CATCH_UP` s is caught up, a longer stall
+  re-anchors the schedule and counts an overrun); ``lockstep`` advances one control period
+  per command, or per ``lockstep_timeout`` wall seconds without one;
 - stamps: sim time, or without ``/clock`` sim time plus an offset onto the system clock
   fixed whenever the schedule is (re)anchored, so a step's stamp is the system time it was
   scheduled for, as a real arm's driver stamps;
@@ -47,12 +39,6 @@ from simops_sim.world import World
 POSE_RATE = 100.0          # Hz of sim time, flange and object poses
 VIEWER_RATE = 60.0         # Hz of wall time
 PAUSE_POLL = 0.05          # s between checks while paused
-# s: under /clock, a step later than this re-anchors the schedule rather than catch up:
-# MuJoCo's simulate's syncmisalign (simulate/main.cc:33 at 033ca81). The sim-time gap
-# between two camera frames stays under their wall-time gap plus this. 10 ms, tried first,
-# slipped on every GIL wait of a busy graph: the two-camera recording's simulator kept 85 %
-# of real time
-SLIP_AFTER = 0.1
 
 
 def open_viewer(world: World) -> Viewer | None:
@@ -111,8 +97,7 @@ class Counters:
     joint_states: int = 0
     lag_max: float = 0.0             # s, worst lateness of a step against its deadline
     divergences: int = 0             # in this window
-    overruns: int = 0                # cumulative, like the three below
-    slipped: float = 0.0             # s of sim time the schedule gave up under /clock
+    overruns: int = 0                # cumulative, like the two below
     divergences_total: int = 0
     last_divergence: str = ''
     window_wall: float = field(default_factory=time.monotonic)
@@ -293,19 +278,12 @@ class Stepper:
           arrival, as on an arm that is never late, as the recording shows it and as
           ``fit``'s replay applies it (:func:`simops_sysid.replay.application_steps`);
           after a stall longer than :data:`MAX_CATCH_UP`, everything.
-
-        A step later than :data:`MAX_CATCH_UP`, or under ``/clock`` than :data:`SLIP_AFTER`,
-        re-anchors the schedule at the next step.
         """
         with self.lock:
             if late:
-                counters = self.counters
-                counters.lag_max = max(counters.lag_max, late)
+                self.counters.lag_max = max(self.counters.lag_max, late)
                 if late > MAX_CATCH_UP:
-                    counters.overruns += 1
-                    self._anchor = None
-                elif self._system_ns is None and late > SLIP_AFTER:
-                    counters.slipped += late
+                    self.counters.overruns += 1
                     self._anchor = None
             arrived = (due if self._system_ns is not None and late <= MAX_CATCH_UP
                        else due + late)
@@ -435,7 +413,7 @@ class Stepper:
             wall = max(now - c.window_wall, 1e-9)
             rtf = (sim - c.window_sim) / wall if sim >= c.window_sim else 0.0
             timing, paused = self.timing, self.paused
-            self.counters = Counters(overruns=c.overruns, slipped=c.slipped,
+            self.counters = Counters(overruns=c.overruns,
                                      divergences_total=c.divergences_total,
                                      last_divergence=c.last_divergence,
                                      window_wall=now, window_sim=sim)
@@ -457,7 +435,6 @@ class Stepper:
             'dropped_commands': sum(n.dropped_commands for n in counts),
             'command_timeouts': sum(n.command_timeouts for n in counts),
             'overruns': c.overruns,
-            'slipped_s': c.slipped,
             'divergences': c.divergences_total,
             'last_divergence': c.last_divergence,
             'paused': paused,
