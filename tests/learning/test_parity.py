@@ -23,6 +23,7 @@ from std_msgs.msg import Float64MultiArray, String
 from std_srvs.srv import Trigger
 
 from simops_core.policy_step import StepSettings
+from simops_core.stamps import to_nanoseconds
 from simops_learning.reach_env import MAX_EPISODE_STEPS, SUCCESS_RADIUS, FR3ReachEnv, episode_goal
 from simops_learning.rollout import run_episodes
 from simops_policy.model import load_policy
@@ -66,7 +67,7 @@ def call_reset(probe: RosProbe) -> None:
 def end_of_period_poses(probe: RosProbe, since: int) -> list[PoseStamped]:
     """/ee_pose messages after index ``since`` stamped at the end of a control period."""
     return [m for m in probe.messages(EE_POSE)[since:]
-            if (m.header.stamp.sec * 1_000_000_000 + m.header.stamp.nanosec) % PERIOD_NS == 0
+            if to_nanoseconds(m.header.stamp) % PERIOD_NS == 0
             and (m.header.stamp.sec or m.header.stamp.nanosec)]
 
 

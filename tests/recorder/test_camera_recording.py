@@ -24,6 +24,7 @@ from ros_helpers import RosProbe, installed_executable, wait_until
 from simops_core.bag_reader import message_typestore, read_bag
 from simops_core.bag_stream import stream_messages
 from simops_core.camera_rig import load_cameras
+from simops_core.stamps import to_nanoseconds
 from simops_learning.video_encoder import count_frames
 
 CARD = 'models/policy/fr3_reach.yaml'
@@ -35,8 +36,7 @@ def header_stamps(bag: Path, topic: str, msgtype: str) -> np.ndarray:
     store = message_typestore(read_bag(bag, topics=()))
     stamps = []
     for _, _, data in stream_messages(bag, [topic]):
-        header = store.deserialize_cdr(data, msgtype).header.stamp
-        stamps.append(header.sec * 1_000_000_000 + header.nanosec)
+        stamps.append(to_nanoseconds(store.deserialize_cdr(data, msgtype).header.stamp))
     return np.array(stamps, dtype=np.int64)
 
 

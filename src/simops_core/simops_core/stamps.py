@@ -16,6 +16,11 @@ def to_seconds(stamp: Any) -> float:
     return stamp.sec + 1e-9 * stamp.nanosec
 
 
+def to_nanoseconds(stamp: Any) -> int:
+    """A ``builtin_interfaces/Time`` or ``Duration`` in ns, exactly."""
+    return stamp.sec * NANOS_PER_SECOND + stamp.nanosec
+
+
 def split_nanoseconds(nanoseconds: int) -> tuple[int, int]:
     """(sec, nanosec) of a time or duration in ns, nanosec in [0, 1e9), as ROS stores it."""
     sec, nanosec = divmod(int(nanoseconds), NANOS_PER_SECOND)
