@@ -578,6 +578,54 @@ def test_a_stalled_stepper_applies_what_arrived_at_its_next_step(spec: RobotSpec
     assert last.times[-1] >= 0.05 - 1e-9   # time_from_start of its one point
 
 
+def test_a_catch_up_runs_no_further_than_a_follower_allows(spec: RobotSpec) -> None:
+    """After a 0.3 s stall the realtime stepper catches up in a burst. With a follower (the
+    camera loop, whose next frame is due 10 ms after the stall) the burst stops FOLLOW_LEAD
+    past that frame and waits there until the follower has looked; then it catches up all
+    the same. Without it a wall-paced camera saw 325 ms of sim time pass between two frames."""
+    import math
+    import threading
+    import time
+
+    from simops_sim.stepper import FOLLOW_LEAD, Stepper, Timing
+    from simops_sim.world import World
+
+    world = World(mujoco.MjModel.from_xml_path(str(SCENE_XML)), {'': spec})
+    timing = Timing('realtime', 1.0, 0.05, 0.5, 5.0, 1000.0, 0.0, 0.0, 100.0)
+    stepper = Stepper(world, timing, 'home', None, 0, None, lambda key, text: None)
+    needs = [math.inf]
+    due: list[float] = []
+    stall = threading.Event()
+
+    def publish(frame: object) -> None:
+        if stall.is_set():
+            stall.clear()
+            due.append(world.time + 0.01)
+            needs[0] = due[0]
+            time.sleep(0.3)   # the physics thread is held up, outside the lock
+
+    def sim_time() -> float:
+        with stepper.lock:
+            return world.time
+
+    with stepper.followed_by(lambda: needs[0]), stepping(stepper, publish):
+        started = time.monotonic()
+        time.sleep(0.2)
+        stall.set()
+        time.sleep(0.5)
+        held = sim_time()
+        time.sleep(0.2)
+        still = sim_time()
+        needs[0] = math.inf   # the follower has looked
+        time.sleep(0.5)
+        behind = (time.monotonic() - started) - sim_time()
+        values = stepper.report().values
+    assert held == still, (held, still)   # waiting for the follower ...
+    assert due[0] + FOLLOW_LEAD <= held <= due[0] + FOLLOW_LEAD + 0.0015, (due, held)
+    assert values['follower_wait_ms'] >= 300, values
+    assert values['overruns'] == 0 and abs(behind) < 0.05, (behind, values)   # ... caught up
+
+
 def test_a_simulator_behind_real_time_applies_a_command_when_it_runs(spec: RobotSpec) -> None:
     """A step running 0.2 s late (the simulator behind real time) applies a command that
     arrived before it ran, though after the step was due: waiting for the schedule to catch

@@ -7,9 +7,14 @@ waits for a frame. MuJoCo releases the GIL while it renders, so the 1 kHz physic
 schedule (``bench/camera.py`` measures its lateness with the cameras on).
 
 A frame is due every ``1 / rate`` s of sim time; when rendering falls behind, the loop skips
-to the newest due frame instead of queueing old ones, and counts the skipped frames. After a
-world reset (sim time going back) it starts again at the new time and, with appearance
-ranges, draws a new appearance, as the physics draws new parameters.
+to the newest due frame instead of queueing old ones, and counts the skipped frames. The
+loop follows the stepper (:meth:`~simops_sim.stepper.Stepper.followed_by`): a physics that
+catches up a late schedule in a burst runs at most
+:data:`~simops_sim.stepper.FOLLOW_LEAD` past the next due frame until it is taken, so the
+sim time between two frames stays under a period plus that lead (a catch-up once ran 325 ms
+of sim time between two frames, docs/cameras.md). After a world reset (sim time going back)
+it starts again at the new time and, with appearance ranges, draws a new appearance, as
+the physics draws new parameters.
 """
 
 from __future__ import annotations
@@ -62,6 +67,7 @@ class CameraLoop:
         self._stats_lock = threading.Lock()
         self.ready = threading.Event()   # set once the renderer is open
         self.intrinsics: dict[str, Intrinsics] = {}
+        self._due = math.inf   # sim s of the next frame; written with the stepper's lock
 
     def run(self, running: threading.Event, deliver: Deliver) -> None:
         """Render until ``running`` clears; raises :class:`~simops_sim.rgbd.RenderError`."""
@@ -70,28 +76,34 @@ class CameraLoop:
             self.intrinsics = dict(renderer.intrinsics)
             renderer.randomize(self.rng)
             self.ready.set()
-            self._loop(renderer, running, deliver)
+            with self.stepper.followed_by(self._next_due):
+                self._loop(renderer, running, deliver)
         finally:
             renderer.close()
+
+    def _next_due(self) -> float:
+        """Sim s of the next frame (inf before the first look); the stepper's lock is held."""
+        return self._due
 
     def _loop(self, renderer: RgbdRenderer, running: threading.Event,
               deliver: Deliver) -> None:
         period = 1.0 / self.rate
         stepper = self.stepper
-        due = 0.0
         last = -math.inf
         while running.is_set():
             with stepper.lock:
                 now = stepper.world.time
                 reset = now < last   # sim time went back: the world was reset
                 if reset or last == -math.inf:
-                    due = now
+                    self._due = now
                 last = now
-                if now + 1e-9 < due:
+                if now + 1e-9 < self._due:
                     state = None
                 else:
                     state = snapshot(stepper.world.data)
                     stamp = stepper.stamp_at(state.time)
+                    behind = math.floor((state.time - self._due) / period + 1e-9)
+                    self._due += (behind + 1) * period
             if reset:   # outside the lock: uploading textures takes milliseconds
                 renderer.randomize(self.rng)
             if state is None:
@@ -101,8 +113,6 @@ class CameraLoop:
             images = renderer.render(state)
             spent = time.perf_counter() - started
             deliver(images, stamp)
-            behind = math.floor((state.time - due) / period + 1e-9)
-            due += (behind + 1) * period
             with self._stats_lock:
                 s = self._stats
                 s.frames += 1

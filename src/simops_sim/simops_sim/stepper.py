@@ -11,6 +11,9 @@ everything around a step; what is an arm's own (its commands, stops and frames) 
 - stamps: sim time, or without ``/clock`` sim time plus an offset onto the system clock
   fixed whenever the schedule is (re)anchored, so a step's stamp is the system time it was
   scheduled for, as a real arm's driver stamps;
+- followers (the camera loop): a catch-up runs at most :data:`FOLLOW_LEAD` s of sim time
+  past the next look each follower needs, so a sensor thread paced by the wall misses no
+  more sim time than that while the physics makes up lateness in a burst;
 - divergence recovery (the whole world back to the keyframe), and the diagnostics values
   (counts summed over the arms).
 
@@ -25,7 +28,8 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
@@ -39,6 +43,8 @@ from simops_sim.world import World
 POSE_RATE = 100.0          # Hz of sim time, flange and object poses
 VIEWER_RATE = 60.0         # Hz of wall time
 PAUSE_POLL = 0.05          # s between checks while paused
+FOLLOW_LEAD = 0.1          # s of sim time a catch-up may run past a follower's next look
+FOLLOW_POLL = 0.001        # s of wall time between looks at the followers while waiting
 
 
 def open_viewer(world: World) -> Viewer | None:
@@ -96,6 +102,7 @@ class Counters:
     step_wall_max: float = 0.0
     joint_states: int = 0
     lag_max: float = 0.0             # s, worst lateness of a step against its deadline
+    follower_wait: float = 0.0       # s of wall time a catch-up waited for its followers
     divergences: int = 0             # in this window
     overruns: int = 0                # cumulative, like the two below
     divergences_total: int = 0
@@ -156,6 +163,7 @@ class Stepper:
         self.stamp_offset = 0   # ns from sim time to stamps (system time without /clock)
         self.paused = False
         self.counters = Counters()
+        self._followers: list[Callable[[], float]] = []
         self.reset()
 
     @property
@@ -182,6 +190,22 @@ class Stepper:
         return (f'{arms}{len(first.spec.joint_names)} joints, {1 / dt:.0f} Hz physics, {mode}, '
                 f'joint_states at {1 / (self.state_every * dt):.0f} Hz, command delay '
                 f'{first.delay_steps} steps')
+
+    @contextmanager
+    def followed_by(self, needs: Callable[[], float]) -> Iterator[None]:
+        """Within the block, a catch-up runs at most :data:`FOLLOW_LEAD` past ``needs()``.
+
+        ``needs`` returns the sim time (s) of the follower's next look at the world (the
+        camera loop's next due frame); the physics thread calls it with the lock held. Only
+        a late schedule waits: a physics on time never waits for a follower.
+        """
+        with self.lock:
+            self._followers.append(needs)
+        try:
+            yield
+        finally:
+            with self.lock:
+                self._followers.remove(needs)
 
     # --- from the executor thread ----------------------------------------------------------
 
@@ -254,7 +278,10 @@ class Stepper:
                 with self.lock:
                     self._wakeup.wait(PAUSE_POLL)
                 continue
-            frames = self.advance(*self._wait_for_deadline())
+            late, due = self._wait_for_deadline()
+            if late and self._followers:
+                late = self._wait_for_followers(running, late, due)
+            frames = self.advance(late, due)
             for frame in frames:
                 publish(frame)
             if self.viewer is not None and time.monotonic() >= next_viewer:
@@ -311,6 +338,23 @@ class Stepper:
             time.sleep(delay)
             return 0.0, due
         return -delay, due
+
+    def _wait_for_followers(self, running: threading.Event, late: float, due: float
+                            ) -> float:
+        """In a catch-up, wait until no follower's next look is :data:`FOLLOW_LEAD` behind.
+
+        Returns the step's lateness (s) after the wait.
+        """
+        started = time.monotonic()
+        while running.is_set():
+            with self.lock:
+                now = self.world.time
+                if self.paused or all(now - needs() <= FOLLOW_LEAD
+                                      for needs in self._followers):
+                    self.counters.follower_wait += time.monotonic() - started
+                    break
+            time.sleep(FOLLOW_POLL)
+        return max(late, time.monotonic() - due)
 
     def _run_lockstep(self, running: threading.Event, publish: Publish) -> None:
         lanes = self._lanes
@@ -430,6 +474,7 @@ class Stepper:
             'step_time_mean_us': 1e6 * c.step_wall / max(c.steps, 1),
             'step_time_max_us': 1e6 * c.step_wall_max,
             'lag_max_ms': 1e3 * c.lag_max,
+            'follower_wait_ms': 1e3 * c.follower_wait,
             'joint_state_rate_hz': c.joint_states / wall,
             'sim_time_s': sim,
             'dropped_commands': sum(n.dropped_commands for n in counts),
