@@ -232,4 +232,4 @@ def main(args: list[str] | None = None) -> int:
     """Entry point of ``ros2 run simops_recorder record``: 0 when stopped, 2 on bad config."""
     return run_node('record', 'Record episodes of the configured topics to rosbag2 (MCAP or '
                     'sqlite3), one bag per episode.', Recorder, args, spin=_spin,
-                    signals=SignalHandlerOptions.NO)
+                    signals=SignalHandlerOptions.NO, polled_clock=False)

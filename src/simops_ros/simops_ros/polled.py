@@ -98,11 +98,21 @@ class Polled:
 def header_stamp(raw: bytes) -> float:
     """The ``header.stamp`` (s) of a serialised message that begins with a std_msgs/Header.
 
-    Read from the CDR bytes (encapsulation, then ``sec`` int32, ``nanosec`` uint32); 0 for
-    bytes too short to hold it.
+    0 for bytes too short to hold it (see :func:`leading_time`).
+    """
+    stamp = leading_time(raw)
+    return 0.0 if stamp is None else stamp[0] + 1e-9 * stamp[1]
+
+
+def leading_time(raw: bytes) -> tuple[int, int] | None:
+    """``(sec, nanosec)`` of the builtin_interfaces/Time a serialised message begins with.
+
+    A std_msgs/Header's stamp, or a rosgraph_msgs/Clock's clock: read from the CDR bytes
+    (encapsulation, then ``sec`` int32, ``nanosec`` uint32) without decoding the rest; None
+    for bytes too short to hold it.
     """
     if len(raw) < 12:
-        return 0.0
+        return None
     order = '<' if raw[1] & 1 else '>'   # CDR_LE or CDR_BE
     sec, nanosec = struct.unpack_from(f'{order}iI', raw, 4)
-    return sec + 1e-9 * nanosec
+    return sec, nanosec

@@ -17,6 +17,10 @@ more than two 20 Hz periods and more than ``stale_state_timeout``. They are hand
 the collector once the node is destroyed: frozen objects are never finalised, and an rclpy
 context left unfinalised at exit keeps its Fast DDS participant's shared-memory segment
 (32 MB with ``config/dds/``) in /dev/shm for good.
+
+A node with ``use_sim_time`` follows ``/clock`` on a thread of its own
+(:class:`~simops_ros.sim_clock.PolledSimClock`), not in its executor: at the simulator's
+1 kHz, rclpy's own subscription cost a node about half a core (``polled_clock`` opts out).
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ from simops_core.command_line import EXIT_CONFIG, ConfigError, config_message, f
 from simops_ros import spinning
 from simops_ros.node_args import parse_node_args
 from simops_ros.rclpy_compat import initialised
+from simops_ros.sim_clock import PolledSimClock
 
 NodeT = TypeVar('NodeT', bound=Node)
 
@@ -43,19 +48,24 @@ def run_node(executable: str, description: str, make: Callable[[], NodeT],
              args: list[str] | None = None, codes: dict[int, str] | None = None,
              spin: Callable[[NodeT], None] = spinning.spin,
              exit_code: Callable[[NodeT], int] | None = None,
-             signals: SignalHandlerOptions = SignalHandlerOptions.ALL) -> int:
+             signals: SignalHandlerOptions = SignalHandlerOptions.ALL,
+             polled_clock: bool = True) -> int:
     """Run the node ``make`` builds until ``spin`` returns, Ctrl-C or shutdown.
 
     ``args`` defaults to ``sys.argv``; ``codes`` adds exit codes to ``--help``; ``signals``
-    NO leaves SIGINT/SIGTERM to ``spin`` (the recorder ends at a wait, never mid-write).
+    NO leaves SIGINT/SIGTERM to ``spin`` (the recorder ends at a wait, never mid-write);
+    ``polled_clock`` False keeps rclpy's own /clock subscription, for a node spun by rclpy's
+    EventsExecutor (it runs every subscription, polled ones too, and wakes cheaply).
     Returns 2 on a :class:`ConfigError`, else ``exit_code(node)`` (default 0).
     """
     argv = parse_node_args(executable, description, args, codes)
     node: NodeT | None = None
+    clock: PolledSimClock | None = None
     try:
         with initialised(argv, signals):
             try:
                 node = make()
+                clock = PolledSimClock(node) if polled_clock else None
                 gc.freeze()   # start-up objects: never walked again by a full collection
                 spin(node)
             except ConfigError as exc:
@@ -71,6 +81,8 @@ def run_node(executable: str, description: str, make: Callable[[], NodeT],
                     stop = getattr(node, 'stop', None)
                     if callable(stop):
                         stop()
+                    if clock is not None:
+                        clock.stop()
                     node.destroy_node()
                 gc.unfreeze()   # the exit's collection finalises the rmw context
     except KeyboardInterrupt:   # the signal re-raised as the context closes
