@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from simops_core.receive_clock import ReceiveClock
+from simops_core.receive_clock import SAME_CLOCK, ReceiveClock, delivery_times
 
 OFFSET = 1_700_000_000.0   # s from the arm's stamp clock to the recorder's receive clock
 
@@ -59,3 +59,31 @@ def test_effect_times_never_run_backwards() -> None:
     clock = ReceiveClock(received, stamps)
     commands = np.sort(np.random.default_rng(1).uniform(0.99, 1.04, 200)) + OFFSET + 3e-4
     assert np.all(np.diff(clock(commands)) >= 0.0)
+
+
+def test_a_starved_recorder_is_taken_out_where_the_bag_holds_send_times() -> None:
+    """Messages sent every 1 ms on the publisher's clock, delivered in 0.2-0.5 ms; the
+    recorder stalls 40 ms and takes the backlog in a burst. With send times every message
+    is back at its send time plus the fastest delivery, on the recorder's clock."""
+    rng = np.random.default_rng(1)
+    sent = 10**9 * 1000 + 10**6 * np.arange(2000, dtype=np.int64)   # the publisher's clock
+    skew = 37_000_000_123                                           # ns, recorder - publisher
+    received = sent + skew + rng.integers(200_000, 500_000, sent.size)
+    stalled = (sent >= sent[500]) & (sent < sent[540])
+    received[stalled] = received[540] + 1_000 * np.arange(stalled.sum()) - 40_000
+    got = delivery_times(received, sent)
+    fastest = (received - sent).min()
+    assert np.array_equal(got, (sent + fastest) * 1e-9)
+    assert np.abs(np.diff(got) - 1e-3).max() < 1e-9    # the burst is gone
+    assert abs(got[0] - (sent[0] + skew + 200_000) * 1e-9) < 1e-6
+
+
+def test_without_send_times_the_receive_times_are_all_there_is() -> None:
+    received = 10**6 * np.arange(1, 101, dtype=np.int64) + 10**18
+    assert np.array_equal(delivery_times(received, received), received * 1e-9)   # Humble
+    assert np.array_equal(delivery_times(received, np.zeros_like(received)), received * 1e-9)
+    assert delivery_times([], []).shape == (0,)
+    # received on another clock (--use-sim-time): deliveries spread over more than a second
+    drifting = received - 10**18 + np.round(np.linspace(0, (SAME_CLOCK + 0.5) * 1e9,
+                                                         received.size)).astype(np.int64)
+    assert np.array_equal(delivery_times(received, drifting), received * 1e-9)

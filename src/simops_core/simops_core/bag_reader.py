@@ -62,7 +62,10 @@ class RawTopic:
     """One topic of a bag: its message count and, if loaded, every message in receive order.
 
     ``count`` is the number of messages in the storage; ``loaded`` tells whether ``log_time``
-    (receive timestamps, ns since the epoch) and ``data`` (CDR payloads) were read.
+    (receive timestamps, ns since the epoch), ``publish_time`` (send timestamps, ns: MCAP's
+    publish time, which rosbag2 Jazzy and the SimOps recorder fill with the publisher's DDS
+    source timestamp; the receive time where the bag has none) and ``data`` (CDR payloads)
+    were read.
     ``msgdef`` is the message definition stored in the bag (``''`` when absent).
     """
 
@@ -72,6 +75,7 @@ class RawTopic:
     loaded: bool = True
     count: int = 0
     log_time: list[int] = field(default_factory=list)
+    publish_time: list[int] = field(default_factory=list)
     data: list[bytes] = field(default_factory=list)
 
 
@@ -245,6 +249,7 @@ def _read_mcap(file: Path, wanted: set[str] | None, out: dict[str, RawTopic]) ->
                 topic.count += 1
                 if topic.loaded:
                     topic.log_time.append(message.log_time)
+                    topic.publish_time.append(message.publish_time)
                     topic.data.append(message.data)
             summary = reader.get_summary()
     except (McapError, OSError, EOFError, ValueError, IndexError, KeyError,
@@ -326,6 +331,7 @@ def _read_sqlite3(file: Path, wanted: set[str] | None, out: dict[str, RawTopic])
             topic = out[names[topic_id]]
             if topic.loaded:
                 topic.log_time.append(int(timestamp))
+                topic.publish_time.append(int(timestamp))
                 topic.data.append(bytes(data))
     except sqlite3.Error as exc:
         raise BagError(f'{file}: cannot read sqlite3 storage: {exc}') from None

@@ -4,16 +4,44 @@ A recorder stamps every message with its receive time (its own clock); an arm's 
 carry header stamps on the arm driver's clock (system time on a real arm, sim time under
 /clock). :class:`ReceiveClock` maps one onto the other through the joint states themselves.
 ``fit`` times streamed and unstamped commands with it, and ``simops-dataset export`` takes
-every command at the time it gives. No rclpy here.
+every command at the time it gives. :func:`delivery_times` takes a starved recorder's
+lateness out of its receive times where the bag holds send times. No rclpy here.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 STALL = 0.005              # s without a newer joint state that means the arm ran late
+SAME_CLOCK = 1.0           # s: send and receive times further apart are two clocks' times
+
+
+def delivery_times(received_ns: Sequence[int], sent_ns: Sequence[int]) -> np.ndarray:
+    """When each of a topic's messages reached a recorder that kept up (N,) s.
+
+    ``received_ns`` (N,) the recorder's receive times, ``sent_ns`` (N,) the publisher's send
+    times, ns. A recorder short of CPU receives late: a command then seems to reach the arm
+    later than it did, and joint states seem late like those of an arm that ran late. Where
+    the bag holds send times (MCAP's publish time as rosbag2 Jazzy writes it, the DDS source
+    timestamp: rosbag2 0.26.5 recorder.cpp:611-614, mcap_storage.cpp:875-876), each message
+    reached a recorder that kept up at its send time plus its topic's fastest delivery,
+    which also absorbs a constant offset between the publisher's and the recorder's clocks.
+    Where it holds none (Humble's MCAP and sqlite3 repeat the receive time, and a bag
+    recorded with ``--use-sim-time`` receives on another clock: its deliveries spread over
+    more than :data:`SAME_CLOCK`), the receive times are all there is.
+    """
+    received = np.asarray(received_ns, dtype=np.int64)
+    sent = np.asarray(sent_ns, dtype=np.int64)
+    if received.size == 0 or sent.shape != received.shape or np.any(sent <= 0):
+        return received * 1e-9
+    delivery = received - sent
+    fastest = int(delivery.min())
+    if int(delivery.max()) - fastest > SAME_CLOCK * 1e9 or not delivery.any():
+        return received * 1e-9
+    return (sent + fastest) * 1e-9
 
 
 @dataclass(frozen=True)

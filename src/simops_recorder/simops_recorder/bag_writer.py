@@ -9,7 +9,12 @@ module adds what rosbags' ``Writer`` lacks:
 - :meth:`BagWriter.flush`: closes the pending MCAP chunk and flushes it to the OS, or
   commits the sqlite3 transaction, so a killed process leaves everything up to the last
   flush on disk (``simops_recorder repair`` restores footer, index and metadata);
-- metadata version 8 (read by Humble, Jazzy and Kilted; version 9 QoS strings are not).
+- metadata version 8 (read by Humble, Jazzy and Kilted; version 9 QoS strings are not);
+- an MCAP message's ``publish_time`` is its DDS send time (the publisher's source
+  timestamp) when it is given, as rosbag2 Jazzy writes it (rosbag2 0.26.5,
+  rosbag2_transport/src/rosbag2_transport/recorder.cpp:611-614 and
+  rosbag2_storage_mcap/src/mcap_storage.cpp:875-876; Humble's 0.15 wrote the receive time
+  in both, mcap_storage.cpp:701-702). sqlite3 has no place for it.
 
 The file being written is ``<bag>/<bag>.mcap`` (the storage plugin's own name); it is
 renamed to its split name once closed. Used as a context manager, in the manner of rosbags'
@@ -21,6 +26,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+from io import BytesIO
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -35,13 +41,47 @@ from rosbags.interfaces import (
 )
 from rosbags.rosbag2.enums import CompressionMode
 from rosbags.rosbag2.metadata import dump_qos_v8
-from rosbags.rosbag2.storage_mcap import McapWriter
+from rosbags.rosbag2.storage_mcap import (
+    McapWriter,
+    write_record,
+    write_uint16,
+    write_uint32,
+    write_uint64,
+)
 from rosbags.rosbag2.storage_sqlite3 import Sqlite3Writer
 
 METADATA_VERSION = 8
 SUFFIX = {'mcap': '.mcap', 'sqlite3': '.db3'}
 STORAGES = tuple(SUFFIX)
 COMPRESSIONS = ('none', 'zstd')
+
+
+class SentTimeMcapWriter(McapWriter):
+    """rosbags' MCAP storage writer that also stores each message's send time.
+
+    rosbags (0.11.9) writes the receive time as both MCAP times; this writes the Message
+    record the same way (mcap spec: channel id, sequence, log time, publish time, data) with
+    the send time as ``publish_time``.
+    """
+
+    def write(self, connection: Connection, timestamp: int, data: bytes | memoryview,
+              sent: int | None = None) -> None:
+        """Write a message received at ``timestamp``, sent at ``sent`` (ns; None: received)."""
+        self.message_start_time = min(timestamp, self.message_start_time)
+        self.message_end_time = max(timestamp, self.message_end_time)
+        self.channel_stats[connection.id] += 1
+        self.chunk.message_start_time = min(timestamp, self.chunk.message_start_time)
+        self.chunk.message_end_time = max(timestamp, self.chunk.message_end_time)
+        self.chunk.msgs[connection.id].append((timestamp, self.chunk.bio.tell()))
+        rec = BytesIO()
+        write_uint16(rec, connection.id)
+        write_uint32(rec, 0)
+        write_uint64(rec, timestamp)
+        write_uint64(rec, timestamp if sent is None else sent)
+        rec.write(data)
+        write_record(self.chunk.bio, 0x05, rec)
+        if self.chunk.bio.tell() > 2**20:
+            self.close_chunk()
 
 
 class BagWriteError(RuntimeError):
@@ -139,14 +179,22 @@ class BagWriter:
         self._guard(self._register, connection)
         return connection.id
 
-    def write(self, topic_id: int, timestamp: int, data: bytes | memoryview) -> None:
-        """Write one CDR message received at ``timestamp`` (ns since the epoch)."""
+    def write(self, topic_id: int, timestamp: int, data: bytes | memoryview,
+              sent: int | None = None) -> None:
+        """Write one CDR message received at ``timestamp``, sent at ``sent`` (ns since the epoch).
+
+        The send time is kept in MCAP only (see above).
+        """
         stats = self._files[-1]
         if stats.count and self._should_split(stats, timestamp):
             self.start_new_file()
             stats = self._files[-1]
         assert self._storage is not None
-        self._guard(self._storage.write, self._connections[topic_id - 1], timestamp, data)
+        connection = self._connections[topic_id - 1]
+        if isinstance(self._storage, SentTimeMcapWriter):
+            self._guard(self._storage.write, connection, timestamp, data, sent)
+        else:
+            self._guard(self._storage.write, connection, timestamp, data)
         self._counts[topic_id - 1] += 1
         self._bytes += len(data)
         stats.count += 1
@@ -254,7 +302,7 @@ class BagWriter:
         index = len(self._files)
         name = f'{self.path.name}_{index}{SUFFIX[self.storage]}'
         mode = CompressionMode.STORAGE if self.compression == 'zstd' else CompressionMode.NONE
-        plugin = McapWriter if self.storage == 'mcap' else Sqlite3Writer
+        plugin = SentTimeMcapWriter if self.storage == 'mcap' else Sqlite3Writer
         self._storage = self._guard(plugin, self.path, mode)
         self._files.append(_FileStats(name))
         self._bytes = 0

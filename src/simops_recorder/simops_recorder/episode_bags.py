@@ -42,14 +42,14 @@ class RecordedTopic:
     """A subscribed topic: what is stored for it and its id in the open bag (0: none).
 
     For latched (transient_local) topics ``last`` keeps the newest message (receive time in
-    ns, CDR), so an episode starts with the current goal and policy state, as a
+    ns, CDR, send time in ns), so an episode starts with the current goal and policy state, as a
     ``ros2 bag record`` started at that moment would. ``subscription`` is the node's.
     """
 
     spec: StoredTopic
     latched: bool = False
     bag_id: int = 0
-    last: tuple[int, bytes] | None = None
+    last: tuple[int, bytes, int | None] | None = None
     subscription: Any = None
 
 
@@ -171,17 +171,20 @@ class EpisodeBags:
                 self.fail(exc)
 
     def write(self, topic: RecordedTopic, received_ns: int, data: bytes, publisher: str,
-              sequence: int | None) -> None:
-        """Record one message (receive time ns, CDR) and its publication sequence number."""
+              sequence: int | None, sent_ns: int | None = None) -> None:
+        """Record one message (receive time ns, CDR, publication sequence number, send time ns).
+
+        The send time is the publisher's DDS source timestamp.
+        """
         if self.judge is not None:
             self.judge.observe(topic.spec.name, data)
         if topic.latched:
-            topic.last = (received_ns, data)
+            topic.last = (received_ns, data, sent_ns)
         if self.writer is None or self.episode is None or not topic.bag_id:
             return
         self.episode.gaps.observe(topic.spec.name, publisher, sequence)
         try:
-            self.writer.write(topic.bag_id, received_ns, data)
+            self.writer.write(topic.bag_id, received_ns, data, sent_ns)
         except BagWriteError as exc:
             self.fail(exc)
 

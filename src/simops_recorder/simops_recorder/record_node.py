@@ -152,7 +152,8 @@ class Recorder(Node):
                 while (taken := sub.handle.take_message(sub.msg_type, True)) is not None:
                     data, info = taken
                     self.bags.write(record, info['received_timestamp'], data,
-                                    *publication(info, sub.get_publisher_count))
+                                    *publication(info, sub.get_publisher_count),
+                                    info.get('source_timestamp'))
 
     # -- episodes ---------------------------------------------------------------------------
 

@@ -70,10 +70,10 @@ class RepairReport:
 
 @dataclass(frozen=True)
 class _Salvage:
-    """Topics and messages (topic, receive time in ns, CDR) recovered from one file."""
+    """Topics and messages (topic, receive ns, CDR, send ns or None) recovered from a file."""
 
     topics: list[StoredTopic]
-    messages: list[tuple[str, int, bytes]]
+    messages: list[tuple[str, int, bytes, int | None]]
 
 
 def repair(bag: Path) -> RepairReport:
@@ -110,8 +110,8 @@ def repair(bag: Path) -> RepairReport:
                 for topic in part.topics:
                     if topic.name not in ids:
                         ids[topic.name] = writer.add_topic(topic)
-                for name, timestamp, data in part.messages:
-                    writer.write(ids[name], timestamp, data)
+                for name, timestamp, data, sent in part.messages:
+                    writer.write(ids[name], timestamp, data, sent)
             writer.custom_data.update(_episode_metadata(bag, writer.topic_counts))
     except (BagWriteError, OSError):
         shutil.rmtree(staging, ignore_errors=True)
@@ -146,7 +146,7 @@ def _salvage_mcap(file: Path) -> _Salvage:
     schemas: dict[int, Schema] = {}
     channels: dict[int, Channel] = {}
     topics: list[StoredTopic] = []
-    messages: list[tuple[str, int, bytes]] = []
+    messages: list[tuple[str, int, bytes, int | None]] = []
     typestore = get_typestore(Stores.ROS2_JAZZY)
     with file.open('rb') as stream:
         records = StreamReader(stream).records
@@ -172,7 +172,7 @@ def _salvage_mcap(file: Path) -> _Salvage:
                                           type_hash, tuple(qos)))
             elif isinstance(record, Message) and record.channel_id in channels:
                 messages.append((channels[record.channel_id].topic, record.log_time,
-                                 bytes(record.data)))
+                                 bytes(record.data), record.publish_time))
     return _Salvage(topics, messages)
 
 
@@ -187,7 +187,7 @@ def _salvage_sqlite3(file: Path) -> _Salvage:
         topics = [StoredTopic(name, msgtype, definitions.get(msgtype, ''), type_hash,
                               tuple(parse_qos(qos)))
                   for _, name, msgtype, qos, type_hash in rows]
-        messages = [(names[topic_id], int(timestamp), bytes(data))
+        messages = [(names[topic_id], int(timestamp), bytes(data), None)
                     for topic_id, timestamp, data in conn.execute(
                         'SELECT topic_id, timestamp, data FROM messages ORDER BY id')]
         conn.close()

@@ -42,7 +42,7 @@ from simops_core.bag_series import (
     joint_series,
 )
 from simops_core.paths import resolve_resource
-from simops_core.receive_clock import ReceiveClock
+from simops_core.receive_clock import ReceiveClock, delivery_times
 from simops_core.robot_spec import ARM_DOF, RobotSpec, gripper_width, load_robot_spec
 from simops_core.stamps import to_seconds
 from simops_core.topics import TopicSpec
@@ -95,7 +95,9 @@ class Recording(States):
 
     ``commands`` are on the joint-state clock. ``lag`` (N,) s: how much later than the
     fastest one each joint state was received; a stalled or catching-up arm (or transport)
-    shows here, and there command timing is lost. ``untimed`` (K,) s: when the commands that
+    shows here, and there command timing is lost. Receive times are delivery times
+    (:func:`~simops_core.receive_clock.delivery_times`): where the bag holds send times a
+    recorder short of CPU does not show here. ``untimed`` (K,) s: when the commands that
     arrived while the arm ran late took effect by :class:`ReceiveClock`'s estimate, which
     the arm may have missed by up to the lag (:meth:`ReceiveClock.arm_late`).
     """
@@ -246,7 +248,7 @@ def load_recording(bag: str | Path, spec: RobotSpec, topics: dict[str, TopicSpec
                         f'has {have}; without commands, fit --mode torque uses the efforts')
     store = message_typestore(raw)
     topic = states.joint_states_topic
-    received = np.asarray(raw.topics[topic].log_time, dtype=np.int64) * 1e-9
+    received = delivery_times(raw.topics[topic].log_time, raw.topics[topic].publish_time)
     clock = ReceiveClock(received, stamps if np.all(stamps > 0) else received)
     command_topic = max(states.command_topics, key=lambda n: raw.topics[n].count)
     log, untimed = _commands(raw, command_topic, spec, store, clock, origin, states)
@@ -347,7 +349,8 @@ def _commands(raw: RawBag, topic: str, spec: RobotSpec, store: object, clock: Re
     arm = spec.arm_joints
     if raw.topics[topic].type == FLOAT_ARRAY:
         series = command_series(raw, topic, arm, store)
-        received = np.sort(np.asarray(raw.topics[topic].log_time, dtype=np.int64) * 1e-9)
+        received = np.sort(delivery_times(raw.topics[topic].log_time,
+                                          raw.topics[topic].publish_time))
         effect, late = clock.estimate(received)
         log = CommandLog(topic, effect - origin, targets=series.position, limits=spec)
         if topic.endswith(INTERFACE_TOPIC):
@@ -356,7 +359,8 @@ def _commands(raw: RawBag, topic: str, spec: RobotSpec, store: object, clock: Re
         return log, log.t[late]
     goals: list[TrajectoryGoal] = []
     arrival = []
-    for msg, received in zip(raw.decode(topic, store), raw.topics[topic].log_time, strict=True):
+    delivered = delivery_times(raw.topics[topic].log_time, raw.topics[topic].publish_time)
+    for msg, received in zip(raw.decode(topic, store), delivered, strict=True):
         try:
             goal = goal_from_message(msg, arm)
         except TrajectoryError as exc:
@@ -367,7 +371,7 @@ def _commands(raw: RawBag, topic: str, spec: RobotSpec, store: object, clock: Re
         if goal.start is not None:
             goal = replace(goal, start=goal.start - origin)
         goals.append(goal)
-        arrival.append(received * 1e-9)
+        arrival.append(received)
     order = np.argsort(arrival, kind='stable')
     effect, late = clock.estimate(np.asarray(arrival)[order])
     effect = effect - origin
