@@ -16,13 +16,14 @@ franka_gripper). A bad command is rejected with a warning throttled per kind; th
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
 import numpy as np
 from geometry_msgs.msg import PoseStamped
 from rclpy.node import Node
+from rclpy.serialization import deserialize_message
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 from trajectory_msgs.msg import JointTrajectory
@@ -30,6 +31,7 @@ from trajectory_msgs.msg import JointTrajectory
 from simops_core.franka_ros2 import ARM_CONTROLLER, POSITION_CONTROLLER, FrankaRelease
 from simops_core.robot_spec import RobotSpec
 from simops_core.topics import TopicSpec, load_qos
+from simops_ros.polled import PolledGroup, never_called
 from simops_ros.qos import qos_from_spec, qos_profile, subscription_qos
 from simops_ros.rclpy_compat import MessageInfo
 from simops_sim.arm_lane import ArmLane, Frame
@@ -65,7 +67,8 @@ class ArmPorts:
     """
 
     def __init__(self, node: Node, arm: ArmLane, spec: RobotSpec,
-                 topics: Mapping[str, TopicSpec], warn: Warn, release: FrankaRelease) -> None:
+                 topics: Mapping[str, TopicSpec], warn: Warn, release: FrankaRelease,
+                 polled: bool = False) -> None:
         self._node, self._arm, self._spec, self._topics = node, arm, spec, topics
         self._warn = warn
 
@@ -75,13 +78,23 @@ class ArmPorts:
         self._state_pub = publisher(JointState, 'joint_states')
         self._ee_pub = publisher(PoseStamped, 'ee_pose')
         self._object_pub = publisher(PoseStamped, 'object_pose')
+        # The arm's commands: taken by the physics thread before each step (take_commands),
+        # as a real arm's update loop reads them, when ``polled``; else by the executor.
+        self._polled: list[tuple[Any, Callable[[Any, MessageInfo], None]]] = []
+        group = PolledGroup() if polled else None
         for kind, key, callback in ((Float64MultiArray, 'joint_commands', self._on_command),
                                     (Float64MultiArray, 'position_commands',
                                      self._on_position),
-                                    (JointTrajectory, 'joint_trajectory', self._on_trajectory),
-                                    (PoseStamped, 'goal_pose', self._on_goal)):
-            node.create_subscription(kind, topics[key].name, callback,
-                                     subscription_qos(topics[key]))
+                                    (JointTrajectory, 'joint_trajectory', self._on_trajectory)):
+            if group is None:
+                node.create_subscription(kind, topics[key].name, callback,
+                                         subscription_qos(topics[key]))
+            else:
+                self._polled.append((node.create_subscription(
+                    kind, topics[key].name, never_called, subscription_qos(topics[key]),
+                    callback_group=group, raw=True), callback))
+        node.create_subscription(PoseStamped, topics['goal_pose'].name, self._on_goal,
+                                 subscription_qos(topics['goal_pose']))
         FollowJointTrajectoryServer(node, arm, spec, topics['joint_trajectory'])
         self._robot_state = RobotStatePublisher(
             node, topics['robot_state'], spec, qos_from_spec(load_qos(release.convenience_qos)))
@@ -119,7 +132,7 @@ class ArmPorts:
             return
         self._arm.submit(command, info.get('received_timestamp'))
 
-    def _on_trajectory(self, msg: JointTrajectory) -> None:
+    def _on_trajectory(self, msg: JointTrajectory, info: MessageInfo) -> None:
         try:
             goal = goal_from_message(msg, self._spec.arm_joints)
             check_goal(goal, self._spec)
@@ -134,7 +147,7 @@ class ArmPorts:
         except CommandError as exc:
             self._reject('joint_trajectory', exc)
             return
-        self._arm.submit(goal)
+        self._arm.submit(goal, info.get('received_timestamp'))
 
     def _check_controller(self, controller: str = ARM_CONTROLLER) -> None:
         refusal = self._arm.refusal(controller)
@@ -152,6 +165,15 @@ class ArmPorts:
         self._arm.set_goal_pose(position, quaternion / norm)
 
     # --- physics thread ------------------------------------------------------------------
+
+    def take_commands(self) -> None:
+        """Take every queued command, in order, through the callbacks (polled ports only)."""
+        for subscription, callback in self._polled:
+            with subscription.handle:
+                while (taken := subscription.handle.take_message(subscription.msg_type,
+                                                                 True)) is not None:
+                    data, info = taken
+                    callback(deserialize_message(data, subscription.msg_type), info)
 
     def publish(self, frame: Frame) -> None:
         """Publish the arm's ``frame``, pre-serialized (:mod:`simops_sim.serialized_messages`)."""

@@ -137,7 +137,8 @@ class SimNode(Node):
                 self.arm_nodes.append(node)
                 warn = KindWarnings(node.get_logger())
             self.ports[prefix] = ArmPorts(node, lane, self.spec, arm_topics(
-                self.topics, relative=bool(prefix)), warn, self.release)
+                self.topics, relative=bool(prefix)), warn, self.release,
+                polled=self.settings.sync_mode == 'realtime')
         self.companions = [*self.arm_nodes, *(c for p in self.ports.values()
                                               for c in p.companions)]
         self._clock_wire, self._clock_arm = ClockEncoder(), next(iter(self.ports))
@@ -176,9 +177,13 @@ class SimNode(Node):
                 and self.settings.publish_clock):
             self._clock_pub.publish(self._clock_wire.encode(frame.stamp_ns))
 
+    def _take_commands(self) -> None:
+        for ports in self.ports.values():
+            ports.take_commands()
+
     def _run(self) -> None:
         try:
-            self.stepper.run(self._running, self._publish)
+            self.stepper.run(self._running, self._publish, self._take_commands)
         except Exception as exc:  # stop the node rather than run on without physics
             self._fail(exc, 'physics')
 

@@ -257,28 +257,39 @@ class Stepper:
 
     # --- the physics thread ----------------------------------------------------------------
 
-    def run(self, running: threading.Event, publish: Publish) -> None:
-        """Step until ``running`` clears, handing each step's frames to ``publish``."""
+    def run(self, running: threading.Event, publish: Publish,
+            intake: Callable[[], None] | None = None) -> None:
+        """Step until ``running`` clears, handing each step's frames to ``publish``.
+
+        ``intake``: called before each realtime step, outside the lock, to submit the commands
+        that arrived since the last (a real arm's update loop reads its commands so; the
+        executor's callbacks submit them otherwise, and in lockstep).
+        """
         for frame in self.reset_frames():
             publish(frame)
         if self.timing.sync_mode == 'lockstep':
             self._run_lockstep(running, publish)
         else:
-            self._run_realtime(running, publish)
+            self._run_realtime(running, publish, intake)
 
     def reset_frames(self) -> list[Frame]:
         """The full frames of the current state."""
         with self.lock:
             return self._frames(force=True)
 
-    def _run_realtime(self, running: threading.Event, publish: Publish) -> None:
+    def _run_realtime(self, running: threading.Event, publish: Publish,
+                      intake: Callable[[], None] | None) -> None:
         next_viewer = 0.0
         while running.is_set():
             if self.paused:
+                if intake is not None:
+                    intake()
                 with self.lock:
                     self._wakeup.wait(PAUSE_POLL)
                 continue
             late, due = self._wait_for_deadline()
+            if intake is not None:
+                intake()
             if late and self._followers:
                 late = self._wait_for_followers(running, late, due)
             frames = self.advance(late, due)
