@@ -31,6 +31,28 @@ FR3 = load_robot_spec('fr3')
 ACTION = action_name(TOPICS['joint_trajectory'].name)   # the arm's FollowJointTrajectory
 
 
+def may_use_fifo(priority: int) -> bool:
+    """Whether this process may schedule a thread SCHED_FIFO at ``priority``, from the
+    kernel's own accounts: CAP_SYS_NICE (bit 23 of CapEff) or RLIMIT_RTPRIO."""
+    import resource
+
+    status = Path('/proc/self/status').read_text().splitlines()
+    caps = next(line for line in status if line.startswith('CapEff:'))
+    return bool(int(caps.split()[1], 16) >> 23 & 1) or \
+        resource.getrlimit(resource.RLIMIT_RTPRIO)[0] >= priority
+
+
+def fifo_threads(pid: int) -> list[int]:
+    """The real-time priorities of process ``pid``'s SCHED_FIFO threads (proc(5): fields 40
+    rt_priority and 41 policy of /proc/<pid>/task/<tid>/stat)."""
+    found = []
+    for stat in Path(f'/proc/{pid}/task').glob('*/stat'):
+        fields = stat.read_text().rsplit(')', 1)[1].split()   # from field 3 on
+        if int(fields[41 - 3]) == 1:   # SCHED_FIFO
+            found.append(int(fields[40 - 3]))
+    return found
+
+
 def qos(key: str) -> QoSProfile:
     """The QoS profile of topic ``key`` from config/topics.yaml."""
     return QoSProfile(**TOPICS[key].qos.as_profile_kwargs())

@@ -18,6 +18,8 @@ from sensor_msgs.msg import JointState
 from sim_helpers import (
     SCENE_XML,
     command_publisher,
+    fifo_threads,
+    may_use_fifo,
     qos,
     renamed_scene,
     stamp,
@@ -69,6 +71,12 @@ def test_joint_states_rate_effort_poses_and_clock(ros_probe: RosProbe, tmp_path:
         (time.monotonic(), raw)), deep, raw=True)
     with start_sim(tmp_path) as node:
         assert wait_until(lambda: bool(arrivals), timeout=30), node.output
+        # The physics thread alone runs SCHED_FIFO at 50, as ros2_control_node's loop
+        if may_use_fifo(50):
+            assert fifo_threads(node.proc.pid) == [50], node.output
+            assert 'physics thread SCHED_FIFO at priority 50' in node.output
+        else:
+            assert fifo_threads(node.proc.pid) == [] and 'ulimit -r' in node.output
         time.sleep(1.0)
         first = len(arrivals)
         time.sleep(5.0)

@@ -2,8 +2,9 @@
 
 ROS wiring over :class:`simops_sim.stepper.Stepper` (the physics, a
 :class:`~simops_sim.world.World`; pacing, ``realtime`` or ``lockstep``; stamps; diagnostics).
-A physics thread steps and publishes each frame outside the lock; the executor serves the
-rest. Parameters: ``config/parameters/sim.yaml`` (table in docs/interfaces.md).
+A physics thread (SCHED_FIFO at ``thread_priority``, as ros2_control_node runs its loop)
+steps and publishes each frame outside the lock; the executor serves the rest.
+Parameters: ``config/parameters/sim.yaml`` (table in docs/interfaces.md).
 
 - Each arm's topics, actions and companions come from :mod:`simops_sim.arm_ports`: on this
   node for a lone arm; with ``arms`` (``fr3_duo``: ``[left, right]``) on a node per arm in
@@ -54,6 +55,7 @@ from simops_sim.randomization import default_randomization
 from simops_sim.serialized_messages import ClockEncoder
 from simops_sim.sim_profiles import apply_profile
 from simops_sim.stepper import Stepper, Timing, open_viewer
+from simops_sim.thread_priority import schedule_fifo
 from simops_sim.world import World
 
 NODE_NAME = 'sim'
@@ -182,6 +184,9 @@ class SimNode(Node):
             ports.take_commands()
 
     def _run(self) -> None:
+        fifo, line = schedule_fifo(self.settings.thread_priority)
+        (self.get_logger().info if fifo or not self.settings.thread_priority
+         else self.get_logger().warning)(line)
         try:
             self.stepper.run(self._running, self._publish, self._take_commands)
         except Exception as exc:  # stop the node rather than run on without physics
