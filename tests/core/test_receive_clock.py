@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from simops_core.receive_clock import SAME_CLOCK, ReceiveClock, delivery_times
+from simops_core.receive_clock import SAME_CLOCK, DeliveryScan, ReceiveClock, delivery_times
 
 OFFSET = 1_700_000_000.0   # s from the arm's stamp clock to the recorder's receive clock
 
@@ -87,3 +87,21 @@ def test_without_send_times_the_receive_times_are_all_there_is() -> None:
     drifting = received - 10**18 + np.round(np.linspace(0, (SAME_CLOCK + 0.5) * 1e9,
                                                          received.size)).astype(np.int64)
     assert np.array_equal(delivery_times(received, drifting), received * 1e-9)
+
+
+def test_a_scan_a_message_at_a_time_gives_the_rule_of_the_whole_topic() -> None:
+    """The dataset export scans a bag too long to hold one message at a time."""
+    rng = np.random.default_rng(2)
+    sent = 10**18 + 10**6 * np.arange(500, dtype=np.int64)
+    cases = {'send times': (sent + rng.integers(200_000, 900_000, sent.size), sent),
+             'Humble': (sent, sent),
+             'one without': (sent + 300_000, np.where(np.arange(sent.size) == 7, 0, sent)),
+             'two clocks': (sent, sent - np.arange(sent.size, dtype=np.int64) * 10**7)}
+    for name, (received, sending) in cases.items():
+        scan = DeliveryScan()
+        for r, s in zip(received.tolist(), sending.tolist(), strict=True):
+            scan.add(r, s)
+        delivery = scan.delivery()
+        got = np.array([delivery.time(r, s) for r, s in zip(received, sending, strict=True)])
+        assert np.array_equal(got, delivery_times(received, sending)), name
+        assert np.array_equal(delivery.times(received, sending), got), name

@@ -35,8 +35,9 @@ def header_stamps(bag: Path, topic: str, msgtype: str) -> np.ndarray:
     """Header stamps (ns, int64) of ``topic``'s messages of ``msgtype``, in the bag's order."""
     store = message_typestore(read_bag(bag, topics=()))
     stamps = []
-    for _, _, data in stream_messages(bag, [topic]):
-        stamps.append(to_nanoseconds(store.deserialize_cdr(data, msgtype).header.stamp))
+    for message in stream_messages(bag, [topic]):
+        stamps.append(to_nanoseconds(store.deserialize_cdr(message.data,
+                                                           msgtype).header.stamp))
     return np.array(stamps, dtype=np.int64)
 
 

@@ -1,7 +1,7 @@
 """Stream a rosbag2 directory's messages in receive order, in bounded memory (no rclpy).
 
 :func:`simops_core.bag_reader.read_bag` loads whole topics; an hour of 1 kHz joint states
-does not fit that way. :func:`stream_messages` yields one ``(topic, log_time, cdr)`` at a
+does not fit that way. :func:`stream_messages` yields one :class:`StoredMessage` at a
 time from the storage files themselves (MCAP through its chunk index, sqlite3 through a
 cursor), split bags file by file, so memory does not grow with the bag's length. Use
 :func:`~simops_core.bag_reader.read_bag` with ``topics=()`` first to list the topics: it
@@ -14,6 +14,7 @@ import sqlite3
 import struct
 from collections.abc import Collection, Iterator
 from pathlib import Path
+from typing import NamedTuple
 
 from mcap.exceptions import McapError
 from mcap.reader import make_reader
@@ -26,11 +27,22 @@ from simops_core.bag_reader import (
     storage_files,
 )
 
-Message = tuple[str, int, bytes]
-"""One stored message: topic name, receive time (ns since the epoch) and CDR payload."""
+
+class StoredMessage(NamedTuple):
+    """One stored message.
+
+    ``log_time`` is the recorder's receive time, ``publish_time`` the publisher's send time
+    where the storage keeps one (MCAP's publish time: the DDS source timestamp as rosbag2
+    Jazzy writes it; sqlite3 has none and repeats the receive time), ns since the epoch.
+    """
+
+    topic: str
+    log_time: int
+    publish_time: int
+    data: bytes
 
 
-def stream_messages(bag: str | Path, topics: Collection[str]) -> Iterator[Message]:
+def stream_messages(bag: str | Path, topics: Collection[str]) -> Iterator[StoredMessage]:
     """Every message of ``topics`` in ``bag``, file by file, each in receive-time order.
 
     (A file without a chunk index, from a crashed recording, is read in file order, which
@@ -53,13 +65,14 @@ def stream_messages(bag: str | Path, topics: Collection[str]) -> Iterator[Messag
                            'or .db3')
 
 
-def _mcap_messages(file: Path, wanted: set[str]) -> Iterator[Message]:
+def _mcap_messages(file: Path, wanted: set[str]) -> Iterator[StoredMessage]:
     try:
         with file.open('rb') as stream:
             reader = make_reader(stream)
             for _, channel, message in reader.iter_messages(
                     topics=list(wanted), log_time_order=bounded_order(reader)):
-                yield channel.topic, message.log_time, message.data
+                yield StoredMessage(channel.topic, message.log_time, message.publish_time,
+                                    message.data)
     except (McapError, OSError, EOFError, ValueError, IndexError, KeyError,
             struct.error) as exc:
         raise BagError(f'{file}: cannot read MCAP ({type(exc).__name__}: {exc}); if the '
@@ -67,7 +80,7 @@ def _mcap_messages(file: Path, wanted: set[str]) -> Iterator[Message]:
                        'directory') from None
 
 
-def _sqlite3_messages(file: Path, wanted: set[str]) -> Iterator[Message]:
+def _sqlite3_messages(file: Path, wanted: set[str]) -> Iterator[StoredMessage]:
     try:
         conn = sqlite3.connect(f'file:{file}?mode=ro', uri=True)
     except sqlite3.Error as exc:
@@ -81,7 +94,7 @@ def _sqlite3_messages(file: Path, wanted: set[str]) -> Iterator[Message]:
         rows = conn.execute(f'SELECT topic_id, timestamp, data FROM messages WHERE topic_id '
                             f'IN ({marks}) ORDER BY timestamp, id', tuple(names))
         for topic_id, timestamp, data in rows:
-            yield names[topic_id], int(timestamp), bytes(data)
+            yield StoredMessage(names[topic_id], int(timestamp), int(timestamp), bytes(data))
     except sqlite3.Error as exc:
         raise BagError(f'{file}: cannot read sqlite3 storage: {exc}') from None
     finally:

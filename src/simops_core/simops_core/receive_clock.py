@@ -35,13 +35,78 @@ def delivery_times(received_ns: Sequence[int], sent_ns: Sequence[int]) -> np.nda
     """
     received = np.asarray(received_ns, dtype=np.int64)
     sent = np.asarray(sent_ns, dtype=np.int64)
-    if received.size == 0 or sent.shape != received.shape or np.any(sent <= 0):
-        return received * 1e-9
-    delivery = received - sent
-    fastest = int(delivery.min())
-    if int(delivery.max()) - fastest > SAME_CLOCK * 1e9 or not delivery.any():
-        return received * 1e-9
-    return (sent + fastest) * 1e-9
+    scan = DeliveryScan()
+    if sent.shape == received.shape:
+        scan.add_many(received, sent)
+    else:
+        scan.unusable = True
+    return scan.delivery().times(received, sent)
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """One topic's rule from receive and send times to delivery times (:func:`delivery_times`).
+
+    ``fastest_ns``: the topic's fastest delivery (receive less send time), ns; ``None`` where
+    the bag holds no usable send times, and the receive times stand.
+    """
+
+    fastest_ns: int | None
+
+    def times(self, received_ns: np.ndarray, sent_ns: np.ndarray) -> np.ndarray:
+        """Delivery times (N,) s of messages received and sent at these times (N,) ns."""
+        if self.fastest_ns is None:
+            return np.asarray(received_ns, dtype=np.int64) * 1e-9
+        return (np.asarray(sent_ns, dtype=np.int64) + self.fastest_ns) * 1e-9
+
+    def time(self, received_ns: int, sent_ns: int) -> float:
+        """One message's delivery time, s."""
+        return (received_ns if self.fastest_ns is None else sent_ns + self.fastest_ns) * 1e-9
+
+
+class DeliveryScan:
+    """A topic's :class:`Delivery`, from messages taken one or an array at a time.
+
+    Constant memory: the rule for a bag too long to hold (``simops-dataset export``).
+    """
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.unusable = False   # a message without a send time
+        self._fastest = np.iinfo(np.int64).max
+        self._slowest = np.iinfo(np.int64).min
+
+    def add(self, received_ns: int, sent_ns: int) -> None:
+        """Take one message's receive and send times, ns."""
+        self.count += 1
+        if sent_ns <= 0:
+            self.unusable = True
+        delivery = received_ns - sent_ns
+        self._fastest = min(self._fastest, delivery)
+        self._slowest = max(self._slowest, delivery)
+
+    def add_many(self, received_ns: np.ndarray, sent_ns: np.ndarray) -> None:
+        """Take messages' receive and send times (N,) ns."""
+        if received_ns.size == 0:
+            return
+        self.count += received_ns.size
+        self.unusable |= bool(np.any(sent_ns <= 0))
+        delivery = received_ns - sent_ns
+        self._fastest = min(self._fastest, int(delivery.min()))
+        self._slowest = max(self._slowest, int(delivery.max()))
+
+    def delivery(self) -> Delivery:
+        """The rule for the messages taken (:func:`delivery_times`).
+
+        Send times plus the fastest delivery, where every message has a send time, some
+        differ from their receive times, and the deliveries spread over no more than
+        :data:`SAME_CLOCK`; else the receive times.
+        """
+        spread = self._slowest - self._fastest
+        if (self.count == 0 or self.unusable or spread > SAME_CLOCK * 1e9
+                or self._fastest == self._slowest == 0):
+            return Delivery(None)
+        return Delivery(self._fastest)
 
 
 @dataclass(frozen=True)

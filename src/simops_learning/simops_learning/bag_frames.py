@@ -7,8 +7,11 @@ arm driver's header stamps) takes each input by one stated rule:
   streaming pass (an hour of 1 kHz states never sits in memory); a frame whose two samples
   lie more than ``max_age`` apart is dropped;
 - **commands** are taken at their effective time, as ``fit`` takes them
-  (:class:`~simops_core.receive_clock.ReceiveClock`: receive time less the clock offset, or
-  when a late arm caught up; never before a trajectory's stamp). A frame's action is the
+  (:class:`~simops_core.receive_clock.ReceiveClock`: delivery time less the clock offset, or
+  when a late arm caught up; never before a trajectory's stamp). A delivery time is the
+  send time plus the topic's fastest delivery where the bag holds send times, else the
+  receive time (:func:`~simops_core.receive_clock.delivery_times`; found in a first pass
+  over every topic but the images). A frame's action is the
   newest command in force before the next frame (LeRobot's convention: the action taken
   after observing frame ``t``); the policy's raw output on ``/policy/action``, the
   operator's twist on ``/teleop/operator_twist`` and the hand's width sent as franka_gripper
@@ -45,7 +48,7 @@ from simops_core.bag_reader import (
 )
 from simops_core.bag_series import FLOAT_ARRAY, JOINT_STATE, POSE, TRAJECTORY, TWIST
 from simops_core.bag_stream import stream_messages
-from simops_core.receive_clock import ReceiveClock
+from simops_core.receive_clock import Delivery, DeliveryScan, ReceiveClock
 from simops_core.robot_spec import RobotSpec
 from simops_core.stamps import to_seconds
 from simops_core.topics import TopicSpec
@@ -104,7 +107,8 @@ class _Resampler:
 
     The grid starts at the first stamp, every ``period`` s. For each frame it keeps the
     interpolated positions and velocities (J,) in ``joints`` order, the stamp and receive time
-    of the sample before it and the gap between the two samples around it.
+    of the sample before it and the gap between the two samples around it. ``stamps`` and
+    ``delivered`` (the delivery times) of every sample make the :class:`ReceiveClock`.
     """
 
     def __init__(self, joints: tuple[str, ...], fingers: tuple[str, ...], period: float) -> None:
@@ -112,13 +116,13 @@ class _Resampler:
         self.t0: float | None = None
         self.rows: list[np.ndarray] = []
         self.stamps = array('d')
-        self.received = array('d')
+        self.delivered = array('d')
         self._columns: dict[tuple[str, ...], np.ndarray] = {}
         self._prev: tuple[float, np.ndarray, float] | None = None
 
     def add(self, names: tuple[str, ...], position: np.ndarray, velocity: np.ndarray,
-            stamp: float, received: float) -> None:
-        """Take one joint state (stamp and receive time in s)."""
+            stamp: float, received: float, delivered: float) -> None:
+        """Take one joint state (stamp, receive and delivery time in s)."""
         pick = self._columns.get(names)
         if pick is None:
             column = {name: i for i, name in enumerate(names)}
@@ -135,7 +139,7 @@ class _Resampler:
                                f'(message {len(self.stamps)} at {stamp:.6f} s follows '
                                f'{self.stamps[-1]:.6f} s)')
         self.stamps.append(stamp)
-        self.received.append(received)
+        self.delivered.append(delivered)
         if self._prev is None:
             self.t0 = stamp
             self.rows.append(np.concatenate([values, [stamp, received, 0.0]]))
@@ -153,8 +157,8 @@ class _Resampler:
 
 def topic_first(bag: Path, topic: str, type_name: str, store: Any) -> Any:
     """The first message of ``topic``, decoded."""
-    for _, _, data in stream_messages(bag, [topic]):
-        return store.deserialize_cdr(data, type_name)
+    for message in stream_messages(bag, [topic]):
+        return store.deserialize_cdr(message.data, type_name)
     raise EpisodeError(f'{bag}: {topic} has no messages')
 
 
@@ -219,17 +223,20 @@ def bag_episode(bag: str | Path, schema: Schema, spec: RobotSpec,
         logs[action_topics[GRIPPER_COMMAND]] = _Log(FLOAT_ARRAY, 1)
     state_type = found[state_topic].type
     try:
-        for topic, log_time, data in stream_messages(path, wanted):
+        delivery = deliveries(path, wanted - set(image_topics.values()))
+        for topic, log_time, publish_time, data in stream_messages(path, wanted):
             received = log_time * 1e-9
+            delivered = (delivery[topic].time(log_time, publish_time) if topic in delivery
+                         else received)
             if topic == state_topic:
                 msg = store.deserialize_cdr(data, state_type)
                 stamp = to_seconds(msg.header.stamp)
                 resampler.add(tuple(msg.name), np.asarray(msg.position),
                               np.asarray(msg.velocity), stamp if stamp > 0 else received,
-                              received)
+                              received, delivered)
             else:
                 log = logs[topic]
-                log.add(received, store.deserialize_cdr(data, log.type_name))
+                log.add(received, delivered, store.deserialize_cdr(data, log.type_name))
     except BagError as exc:
         raise EpisodeError(str(exc)) from None
     except EpisodeError as exc:
@@ -238,7 +245,7 @@ def bag_episode(bag: str | Path, schema: Schema, spec: RobotSpec,
         raise EpisodeError(f'{path}: {state_topic} spans less than one frame '
                            f'({1e3 * alignment.period:.0f} ms at {alignment.fps:g} fps); '
                            'the episode is too short to export')
-    clock = ReceiveClock(np.frombuffer(resampler.received), np.frombuffer(resampler.stamps))
+    clock = ReceiveClock(np.frombuffer(resampler.delivered), np.frombuffer(resampler.stamps))
     held = {'command': logs[command_topic].held(clock, not_before_stamp=True)}
     for name, topic in action_topics.items():
         held[name] = logs[topic].held(clock)
@@ -262,6 +269,14 @@ def bag_episode(bag: str | Path, schema: Schema, spec: RobotSpec,
                                      columns.pop(_ordinal_key(video.input))[:, 0].astype(int))
               for video in schema.videos}
     return EpisodeFrames(timestamp, columns, episode_task, meta, report, videos)
+
+
+def deliveries(bag: Path, topics: set[str]) -> dict[str, Delivery]:
+    """Each of ``topics``' :class:`Delivery`, from one pass over their messages' times."""
+    scans = {topic: DeliveryScan() for topic in topics}
+    for message in stream_messages(bag, topics):
+        scans[message.topic].add(message.log_time, message.publish_time)
+    return {topic: scan.delivery() for topic, scan in scans.items()}
 
 
 def _ordinal_key(name: str) -> str:
@@ -288,7 +303,7 @@ class ImageStream:
             raise EpisodeError(str(exc)) from None
         wanted = iter(self.ordinals.tolist())
         target = next(wanted, None)
-        for ordinal, (_, _, data) in enumerate(stream_messages(self.bag, [self.topic])):
+        for ordinal, (_, _, _, data) in enumerate(stream_messages(self.bag, [self.topic])):
             if target is None:
                 return
             if ordinal < target:
@@ -335,7 +350,9 @@ def _command_topic(path: Path, found: Mapping[str, Any], topics: Mapping[str, To
 
 
 class _Log:
-    """One slower topic's samples as float rows: receive time, stamp, values (s, SI).
+    """One slower topic's samples as float rows: receive time, delivery time, stamp, values.
+
+    Times in s, values in SI units.
 
     ``type_name`` is the message type: a JointTrajectory (its first point's positions by
     ``names``, NaN for joints it does not set), a Float64MultiArray (its first ``width``
@@ -349,8 +366,8 @@ class _Log:
         self.count = 0
         self._column = {name: i for i, name in enumerate(names)}
 
-    def add(self, received: float, msg: Any) -> None:
-        """Append one decoded message received at ``received`` s."""
+    def add(self, received: float, delivered: float, msg: Any) -> None:
+        """Append one decoded message, received and delivered (:func:`deliveries`) at s."""
         values = [np.nan] * self.width
         stamp = np.nan
         if self.type_name == FLOAT_ARRAY:
@@ -372,26 +389,26 @@ class _Log:
                 for name, value in zip(msg.joint_names, msg.points[0].positions, strict=False):
                     if name in self._column:
                         values[self._column[name]] = value
-        self.rows.extend([received, stamp, *values])
+        self.rows.extend([received, delivered, stamp, *values])
         self.count += 1
 
     def held(self, clock: ReceiveClock, not_before_stamp: bool = False,
              from_stamp: bool = False) -> _Held:
         """The samples sorted by when they took effect on the joint-state clock.
 
-        That is the receive time mapped by ``clock``; no earlier than the stamp with
+        That is the delivery time mapped by ``clock``; no earlier than the stamp with
         ``not_before_stamp`` (a trajectory starts at its stamp); the stamp itself, where
         there is one, with ``from_stamp`` (an observed pose holds from when it was taken).
         """
-        table = np.frombuffer(self.rows).reshape(-1, 2 + self.width)
-        received, stamp = table[:, 0], table[:, 1]
-        when = clock(received) if received.size else received.copy()
+        table = np.frombuffer(self.rows).reshape(-1, 3 + self.width)
+        received, delivered, stamp = table[:, 0], table[:, 1], table[:, 2]
+        when = clock(delivered) if delivered.size else delivered.copy()
         has = ~np.isnan(stamp)
         if not_before_stamp:
             when[has] = np.maximum(when[has], stamp[has])
         if from_stamp:
             when[has] = stamp[has]
-        return _sorted(_Held(when, stamp, received, table[:, 2:]))
+        return _sorted(_Held(when, stamp, received, table[:, 3:]))
 
 
 def _sorted(held: _Held) -> _Held:
