@@ -6,9 +6,12 @@ stands in for the operator's device:
 
 1. **Latency.** Twists (±0.02 m/s along y, alternating each message) at 50 Hz, the
    scripted operator's rate, for ``--seconds``; per twist, the time from its publication to
-   the receipt of the first ``/joint_commands`` message after it (DDS both ways plus the
-   wait for the node's next tick: up to one teleop period). Measured at the default 100 Hz
-   and at 500 Hz (``teleop_rate``).
+   the first ``/joint_commands`` message sent after it, by that message's DDS source
+   timestamp (the node's latency: delivery to it, any wait for its next tick, its work; a
+   tick runs as an input arrives, never sooner than a period after the last,
+   :mod:`simops_teleop.tick_schedule`) and by its receipt here (plus delivery back and
+   this process's own delays), and the gaps between the commands sent. Measured at the
+   default 100 Hz and at 500 Hz (``teleop_rate``).
 2. **Tracking.** A constant +0.1 m/s twist along x in the base frame for 2 s at 100 Hz;
    from ``/ee_pose``, the TCP's speed along x over the middle second and its largest
    cross-track deviation (y and z) from the straight line.
@@ -36,9 +39,13 @@ OPERATOR_RATE = 50.0   # Hz: the scripted operator's twists
 SPEED = 0.1            # m/s: the tracking run's twist
 
 
-def latency(probe: object, twists: object, commands: list[float], seconds: float
-            ) -> np.ndarray:
-    """Publish alternating twists at OPERATOR_RATE; each one's delay to the next command (s)."""
+def latency(probe: object, twists: object, commands: list[tuple[float, int]], seconds: float
+            ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Publish alternating twists at OPERATOR_RATE: each one's delay to the next command sent
+    and to the next command received (s), and the gaps between the commands sent (s).
+
+    ``commands``: (monotonic receipt s, DDS source timestamp ns) of each command received.
+    """
     from geometry_msgs.msg import TwistStamped
 
     sent = []
@@ -48,15 +55,21 @@ def latency(probe: object, twists: object, commands: list[float], seconds: float
     k = 0
     while time.monotonic() < end:
         message.twist.linear.y = 0.02 if k % 2 else -0.02
-        sent.append(time.monotonic())
+        sent.append((time.monotonic(), time.time_ns()))
         twists.publish(message)
         k += 1
         time.sleep(1.0 / OPERATOR_RATE)
     time.sleep(0.2)
-    received = np.array(commands)
-    after = np.searchsorted(received, sent)
+    received = np.array([c[0] for c in commands])
+    source = np.array([c[1] for c in commands], dtype=np.int64)
+    sent_at = np.array([s[0] for s in sent])
+    sent_ns = np.array([s[1] for s in sent], dtype=np.int64)
+    after = np.searchsorted(received, sent_at)
     ok = after < received.size
-    return received[after[ok]] - np.array(sent)[ok]
+    at_probe = received[after[ok]] - sent_at[ok]
+    after = np.searchsorted(source, sent_ns)
+    ok = after < source.size
+    return (source[after[ok]] - sent_ns[ok]) * 1e-9, at_probe, np.diff(source) * 1e-9
 
 
 def tracking(probe: object, twists: object, poses: list[tuple[float, np.ndarray]]
@@ -102,13 +115,13 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix='teleop_bench_') as tmp:
         work = Path(tmp)
         probe = RosProbe('teleop_bench')
-        commands: list[float] = []
+        commands: list[tuple[float, int]] = []
         poses: list[tuple[float, np.ndarray]] = []
         lock = threading.Lock()
 
-        def on_command(_: Float64MultiArray) -> None:
+        def on_command(_: Float64MultiArray, info: dict) -> None:
             with lock:
-                commands.append(time.monotonic())
+                commands.append((time.monotonic(), info['source_timestamp']))
 
         def on_pose(msg: PoseStamped) -> None:
             p = msg.pose.position
@@ -136,7 +149,7 @@ def main() -> None:
                     commands.clear()
                     delays = latency(probe, twists, commands, args.seconds)
                     time.sleep(0.5)
-                    results[rate] = (delays, *tracking(probe, twists, poses))
+                    results[rate] = (*delays, *tracking(probe, twists, poses))
                 finally:
                     teleop.stop()
                     commands.clear()
@@ -147,12 +160,15 @@ def main() -> None:
     load = os.getloadavg()
     print(f'{os.cpu_count()} cores, load average {load[0]:.2f}; operator twists at '
           f'{OPERATOR_RATE:g} Hz, {args.seconds:g} s per rate')
-    for rate, (delays, speed, cross) in results.items():
-        ms = 1e3 * delays
-        print(f'teleop_rate {rate:5.0f} Hz: twist -> command p50 {np.percentile(ms, 50):.2f} ms, '
-              f'p99 {np.percentile(ms, 99):.2f} ms, max {ms.max():.2f} ms ({ms.size} twists); '
-              f'tracking {SPEED:g} m/s along x: {speed:.4f} m/s, cross-track '
-              f'{1e3 * cross:.2f} mm')
+    for rate, (sent, received, gaps, speed, cross) in results.items():
+        ms, back, gap = 1e3 * sent, 1e3 * received, 1e3 * gaps
+        print(f'teleop_rate {rate:5.0f} Hz: twist -> command sent p50 '
+              f'{np.percentile(ms, 50):.2f} ms, p99 {np.percentile(ms, 99):.2f} ms, max '
+              f'{ms.max():.2f} ms ({ms.size} twists); received here p50 '
+              f'{np.percentile(back, 50):.2f} ms, p99 {np.percentile(back, 99):.2f} ms; '
+              f'commands sent at {gap.size / gaps.sum():.1f} Hz, gaps {gap.min():.2f}-'
+              f'{gap.max():.2f} ms; tracking {SPEED:g} m/s along x: {speed:.4f} m/s, '
+              f'cross-track {1e3 * cross:.2f} mm')
     claim.release()
 
 
