@@ -3,8 +3,8 @@
 Topics arrive asynchronously and late; a frame at time ``t`` (the joint-state clock: the
 arm driver's header stamps) takes each input by one stated rule:
 
-- **joint states** are interpolated linearly between the two samples around ``t``, in one
-  streaming pass (an hour of 1 kHz states never sits in memory); a frame whose two samples
+- **joint states** are interpolated linearly between the two samples around ``t``, streamed
+  (an hour of 1 kHz states never sits in memory); a frame whose two samples
   lie more than ``max_age`` apart is dropped;
 - **commands** are taken at their effective time, as ``fit`` takes them
   (:class:`~simops_core.receive_clock.ReceiveClock`: delivery time less the clock offset, or
