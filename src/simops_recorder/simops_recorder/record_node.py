@@ -29,6 +29,7 @@ from simops_recorder.episode_bags import RecordedTopic, episode_bags
 from simops_recorder.offers import latched, message_class, recording_qos, stored_topic
 from simops_recorder.recorded_topics import default_topics
 from simops_ros.declarations import declare_schema
+from simops_ros.polled import take_all
 from simops_ros.qos import subscription_qos
 from simops_ros.rclpy_compat import MessageInfo, publication
 from simops_ros.scaffold import run_node
@@ -148,12 +149,10 @@ class Recorder(Node):
             sub = record.subscription
             if sub is None:
                 continue
-            with sub.handle:
-                while (taken := sub.handle.take_message(sub.msg_type, True)) is not None:
-                    data, info = taken
-                    self.bags.write(record, info['received_timestamp'], data,
-                                    *publication(info, sub.get_publisher_count),
-                                    info.get('source_timestamp'))
+            for data, info in take_all(sub):
+                self.bags.write(record, info['received_timestamp'], data,
+                                *publication(info, sub.get_publisher_count),
+                                info.get('source_timestamp'))
 
     # -- episodes ---------------------------------------------------------------------------
 

@@ -34,6 +34,19 @@ class PolledGroup(CallbackGroup):
         """Nothing to release."""
 
 
+def take_all(subscription: Subscription) -> list[tuple[bytes, Any]]:
+    """Every message queued on a ``raw=True`` subscription, in order.
+
+    Each as (CDR bytes, its MessageInfo); the handle is held only while taking.
+    """
+    taken: list[tuple[bytes, Any]] = []
+    with subscription.handle:
+        while (message := subscription.handle.take_message(subscription.msg_type,
+                                                           True)) is not None:
+            taken.append(message)
+    return taken
+
+
 def never_called(msg: Any) -> None:
     """Callback of polled subscriptions, which no executor runs (see PolledGroup)."""
     raise AssertionError('a polled subscription was executed')
@@ -59,15 +72,10 @@ class Polled:
 
     def take_newest(self) -> bool:
         """Drain the subscription's queue, keep the newest message; True if one arrived."""
-        newest = None
-        with self.subscription.handle:
-            while True:
-                taken = self.subscription.handle.take_message(self.subscription.msg_type, True)
-                if taken is None:
-                    break
-                newest = taken
-        if newest is None:
+        taken = take_all(self.subscription)
+        if not taken:
             return False
+        newest = taken[-1]
         self.raw = newest[0]
         self.received_ns = newest[1]['received_timestamp'] or time.time_ns()
         return True

@@ -31,7 +31,7 @@ from trajectory_msgs.msg import JointTrajectory
 from simops_core.franka_ros2 import ARM_CONTROLLER, POSITION_CONTROLLER, FrankaRelease
 from simops_core.robot_spec import RobotSpec
 from simops_core.topics import TopicSpec, load_qos
-from simops_ros.polled import PolledGroup, never_called
+from simops_ros.polled import PolledGroup, never_called, take_all
 from simops_ros.qos import qos_from_spec, qos_profile, subscription_qos
 from simops_ros.rclpy_compat import MessageInfo
 from simops_sim.arm_lane import ArmLane, Frame
@@ -169,11 +169,8 @@ class ArmPorts:
     def take_commands(self) -> None:
         """Take every queued command, in order, through the callbacks (polled ports only)."""
         for subscription, callback in self._polled:
-            with subscription.handle:
-                while (taken := subscription.handle.take_message(subscription.msg_type,
-                                                                 True)) is not None:
-                    data, info = taken
-                    callback(deserialize_message(data, subscription.msg_type), info)
+            for data, info in take_all(subscription):
+                callback(deserialize_message(data, subscription.msg_type), info)
 
     def publish(self, frame: Frame) -> None:
         """Publish the arm's ``frame``, pre-serialized (:mod:`simops_sim.serialized_messages`)."""
