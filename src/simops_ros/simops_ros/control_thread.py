@@ -8,6 +8,8 @@ import threading
 import time
 from collections.abc import Callable
 
+from simops_core.thread_priority import schedule_fifo
+
 FIFO_PRIORITY = 10   # SCHED_FIFO priority of a control thread, when permitted
 NICE = -10           # else its nice value, when permitted
 STOP_POLL = 0.1      # s, longest sleep before a stop is noticed
@@ -31,11 +33,7 @@ def raise_thread_priority() -> str:
 
     Returns the scheduling the thread got: ``fifo``, ``nice`` or ``default``.
     """
-    try:
-        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(FIFO_PRIORITY))
-    except (AttributeError, PermissionError, OSError):
-        pass
-    else:
+    if schedule_fifo(FIFO_PRIORITY, 'control thread', 'FIFO_PRIORITY')[0]:
         return 'fifo'
     try:
         os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), NICE)

@@ -40,6 +40,7 @@ from simops_core.command_line import ConfigError
 from simops_core.franka_ros2 import franka_release
 from simops_core.robot_spec import load_robot_spec
 from simops_core.sim_params import SimParams, SimParamsError, load_sim_params
+from simops_core.thread_priority import schedule_fifo
 from simops_core.topics import load_topics
 from simops_ros.declarations import declare_schema
 from simops_ros.diagnostics import diagnostic_array, status_name
@@ -55,7 +56,6 @@ from simops_sim.randomization import default_randomization
 from simops_sim.serialized_messages import ClockEncoder
 from simops_sim.sim_profiles import apply_profile
 from simops_sim.stepper import Stepper, Timing, open_viewer
-from simops_sim.thread_priority import schedule_fifo
 from simops_sim.world import World
 
 NODE_NAME = 'sim'
@@ -184,7 +184,8 @@ class SimNode(Node):
             ports.take_commands()
 
     def _run(self) -> None:
-        fifo, line = schedule_fifo(self.settings.thread_priority)
+        fifo, line = schedule_fifo(self.settings.thread_priority, 'physics thread',
+                                  'thread_priority')
         (self.get_logger().info if fifo or not self.settings.thread_priority
          else self.get_logger().warning)(line)
         try:
