@@ -86,8 +86,6 @@ def pipeline(*args: object) -> subprocess.CompletedProcess[str]:
     ({'randomization': {'gravity': [1, 2]}}, "field 'randomization.gravity' is not a known"),
     ({'feedback': {'max_rounds': -1}}, "field 'feedback.max_rounds' must be a whole number"),
     ({'feedback': {'change': ['reward']}}, "field 'feedback.change' lists what the loop"),
-    ({'feedback': {'change': ['scenarios']}},
-     "field 'feedback.change' lists scenarios, which only pick_place's training plays"),
     ({'feedback': {'rounds': 3}}, "field 'feedback.rounds' is not a known field"),
     ({'calibration': {'bags': ['bags/excite'], 'fit': {'weights': 'heavy'}}},
      "field 'calibration.fit.weights' must be one of"),

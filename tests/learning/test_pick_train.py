@@ -164,8 +164,10 @@ def test_the_cli_trains_through_scenarios_and_the_card_names_them(tmp_path: Path
     card = yaml.safe_load(stem.with_suffix('.yaml').read_text())
     assert card['training']['scenarios']['names'] == ['object_pose_dropout', 'push_cube']
     assert card['training']['scenarios']['share'] == 1.0
-    for args, message in ((['--scenarios', 'push_arm'], '--scenarios plays events in the '
-                                                        'pick_place DAgger rounds'),
+    for args, message in ((['--scenarios', 'push_cube'], "scenario 'push_cube' is not for "
+                                                         'the reach task'),
+                          (['--task', 'pick_place', '--dataset', str(tmp_path), '--scenarios',
+                            'push_arm'], '--scenarios plays events in the expert'),
                           (['--task', 'pick_place', '--scenarios', 'nope'],
                            "has no scenario 'nope'"),
                           (['--task', 'pick_place', '--scenarios', 'push_arm',

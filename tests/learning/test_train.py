@@ -6,11 +6,15 @@ Training runs on a tiny budget here (seconds); the shipped policy is tested as a
 
 from __future__ import annotations
 
+import io
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import numpy as np
+import pytest
 import torch
+import yaml
 from learning_helpers import CARD, EXPORTED, EXPORTED_CARD, POLICY
 from ros_helpers import REPO
 
@@ -19,8 +23,9 @@ from simops_core.robot_spec import load_robot_spec
 from simops_learning.network import PosturePolicy
 from simops_learning.reach_card import reach_card
 from simops_learning.reach_env import FR3ReachEnv
-from simops_learning.train import TrainConfig, train
+from simops_learning.train import EvalJob, TrainConfig, evaluate, train
 from simops_policy.model import load_policy
+from simops_sim.scenarios import drawn
 
 SPEC = load_robot_spec('fr3')
 TINY = TrainConfig(seed=3, goals=20, hidden=(16,), updates=30, eval_episodes=1, workers=1,
@@ -104,3 +109,41 @@ def test_shipped_policy_and_cards() -> None:
                                                      SPEC.arm_joints))
     obs = np.random.default_rng(1).normal(size=66).astype(np.float32)
     np.testing.assert_allclose(scripted.infer(obs), exported.infer(obs), atol=1e-6)
+
+
+def test_the_gain_rollouts_play_the_scenarios_drawn_from_their_seeds(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each rollout that chooses the reach gain plays the scenario its seed draws, as pick
+    and place's DAgger rounds do (one rule: :func:`simops_sim.scenarios.drawn`)."""
+    played: dict[int, Any] = {}
+    reset = FR3ReachEnv.reset
+
+    def recording(env: FR3ReachEnv, *, seed: int, options: dict[str, Any]) -> Any:
+        played[seed] = options['scenario']
+        return reset(env, seed=seed, options=options)
+
+    monkeypatch.setattr(FR3ReachEnv, 'reset', recording)
+    policy = PosturePolicy(FR3ReachEnv().card, SPEC, (8,), gain=0.2).eval()
+    buffer = io.BytesIO()
+    torch.jit.save(torch.jit.script(policy), buffer)
+    names, seeds = ('estop', 'push_arm'), tuple(range(6))
+    job = EvalJob(buffer.getvalue(), seeds, TINY.randomization, 'fr3', scenarios=names,
+                  scenario_share=0.5)
+    assert len(evaluate(job)) == len(seeds)
+    assert played == {seed: drawn(names, 0.5, seed, 'reach') for seed in seeds}
+    assert {s.name for s in played.values() if s is not None} == set(names)
+    assert None in played.values()
+
+
+def test_the_cli_trains_reach_through_scenarios_and_the_card_names_them(tmp_path: Path
+                                                                        ) -> None:
+    stem = tmp_path / 'reach'
+    run = subprocess.run([str(REPO / '.venv/bin/simops-train'), '--out', str(stem),
+                          '--goals', '20', '--updates', '5', '--eval-episodes', '2',
+                          '--workers', '1', '--scenarios', 'estop', 'goal_moved',
+                          '--scenario-share', '1'],
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    training = yaml.safe_load(stem.with_suffix('.yaml').read_text())['training']
+    assert training['scenarios'] == {'names': ['estop', 'goal_moved'], 'share': 1.0,
+                                     'in': 'the gain rollouts'}

@@ -38,7 +38,7 @@ commands, in order: calibrate (``fit`` on the bags, or a given SimParams), train
       max_rounds: 3                #   retrain and gate again at most this often
       change: [randomization]      #   what it may change: the training ranges, widened to
                                    #   the failing cells (the gate's dr_suggestion.yaml);
-                                   #   scenarios (pick_place): train through the failing ones
+                                   #   scenarios: train through the failing ones
     promote: true                  # a PASS appends the policy's promotion record
 
 Relative paths are relative to the file. Every error is one line naming the file and the
@@ -79,7 +79,7 @@ GATE_FIELDS = ('grid', 'scenarios', 'episodes', 'seed', 'thresholds', 'workers')
 THRESHOLD_FIELDS = ('pass_mean', 'pass_min', 'marginal_mean')
 FEEDBACK_FIELDS = ('max_rounds', 'change')
 # what the improve stage may change between rounds: the training ranges; the events the
-# training plays (the gate's failing scenarios, pick and place's DAgger rounds only)
+# training plays (the gate's failing scenarios)
 CHANGES = ('randomization', 'scenarios')
 DEFAULT_CHANGE = ('randomization',)
 
@@ -203,9 +203,6 @@ def load_pipeline(path: str | Path, robots: tuple[str, ...]) -> Pipeline:
     if not isinstance(change, list) or not change or any(c not in CHANGES for c in change):
         check.fail('feedback.change', f'lists what the loop may change, some of '
                                       f'{", ".join(CHANGES)}; got {change!r}')
-    if 'scenarios' in change and task != 'pick_place':
-        check.fail('feedback.change', 'lists scenarios, which only pick_place\'s training '
-                                      f'plays; task {task} may change randomization')
     return Pipeline(
         path, robot, task, bags, holdout, sim_params, counts, tuple(grid),
         _count(check, gate, 'episodes', 'gate.episodes') if 'episodes' in gate else 30,

@@ -43,7 +43,7 @@ from simops_learning.pick_network import MOVE_UNIT, PickPolicy
 from simops_learning.pick_ppo import PPOConfig, fine_tune
 from simops_learning.seeding import seeded_torch
 from simops_sim.randomization import DomainRandomization, default_randomization
-from simops_sim.scenarios import Scenario, scenario
+from simops_sim.scenarios import Scenario, drawn
 from simops_sim.sim_profiles import TRAINING, profile_entry
 
 Log = Callable[[str], None]
@@ -122,16 +122,8 @@ def expert_action(expert: PickExpert, env: FR3PickPlaceEnv, privileged: bool = F
 
 
 def episode_scenario(config: PickTrainConfig, seed: int) -> Scenario | None:
-    """The scenario that episode ``seed`` of a training round plays, or None.
-
-    Drawn from the seed alone: ``scenario_share`` of the episodes, names equally likely.
-    """
-    if not config.scenarios:
-        return None
-    draw = np.random.default_rng([seed, 2])
-    if draw.random() >= config.scenario_share:
-        return None
-    return scenario(config.scenarios[int(draw.integers(len(config.scenarios)))], 'pick_place')
+    """The scenario that episode ``seed`` of a training round plays, or None (:func:`drawn`)."""
+    return drawn(config.scenarios, config.scenario_share, seed, 'pick_place')
 
 
 def rollout(job: RolloutJob) -> Rollouts:

@@ -9,7 +9,9 @@
 3. The feedback gain is chosen among candidates by closed-loop rollouts of the scripted
    module in the env under full domain randomisation (the node's safety pipeline, action
    delay, mass, friction, damping, servo gain, noise, ramp): the randomisation ranges, which
-   ``--randomization`` takes from a validation report's suggestion, shape the controller.
+   ``--randomization`` takes from a validation report's suggestion, shape the controller;
+   with ``--scenarios``, a share of those rollouts play the named events (a push, a moved
+   goal, lost joint states, the e-stop), so the gain is chosen through them too.
 
 The policy's feedback law is the expert's, so imitation reduces to the posture map, which
 depends on the goal alone: no state-distribution shift, hence no DAgger rounds. Same seed and
@@ -55,7 +57,7 @@ from simops_sim.randomization import (
     default_randomization,
     load_randomization,
 )
-from simops_sim.scenarios import ScenarioError, scenario
+from simops_sim.scenarios import ScenarioError, drawn, scenario
 from simops_sim.sim_profiles import (
     SIM_PROFILES_FILE,
     TRAINING,
@@ -90,6 +92,8 @@ class TrainConfig:
     randomization: DomainRandomization = field(default_factory=default_randomization)
     sim_params: str | None = None    # SimParams YAML of the training physics (None: nominal)
     profile: str = TRAINING          # the simulator's options (simops_sim.sim_profiles)
+    scenarios: tuple[str, ...] = ()  # config/scenarios.yaml events the gain rollouts play
+    scenario_share: float = 0.5      # of those rollouts, each plays one of them
 
 
 def label_goals(robot: str, goals: np.ndarray) -> np.ndarray:
@@ -110,17 +114,23 @@ class EvalJob:
     robot: str
     sim_params: str | None = None
     profile: str = TRAINING
+    scenarios: tuple[str, ...] = ()
+    scenario_share: float = 0.5
 
 
 def evaluate(job: EvalJob) -> list[bool]:
-    """Worker: success per episode of the scripted policy under full randomisation."""
+    """Worker: success per episode of the scripted policy under full randomisation.
+
+    Episode ``seed`` plays the scenario :func:`~simops_sim.scenarios.drawn` gives it.
+    """
     torch.set_num_threads(1)
     module = torch.jit.load(io.BytesIO(job.policy))
     env = FR3ReachEnv(randomization=job.randomization, robot=job.robot,
                       sim_params_file=job.sim_params, profile=job.profile)
     successes = []
     for seed in job.seeds:
-        obs, info = env.reset(seed=seed, options={'level': 1.0})
+        played = drawn(job.scenarios, job.scenario_share, seed, 'reach')
+        obs, info = env.reset(seed=seed, options={'level': 1.0, 'scenario': played})
         while True:
             with torch.inference_mode():
                 action = module(torch.as_tensor(obs)[None])[0].numpy().astype(float)
@@ -202,7 +212,7 @@ def train(config: TrainConfig, log: Any = print) -> tuple[PosturePolicy, dict[st
             seeds = [config.seed * 1_000_003 + 500_000 + i for i in range(config.eval_episodes)]
             jobs = [EvalJob(buffer.getvalue(), tuple(seeds[w::config.workers]),
                             config.randomization, config.robot, config.sim_params,
-                            config.profile)
+                            config.profile, config.scenarios, config.scenario_share)
                     for w in range(config.workers)]
             results[gain] = float(np.mean([s for part in pool.map(evaluate, jobs)
                                            for s in part]))
@@ -226,6 +236,8 @@ def train(config: TrainConfig, log: Any = print) -> tuple[PosturePolicy, dict[st
         'eval_episodes': config.eval_episodes,
         'sim_params': file_entry(config.sim_params),   # the training physics, by sha256
         'sim_profile': profile_entry(config.profile),
+        'scenarios': ({'names': list(config.scenarios), 'share': config.scenario_share,
+                       'in': 'the gain rollouts'} if config.scenarios else None),
         'wall_time_s': round(time.monotonic() - started, 1),
     }
     return policy, metadata
@@ -237,9 +249,9 @@ def dataset_usage(args: Any) -> str | None:
         return '--init-policy fine-tunes a pick_place policy; add --task pick_place'
     if args.init_policy and not Path(args.init_policy).exists():
         return f'no such policy: {args.init_policy}'
-    if args.scenarios and (args.task != 'pick_place' or args.dataset):
-        return ('--scenarios plays events in the pick_place DAgger rounds; add --task '
-                'pick_place, without --dataset')
+    if args.scenarios and args.dataset:
+        return ('--scenarios plays events in the expert\'s training rollouts; a --dataset '
+                'is cloned as recorded')
     if not 0.0 < args.scenario_share <= 1.0:
         return f'--scenario-share is a fraction in (0, 1], got {args.scenario_share:g}'
     if not args.dataset:
@@ -319,12 +331,14 @@ def _main(argv: list[str] | None) -> int:
                              'its direction, at least the cap), for demonstrations mixed with '
                              'faster policies\' episodes (default: exact)')
     parser.add_argument('--scenarios', nargs='+', default=[], metavar='NAME',
-                        help='pick_place: events of config/scenarios.yaml (object_pose_dropout, '
-                             'push_cube, ...) that the DAgger rounds play, the expert labelling '
-                             'on the true cube pose in those episodes (default: none)')
+                        help='events of config/scenarios.yaml (push_arm, estop, '
+                             'object_pose_dropout, ...) that the training rollouts play: '
+                             'pick_place\'s DAgger rounds, the expert labelling on the true '
+                             'cube pose in those episodes; reach\'s gain rollouts '
+                             '(default: none)')
     parser.add_argument('--scenario-share', type=float, default=PickTrainConfig.scenario_share,
-                        help='with --scenarios: the fraction of a round\'s episodes that play '
-                             'one (default: %(default)s)')
+                        help='with --scenarios: the fraction of the training rollouts that '
+                             'play one (default: %(default)s)')
     parser.add_argument('--randomization', type=Path,
                         help='YAML with a "randomization" mapping (e.g. the dr_suggestion.yaml '
                              'that simops-validate writes); fields it leaves out keep the '
@@ -363,7 +377,8 @@ def _main(argv: list[str] | None) -> int:
     config = TrainConfig(robot=args.robot, seed=args.seed, goals=args.goals, updates=args.updates,
                          eval_episodes=args.eval_episodes, workers=args.workers,
                          randomization=randomization, sim_params=args.sim_params,
-                         profile=args.sim_profile)
+                         profile=args.sim_profile, scenarios=tuple(args.scenarios),
+                         scenario_share=args.scenario_share)
     policy, metadata = train(config, log=lambda line: print(line, flush=True))
     env = FR3ReachEnv(robot=config.robot)
     stem = Path(args.out or f'models/policy/{config.robot}_reach')

@@ -106,6 +106,20 @@ def scenario(name: str, task: str | None = None) -> Scenario:
     return found
 
 
+def drawn(names: tuple[str, ...], share: float, seed: int, task: str) -> Scenario | None:
+    """The scenario that training episode ``seed`` plays, or None: one rule for every task.
+
+    Drawn from the seed alone, so a worker split or a rerun plays the same ones: ``share``
+    (0..1] of the episodes play one of ``names``, each equally likely.
+    """
+    if not names:
+        return None
+    draw = np.random.default_rng([seed, 2])
+    if draw.random() >= share:
+        return None
+    return scenario(names[int(draw.integers(len(names)))], task)
+
+
 @cache
 def load_scenarios(path: str | Path = SCENARIOS_FILE) -> dict[str, Scenario]:
     """Every scenario of the file at ``path``, by name; each field checked."""
