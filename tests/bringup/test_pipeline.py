@@ -21,7 +21,7 @@ from ros_helpers import REPO, installed_executable, wait_until
 from sysid_helpers import simulate, write_bag
 
 from simops_bringup.arguments import robot_names
-from simops_bringup.improve import next_scenarios
+from simops_bringup.improve import next_reward_terms, next_scenarios
 from simops_bringup.pipeline import stages
 from simops_bringup.pipeline_commands import gate_command, train_command
 from simops_bringup.pipeline_file import PipelineError, load_pipeline
@@ -85,7 +85,10 @@ def pipeline(*args: object) -> subprocess.CompletedProcess[str]:
     ({'randomization': {'delay': -1}}, "field 'randomization.delay' has a bad value"),
     ({'randomization': {'gravity': [1, 2]}}, "field 'randomization.gravity' is not a known"),
     ({'feedback': {'max_rounds': -1}}, "field 'feedback.max_rounds' must be a whole number"),
-    ({'feedback': {'change': ['reward']}}, "field 'feedback.change' lists what the loop"),
+    ({'feedback': {'change': ['gravity']}}, "field 'feedback.change' lists what the loop"),
+    ({'feedback': {'change': ['reward']}},
+     "field 'feedback.change' lists reward, the penalties PPO fine-tunes on: it needs task "
+     'pick_place and train.ppo_iterations >= 1'),
     ({'feedback': {'rounds': 3}}, "field 'feedback.rounds' is not a known field"),
     ({'calibration': {'bags': ['bags/excite'], 'fit': {'weights': 'heavy'}}},
      "field 'calibration.fit.weights' must be one of"),
@@ -291,3 +294,27 @@ def test_failing_scenarios_become_training_scenarios_when_the_loop_may_change_th
     assert '--scenarios' not in train_command(pick, 'p')
     reach = load_pipeline(pipeline_file(tmp_path, calibration={}), robot_names())
     assert reach.change == ('randomization',)
+
+
+def test_failure_modes_become_reward_terms_when_the_loop_may_change_the_reward(
+        tmp_path: Path) -> None:
+    """feedback.change ``reward`` (pick and place with PPO): each mode the gate's episodes
+    failed by becomes a penalty of PPO's reward at a success's weight, kept in later rounds
+    (a fault, a bug, never); without it, none."""
+    found = {'cells': [], 'failures': {'protective_stop': 3, 'dropped': 2, 'timeout': 0,
+                                       'fault': 1}}
+    assert next_reward_terms(found, {}, ('randomization',)) == {}
+    both = ('randomization', 'reward')
+    assert next_reward_terms(found, {}, both) == {'protective_stop': 10.0, 'dropped': 10.0}
+    assert next_reward_terms(found, {'timeout': 4.0, 'dropped': 2.0}, both) == {
+        'timeout': 4.0, 'dropped': 2.0, 'protective_stop': 10.0}
+    pick = load_pipeline(pipeline_file(
+        tmp_path, task='pick_place', calibration={},
+        train={'seed': 0, 'rounds': 1, 'episodes': 2, 'eval_episodes': 1, 'workers': 1,
+               'ppo_iterations': 2},
+        feedback={'max_rounds': 2, 'change': list(both)}), robot_names())
+    assert pick.change == both
+    line = train_command(pick, 'round_1/policy/p', 'round_1/randomization.yaml', 'last.pt',
+                         (), {'dropped': 10.0, 'protective_stop': 2.5})
+    assert ' --reward-terms protective_stop=2.5 dropped=10 ' in f'{line} ', line
+    assert '--reward-terms' not in train_command(pick, 'p')

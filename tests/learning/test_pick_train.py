@@ -176,3 +176,26 @@ def test_the_cli_trains_through_scenarios_and_the_card_names_them(tmp_path: Path
                                  timeout=120, cwd=REPO)
         assert refused.returncode == 2 and message in refused.stderr, refused.stderr
         assert len(refused.stderr.strip().splitlines()) == 1, refused.stderr
+
+
+def test_ppo_pays_the_reward_terms_and_the_card_names_them() -> None:
+    small = PPOConfig(num_envs=2, num_steps_per_env=8, num_mini_batches=2, critic_warmup=1)
+    terms = {'protective_stop': 10.0, 'dropped': 5.0}
+    _, metadata = train_pick(replace(TINY, ppo_iterations=1, ppo=small, reward_terms=terms),
+                             log=lambda _: None)
+    assert metadata['ppo']['reward_terms'] == terms
+    assert metadata['ppo']['num_envs'] == 2 and metadata['ppo']['iterations'] == 1
+
+
+def test_the_cli_refuses_reward_terms_without_ppo_or_with_a_bad_term(tmp_path: Path) -> None:
+    simops_train = str(REPO / '.venv/bin/simops-train')
+    for args, message in ((['--task', 'pick_place', '--reward-terms', 'dropped=5'],
+                           '--reward-terms shape the reward PPO fine-tunes on'),
+                          (['--reward-terms', 'dropped=5', '--ppo-iterations', '2'],
+                           '--reward-terms shape the reward PPO fine-tunes on'),
+                          (['--task', 'pick_place', '--ppo-iterations', '2', '--reward-terms',
+                            'fault=5'], "reward term 'fault' is not one of")):
+        refused = subprocess.run([simops_train, *args, '--out', str(tmp_path / 'p')],
+                                 capture_output=True, text=True, timeout=120, cwd=REPO)
+        assert refused.returncode == 2 and message in refused.stderr, refused.stderr
+        assert len(refused.stderr.strip().splitlines()) == 1, refused.stderr

@@ -10,6 +10,10 @@ writes ``improve/round_<k>/``:
   ``dr_suggestion.yaml`` (its ranges widened to cover the failing cells,
   :meth:`simops_learning.validation_report.Report.suggestion`) for what the file's
   ``feedback.change`` allows, the previous ranges otherwise;
+- the events the training plays (``scenarios``: the failing scenario cells') and the
+  penalty terms of PPO's reward (``reward``: each failure mode the gate counted, at the
+  weight of a success, :func:`simops_learning.reward_terms.failing_terms`), where
+  ``feedback.change`` allows them, kept for every later round;
 - ``policy/``: ``simops-train`` with those ranges (the pipeline's command and budget),
   fine-tuned from the last round's policy where the task's training can (pick and place:
   DAgger from its weights at the full ranges), from scratch otherwise (reach);
@@ -43,6 +47,7 @@ from simops_bringup.pipeline_commands import (
     train_command,
 )
 from simops_bringup.pipeline_file import Pipeline
+from simops_learning.reward_terms import failing_terms, format_reward_terms
 
 REPORT = 'validation.json'
 SUGGESTION = 'dr_suggestion.yaml'
@@ -104,6 +109,15 @@ def next_scenarios(found: dict[str, Any], trained: list[str], change: tuple[str,
     return [name for name in dict.fromkeys(failing) if name not in trained]
 
 
+def next_reward_terms(found: dict[str, Any], terms: dict[str, float],
+                      change: tuple[str, ...]) -> dict[str, float]:
+    """PPO's penalty terms for the next round: ``terms`` plus the modes ``found`` failed by.
+
+    ``terms`` unchanged unless ``change`` lets the loop change the reward.
+    """
+    return failing_terms(found['failures'], terms) if 'reward' in change else dict(terms)
+
+
 def improve(pipeline: Pipeline, folder: Path) -> dict[str, Any]:
     """Run the rounds in ``folder`` (the run folder); return ``improve/summary.json``'s data.
 
@@ -117,6 +131,7 @@ def improve(pipeline: Pipeline, folder: Path) -> dict[str, Any]:
     report = json.loads((folder / gate / REPORT).read_text())
     rounds: list[dict[str, Any]] = []
     trained: list[str] = []   # the scenarios the rounds' training plays, once one failed
+    terms: dict[str, float] = {}   # PPO's penalty terms, once a mode failed
     stopped = 'the gate passed' if report['verdict'] == 'pass' else ''
     for k in range(1, pipeline.max_rounds + 1):
         if stopped:
@@ -129,28 +144,35 @@ def improve(pipeline: Pipeline, folder: Path) -> dict[str, Any]:
         suggestion = yaml.safe_load((folder / gate / SUGGESTION).read_text())
         widened = next_ranges(ranges, suggestion, pipeline.change)
         added = next_scenarios(found, trained, pipeline.change)
-        if widened == ranges and not added:
+        reward = next_reward_terms(found, terms, pipeline.change)
+        if widened == ranges and not added and reward == terms:
             stopped = (f'round {k}: the training ranges already cover the failing cells'
                        + (' and the training plays the failing scenarios'
                           if 'scenarios' in pipeline.change else '')
+                       + (' and PPO\'s reward pays for every failure mode'
+                          if 'reward' in pipeline.change else '')
                        + '; nothing the loop may change would')
             break
         changed = {name: [ranges[name], value] for name, value in widened.items()
                    if ranges.get(name) != value}
         trained += added
+        terms = reward
         print(f'improve: round {k} of {pipeline.max_rounds}: {len(found["cells"])} failing '
               'cells; training ranges ' + (', '.join(f'{n} {a} -> {b}' for n, (a, b)
                                                       in changed.items()) or 'as they were')
-              + (f'; training scenarios {", ".join(trained)}' if trained else ''), flush=True)
+              + (f'; training scenarios {", ".join(trained)}' if trained else '')
+              + (f'; reward terms {", ".join(format_reward_terms(terms))}' if terms else ''),
+              flush=True)
         ranges = widened
         (folder / here / 'randomization.yaml').write_text(
             yaml.safe_dump({'randomization': ranges}, sort_keys=False))
         last, policy, gate = policy, f'{here}/policy/{stem(pipeline)}', f'{here}/gate'
         _run(train_command(pipeline, policy, f'{here}/randomization.yaml', f'{last}.pt',
-                           tuple(trained)), folder)
+                           tuple(trained), terms), folder)
         _run(gate_command(pipeline, f'{policy}.pt', gate), folder)
         report = json.loads((folder / gate / REPORT).read_text())
         rounds.append({'round': k, 'changed': changed, 'scenarios': list(trained),
+                       'reward_terms': dict(terms),
                        'verdict': report['verdict'],
                        'mean_success': report['mean_success'],
                        'min_success': report['min_success']})

@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import shutil
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from simops_bringup.pipeline_file import Pipeline
+from simops_learning.reward_terms import format_reward_terms
 
 PARAMS = 'pipeline.yaml'    # the pipeline file's sections, DVC's params file in the run folder
 CALIBRATION = 'calibration.yaml'
@@ -83,11 +85,13 @@ FINE_TUNED = ('pick_place',)   # the tasks simops-train fine-tunes from a policy
 
 
 def train_command(pipeline: Pipeline, out_stem: str, ranges: str = RANDOMIZATION,
-                  init: str | None = None, scenarios: tuple[str, ...] = ()) -> str:
+                  init: str | None = None, scenarios: tuple[str, ...] = (),
+                  reward_terms: Mapping[str, float] | None = None) -> str:
     """``simops-train`` into ``out_stem`` (.pt and its card) with the training ranges file.
 
     ``init``: the policy to fine-tune from, for the tasks of :data:`FINE_TUNED` (the others
-    train from scratch); ``scenarios``: events its rounds play (``--scenarios``).
+    train from scratch); ``scenarios``: events its rounds play (``--scenarios``);
+    ``reward_terms``: PPO's penalties by failure mode (``--reward-terms``).
     """
     physics = inputs(pipeline).physics
     options = ' '.join(f'--{key.replace("_", "-")} {value}'
@@ -97,7 +101,9 @@ def train_command(pipeline: Pipeline, out_stem: str, ranges: str = RANDOMIZATION
                                           else '')
                    + f' --sim-profile {pipeline.training_sim} --randomization {ranges}'
                    + (f' --init-policy {init}' if init and pipeline.task in FINE_TUNED else '')
-                   + (f' --scenarios {" ".join(scenarios)}' if scenarios else ''),
+                   + (f' --scenarios {" ".join(scenarios)}' if scenarios else '')
+                   + (f' --reward-terms {" ".join(format_reward_terms(reward_terms))}'
+                      if reward_terms else ''),
                    options)
 
 

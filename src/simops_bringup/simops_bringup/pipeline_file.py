@@ -38,7 +38,9 @@ commands, in order: calibrate (``fit`` on the bags, or a given SimParams), train
       max_rounds: 3                #   retrain and gate again at most this often
       change: [randomization]      #   what it may change: the training ranges, widened to
                                    #   the failing cells (the gate's dr_suggestion.yaml);
-                                   #   scenarios: train through the failing ones
+                                   #   scenarios: train through the failing ones;
+                                   #   reward (pick_place with train.ppo_iterations):
+                                   #   PPO's reward pays for the failure modes seen
     promote: true                  # a PASS appends the policy's promotion record
 
 Relative paths are relative to the file. Every error is one line naming the file and the
@@ -79,8 +81,8 @@ GATE_FIELDS = ('grid', 'scenarios', 'episodes', 'seed', 'thresholds', 'workers')
 THRESHOLD_FIELDS = ('pass_mean', 'pass_min', 'marginal_mean')
 FEEDBACK_FIELDS = ('max_rounds', 'change')
 # what the improve stage may change between rounds: the training ranges; the events the
-# training plays (the gate's failing scenarios)
-CHANGES = ('randomization', 'scenarios')
+# training plays (the gate's failing scenarios); penalty terms in PPO's reward
+CHANGES = ('randomization', 'scenarios', 'reward')
 DEFAULT_CHANGE = ('randomization',)
 
 
@@ -203,6 +205,9 @@ def load_pipeline(path: str | Path, robots: tuple[str, ...]) -> Pipeline:
     if not isinstance(change, list) or not change or any(c not in CHANGES for c in change):
         check.fail('feedback.change', f'lists what the loop may change, some of '
                                       f'{", ".join(CHANGES)}; got {change!r}')
+    if 'reward' in change and (task != 'pick_place' or not counts.get('ppo_iterations')):
+        check.fail('feedback.change', 'lists reward, the penalties PPO fine-tunes on: it needs '
+                                      'task pick_place and train.ppo_iterations >= 1')
     return Pipeline(
         path, robot, task, bags, holdout, sim_params, counts, tuple(grid),
         _count(check, gate, 'episodes', 'gate.episodes') if 'episodes' in gate else 30,

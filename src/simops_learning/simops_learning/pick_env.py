@@ -13,7 +13,8 @@ of the shared physics), with the task's scene, reward and safety accounting:
 - **Reward** per step: minus the grasp point–cube distance (m, reaching), plus
   ``GRASP_BONUS`` while both fingers touch the cube and it is off the table, minus twice the
   cube–goal distance (m, placing), minus ``ACTION_COST`` · |action|², plus ``SUCCESS_BONUS``
-  on success.
+  on success; with ``reward_terms`` ({failure mode: weight}), minus their penalties
+  (:mod:`simops_learning.reward_terms`: what the improve stage adds where PPO trains).
 - **Safety**, measured every ``SAMPLE_PERIOD`` (10 ms, 100 Hz) and reported per episode
   in ``info``: ``peak_joint_speed`` (rad/s, largest arm joint), ``peak_contact_force`` (N, the
   largest normal force between the hand or fingers and anything but the cube: MuJoCo's
@@ -26,6 +27,7 @@ Frames and units: base frame, m, rad, N.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import mujoco
@@ -33,6 +35,7 @@ import numpy as np
 
 from simops_core.tasks import TASKS
 from simops_learning.reach_env import MAX_EPISODE_STEPS, SUCCESS_BONUS, FR3ReachEnv
+from simops_learning.reward_terms import Penalties
 
 ENV_ID = TASKS['pick_place'].env_id
 CUBE_HALF = 0.02                                   # m, the cube's half size
@@ -55,15 +58,17 @@ LEFT_FINGER, RIGHT_FINGER = 'fr3_leftfinger', 'fr3_rightfinger'
 class FR3PickPlaceEnv(FR3ReachEnv):
     """Gymnasium env of the FR3 pick-and-place task; see the module docstring.
 
-    Arguments as :class:`~simops_learning.reach_env.FR3ReachEnv`.
+    Arguments as :class:`~simops_learning.reach_env.FR3ReachEnv`, and ``reward_terms``
+    ({name: weight} of :data:`~simops_learning.reward_terms.TERMS`; default none).
     """
 
     task = 'pick_place'
     card_history = PICK_HISTORY
     sample_period = SAMPLE_PERIOD
 
-    def __init__(self, **kwargs: Any) -> None:
+    def __init__(self, reward_terms: Mapping[str, float] | None = None, **kwargs: Any) -> None:
         kwargs.setdefault('max_episode_steps', MAX_EPISODE_STEPS)
+        self.penalties = Penalties(reward_terms or {}, kwargs['max_episode_steps'])
         super().__init__(**kwargs)
         model, index = self.physics.model, self.physics.index
         if index.object_body < 0:
@@ -105,6 +110,7 @@ class FR3PickPlaceEnv(FR3ReachEnv):
         self.object_start = np.array([x, y, yaw])
         self.peak_speed = self.peak_force = 0.0
         self.was_lifted = False
+        self.penalties.reset()
 
     # --- stepping and safety -------------------------------------------------------------
 
@@ -183,4 +189,4 @@ class FR3PickPlaceEnv(FR3ReachEnv):
     def _reward(self, info: dict[str, Any], action: np.ndarray) -> float:
         return float(-info['reach_distance'] + (GRASP_BONUS if info['lifted'] else 0.0)
                      - 2.0 * info['distance'] - ACTION_COST * float(np.dot(action, action))
-                     + (SUCCESS_BONUS if info['is_success'] else 0.0))
+                     + (SUCCESS_BONUS if info['is_success'] else 0.0) - self.penalties(info))

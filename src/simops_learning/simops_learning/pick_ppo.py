@@ -5,7 +5,8 @@ MLP of :class:`~simops_learning.pick_network.PickPolicy`) as its actor: RSL-RL's
 ``MLPModel`` with the same layers and activation, its weights copied in from the cloned
 network and back out after training, and a Gaussian of ``init_std`` around it. The
 environment is :class:`DecisionEnv`: ``num_envs`` copies of ``SimOps/FR3PickPlace-v0`` in
-this process at full randomisation, observed through the network's standardised inputs and
+this process at full randomisation (its reward with the improve stage's penalty terms, if
+any: :mod:`simops_learning.reward_terms`), observed through the network's standardised inputs and
 acted on through its decision (the grasp point's step and the gripper command), which the
 policy's own task-space law turns into joint deltas. What PPO changes is therefore exactly
 what the exported module runs.
@@ -14,7 +15,7 @@ what the exported module runs.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -57,10 +58,12 @@ class DecisionEnv(VecEnv):
 
     def __init__(self, policy: PickPolicy, num_envs: int, randomization: DomainRandomization,
                  seed: int, robot: str = 'fr3', sim_params: str | None = None,
-                 profile: str = TRAINING) -> None:
+                 profile: str = TRAINING, reward_terms: Mapping[str, float] | None = None
+                 ) -> None:
         self.policy = policy
         self.envs = [FR3PickPlaceEnv(randomization=randomization, robot=robot,
-                                     sim_params_file=sim_params, profile=profile)
+                                     sim_params_file=sim_params, profile=profile,
+                                     reward_terms=reward_terms)
                      for _ in range(num_envs)]
         self.num_envs, self.num_actions = num_envs, DECISION_SIZE
         self.max_episode_length = MAX_EPISODE_STEPS
@@ -108,11 +111,13 @@ class DecisionEnv(VecEnv):
 def fine_tune(policy: PickPolicy, iterations: int, randomization: DomainRandomization,
               hidden: tuple[int, ...], seed: int, config: PPOConfig | None = None,
               log: Callable[[str], None] = print, sim_params: str | None = None,
-              profile: str = TRAINING) -> float:
+              profile: str = TRAINING, reward_terms: Mapping[str, float] | None = None
+              ) -> float:
     """Fine-tune ``policy``'s network in place for ``iterations`` PPO iterations.
 
     ``sim_params``: the SimParams YAML of the training physics (None: nominal); ``profile``
-    the simulator's options (:mod:`simops_sim.sim_profiles`).
+    the simulator's options (:mod:`simops_sim.sim_profiles`); ``reward_terms``: penalty
+    weights by failure mode added to the env's reward (:mod:`simops_learning.reward_terms`).
 
     ``config.critic_warmup`` iterations first train only the critic.
 
@@ -121,7 +126,7 @@ def fine_tune(policy: PickPolicy, iterations: int, randomization: DomainRandomiz
     c = config or PPOConfig()
     seeded_torch(seed)   # RSL-RL samples its actions from torch's global stream
     env = DecisionEnv(policy, c.num_envs, randomization, seed * 1_000_003 + 700_000,
-                      sim_params=sim_params, profile=profile)
+                      sim_params=sim_params, profile=profile, reward_terms=reward_terms)
     cfg = {
         'algorithm': {'class_name': 'PPO', 'learning_rate': c.learning_rate,
                       'num_learning_epochs': c.num_learning_epochs,

@@ -10,7 +10,8 @@
    than ``promote`` of its episodes; each later round raises the randomisation level by
    ``level_step`` toward the full ``pick_place`` ranges of ``config/randomization.yaml``.
 4. Optionally (``ppo_iterations``) PPO fine-tuning with RSL-RL
-   (:mod:`simops_learning.pick_ppo`) of the cloned network at full randomisation.
+   (:mod:`simops_learning.pick_ppo`) of the cloned network at full randomisation, its
+   reward with ``reward_terms``' penalties (:mod:`simops_learning.reward_terms`).
 5. A final evaluation of the policy alone at full randomisation.
 
 Rollouts run in ``workers`` processes. Same seed and settings give the same weights
@@ -41,6 +42,7 @@ from simops_learning.pick_env import PICK_HISTORY, FR3PickPlaceEnv
 from simops_learning.pick_expert import PickExpert, PickGains
 from simops_learning.pick_network import MOVE_UNIT, PickPolicy
 from simops_learning.pick_ppo import PPOConfig, fine_tune
+from simops_learning.reward_terms import parse_reward_terms
 from simops_learning.seeding import seeded_torch
 from simops_sim.randomization import DomainRandomization, default_randomization
 from simops_sim.scenarios import Scenario, drawn
@@ -66,6 +68,8 @@ class PickTrainConfig:
     promote: float = 0.9             # policy success that starts the randomisation
     level_step: float = 0.34
     ppo_iterations: int = 0          # PPO fine-tuning after DAgger (RSL-RL), 0: none
+    ppo: PPOConfig = field(default_factory=PPOConfig)              # its settings
+    reward_terms: dict[str, float] = field(default_factory=dict)   # PPO's penalties by mode
     workers: int = 2
     gains: PickGains = field(default_factory=PickGains)
     randomization: DomainRandomization = field(
@@ -276,8 +280,9 @@ def train_pick(config: PickTrainConfig, log: Log = print) -> tuple[PickPolicy, d
         ppo_success = None
         if config.ppo_iterations:
             ppo_success = fine_tune(policy, config.ppo_iterations, config.randomization,
-                                    config.hidden, config.seed, log=log,
-                                    sim_params=config.sim_params, profile=config.profile)
+                                    config.hidden, config.seed, config.ppo, log=log,
+                                    sim_params=config.sim_params, profile=config.profile,
+                                    reward_terms=config.reward_terms)
         final = run_round(pool, config, scripted(policy), base + 900_000, config.eval_episodes,
                           0.0, 1.0, scenarios=False)
     success = float(np.mean(final.successes))
@@ -293,7 +298,8 @@ def train_pick(config: PickTrainConfig, log: Log = print) -> tuple[PickPolicy, d
         'hidden': list(config.hidden), 'updates_per_round': config.updates,
         'final_loss': round(loss, 5), 'rounds_log': history,
         'ppo': ({'library': 'rsl-rl-lib 5.5.1', 'iterations': config.ppo_iterations,
-                 **asdict(PPOConfig()), 'success_during_training': ppo_success}
+                 **asdict(config.ppo), 'success_during_training': ppo_success,
+                 'reward_terms': dict(config.reward_terms) or None}
                 if config.ppo_iterations else None),
         'randomized_success': success, 'eval_episodes': config.eval_episodes,
         'randomization': {**asdict(config.randomization),
@@ -317,6 +323,7 @@ def train_pick_and_export(args: argparse.Namespace, randomization: DomainRandomi
                              episodes=args.episodes, eval_episodes=args.eval_episodes,
                              updates=args.updates, workers=args.workers,
                              ppo_iterations=args.ppo_iterations,
+                             reward_terms=parse_reward_terms(args.reward_terms),
                              randomization=randomization, sim_params=args.sim_params,
                              profile=args.sim_profile, init_policy=args.init_policy,
                              scenarios=tuple(args.scenarios), scenario_share=args.scenario_share)

@@ -51,6 +51,7 @@ from simops_learning.expert import ExpertGains, ReachExpert
 from simops_learning.network import PosturePolicy, export_policy
 from simops_learning.pick_train import PickTrainConfig, train_pick_and_export
 from simops_learning.reach_env import WORKSPACE_HIGH, WORKSPACE_LOW, FR3ReachEnv
+from simops_learning.reward_terms import parse_reward_terms
 from simops_learning.seeding import seeded_torch
 from simops_sim.randomization import (
     DomainRandomization,
@@ -249,6 +250,10 @@ def dataset_usage(args: Any) -> str | None:
         return '--init-policy fine-tunes a pick_place policy; add --task pick_place'
     if args.init_policy and not Path(args.init_policy).exists():
         return f'no such policy: {args.init_policy}'
+    if args.reward_terms and (args.task != 'pick_place' or args.ppo_iterations < 1
+                              or args.dataset):
+        return ('--reward-terms shape the reward PPO fine-tunes on; add --task pick_place and '
+                '--ppo-iterations N, without --dataset')
     if args.scenarios and args.dataset:
         return ('--scenarios plays events in the expert\'s training rollouts; a --dataset '
                 'is cloned as recorded')
@@ -339,6 +344,11 @@ def _main(argv: list[str] | None) -> int:
     parser.add_argument('--scenario-share', type=float, default=PickTrainConfig.scenario_share,
                         help='with --scenarios: the fraction of the training rollouts that '
                              'play one (default: %(default)s)')
+    parser.add_argument('--reward-terms', nargs='+', default=[], metavar='NAME=W',
+                        help='pick_place with --ppo-iterations: penalties added to the reward '
+                             'PPO fine-tunes on, by failure mode (protective_stop, unsafe, '
+                             'dropped, timeout) and weight (the success bonus is 10; '
+                             'simops_learning.reward_terms); default: none')
     parser.add_argument('--randomization', type=Path,
                         help='YAML with a "randomization" mapping (e.g. the dr_suggestion.yaml '
                              'that simops-validate writes); fields it leaves out keep the '
@@ -363,6 +373,7 @@ def _main(argv: list[str] | None) -> int:
         sim_profile(args.sim_profile)
         for name in args.scenarios:
             scenario(name, args.task)
+        parse_reward_terms(args.reward_terms)
         task_ranges = default_randomization(TASKS[args.task].randomization)
         randomization = (load_randomization(args.randomization, key='randomization',
                                             base=task_ranges)
