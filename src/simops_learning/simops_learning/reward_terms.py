@@ -22,8 +22,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from simops_learning.reach_env import SUCCESS_BONUS
+from simops_learning.validation_report import FAILURE_MODES
 
-TERMS = ('protective_stop', 'unsafe', 'dropped', 'timeout')
+UNTRAINED = ('', 'fault')   # a success, and a bug's symptom: no term
+TERMS = tuple(mode for mode in FAILURE_MODES if mode not in UNTRAINED)
 FAILURE_WEIGHT = SUCCESS_BONUS   # a failing mode's weight: it costs what a success earns
 
 
