@@ -23,7 +23,7 @@ ROSDEP_KEYS = {
 ROS_PACKAGES = {'rclpy', 'sensor_msgs', 'geometry_msgs', 'std_msgs', 'std_srvs',
                 'trajectory_msgs', 'rosgraph_msgs', 'diagnostic_msgs', 'builtin_interfaces',
                 'rosidl_runtime_py', 'rcl_interfaces', 'control_msgs', 'franka_msgs',
-                'controller_manager_msgs', 'lifecycle_msgs', 'action_msgs'}
+                'controller_manager_msgs', 'lifecycle_msgs', 'action_msgs', 'rosidl_parser'}
 # Python module -> PyPI distribution in requirements-python.txt (no rosdep key exists).
 PIP_ONLY = {'mujoco': 'mujoco', 'torch': 'torch', 'rosbags': 'rosbags',
             'gymnasium': 'gymnasium', 'mcap': 'mcap', 'mcap_ros2': 'mcap-ros2-support',

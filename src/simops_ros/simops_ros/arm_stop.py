@@ -6,27 +6,33 @@ stopped. :class:`ArmStop` polls the newest ``franka_msgs/FrankaRobotState`` once
 tick (no per-message callback at the broadcaster's 1 kHz) and, while the arm is stopped,
 latches the node's FAULT, so it holds until ``~/enable`` after the recovery (an enable
 while the arm is still stopped faults again at the next tick). Without the topic (no
-franka_ros2 broadcaster) nothing is ever reported.
+franka_ros2 broadcaster) nothing is ever reported. Only the robot mode and the current
+errors are read from the message's bytes (:class:`~simops_ros.cdr_fields.FieldReader`,
+about 30 us, where rclpy's whole message takes about 1 ms of the tick).
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
 
 from franka_msgs.msg import Errors, FrankaRobotState
 from rclpy.node import Node
 
 from simops_core.motion_supervisor import MotionSupervisor
 from simops_core.topics import TopicSpec
+from simops_ros.cdr_fields import CdrError, FieldReader
 from simops_ros.polled import Polled, PolledGroup, never_called
 from simops_ros.qos import subscription_qos
 
 ERROR_FLAGS = tuple(Errors.get_fields_and_field_types())
+READ_STATE = FieldReader(FrankaRobotState, ('robot_mode', 'current_errors'))
 
 
-def stop_reason(state: FrankaRobotState) -> str:
-    """Why the arm in ``state`` is stopped, naming its current errors; '' when it is not."""
-    if state.robot_mode != FrankaRobotState.ROBOT_MODE_REFLEX:
+def stop_reason(robot_mode: int, current_errors: Mapping[str, bool]) -> str:
+    """Why an arm in ``robot_mode`` is stopped, naming its errors set; '' when it is not."""
+    if robot_mode != FrankaRobotState.ROBOT_MODE_REFLEX:
         return ''
-    errors = [name for name in ERROR_FLAGS if getattr(state.current_errors, name)]
+    errors = [name for name in ERROR_FLAGS if current_errors.get(name)]
     return (f'the arm stopped itself (protective stop: {", ".join(errors) or "reflex"}); '
             'recover it (simops-recover: franka_hardware\'s recovery steps), then call '
             '~/enable')
@@ -48,10 +54,14 @@ class ArmStop:
         Call it under the supervisor's lock, once per tick. Returns why the arm is stopped
         ('' when it is not); an undecodable message leaves the last answer standing.
         """
-        if self._polled.take_newest():
-            verdict = self._polled.read(lambda state: (stop_reason(state),))
-            if isinstance(verdict, tuple):
-                self.reason = verdict[0]
+        polled = self._polled
+        if polled.take_newest():
+            try:
+                state = READ_STATE(polled.raw)
+            except CdrError:
+                pass   # the last answer stands
+            else:
+                self.reason = stop_reason(state['robot_mode'], state['current_errors'])
         if self.reason:
             self._supervisor.fault(self.reason)
         return self.reason
