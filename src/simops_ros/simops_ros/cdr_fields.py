@@ -32,7 +32,7 @@ from rosidl_parser.definition import (
 )
 
 ENCAPSULATION = 4   # bytes before the data: representation id and options
-LITTLE_ENDIAN = (b'\x00\x01', b'\x00\x03')   # CDR_LE, PL_CDR_LE
+CDR_LE = b'\x00\x01'   # plain little-endian CDR, as rmw_fastrtps writes ROS messages
 ALIGNMENTS = 8      # a fixed run's size depends on where it starts, modulo this
 # rosidl's primitive names -> struct format (its size is the alignment)
 FORMATS = {'boolean': '?', 'octet': 'B', 'char': 'B', 'uint8': 'B', 'int8': 'b',
@@ -170,8 +170,9 @@ class FieldReader:
 
     def __call__(self, data: bytes) -> dict[str, Any]:
         """The wanted fields of the message in ``data``: {name: value or {field: value}}."""
-        if bytes(data[:2]) not in LITTLE_ENDIAN:
-            raise CdrError(f'not little-endian CDR (encapsulation {bytes(data[:2]).hex()})')
+        if bytes(data[:2]) != CDR_LE:
+            raise CdrError(f'not plain little-endian CDR (encapsulation '
+                           f'{bytes(data[:2]).hex()})')
         view = memoryview(data)[ENCAPSULATION:]
         out: dict[str, Any] = {}
         try:
