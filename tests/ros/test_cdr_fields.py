@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from rclpy.serialization import serialize_message
 from sensor_msgs.msg import PointCloud2, PointField, Range
 
+from simops_ros.arm_stop import read_stop_reason
 from simops_ros.cdr_fields import CdrError, FieldReader
 
 ERROR_NAMES = tuple(Errors.get_fields_and_field_types())
@@ -91,3 +92,14 @@ def test_bad_bytes_and_bad_fields_are_refused() -> None:
         FieldReader(FrankaRobotState, ('mode',))
     with pytest.raises(ValueError, match='not decodable'):
         FieldReader(FrankaRobotState, ('o_t_ee',))
+
+
+def test_the_arm_stop_reason_from_the_bytes_or_else_from_the_whole_message() -> None:
+    stopped = FrankaRobotState(robot_mode=FrankaRobotState.ROBOT_MODE_REFLEX)
+    stopped.current_errors.joint_velocity_violation = True
+    data = serialize_message(stopped)
+    assert 'protective stop: joint_velocity_violation' in read_stop_reason(data)
+    assert read_stop_reason(serialize_message(FrankaRobotState(robot_mode=2))) == ''
+    assert read_stop_reason(data[:300]) is None            # neither reader can decode it
+    # another encapsulation id: the reader refuses it, rclpy's whole message decides
+    assert read_stop_reason(b'\x00\x03' + data[2:]) == read_stop_reason(data)

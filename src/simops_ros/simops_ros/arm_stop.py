@@ -8,7 +8,8 @@ latches the node's FAULT, so it holds until ``~/enable`` after the recovery (an 
 while the arm is still stopped faults again at the next tick). Without the topic (no
 franka_ros2 broadcaster) nothing is ever reported. Only the robot mode and the current
 errors are read from the message's bytes (:class:`~simops_ros.cdr_fields.FieldReader`,
-about 30 us, where rclpy's whole message takes about 1 ms of the tick).
+about 30 us, where rclpy's whole message takes about 1 ms of the tick); bytes in another
+encoding than plain CDR are decoded whole.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from collections.abc import Mapping
 
 from franka_msgs.msg import Errors, FrankaRobotState
 from rclpy.node import Node
+from rclpy.serialization import deserialize_message
 
 from simops_core.motion_supervisor import MotionSupervisor
 from simops_core.topics import TopicSpec
@@ -38,6 +40,24 @@ def stop_reason(robot_mode: int, current_errors: Mapping[str, bool]) -> str:
             '~/enable')
 
 
+def read_stop_reason(raw: bytes) -> str | None:
+    """:func:`stop_reason` of the serialised FrankaRobotState ``raw``; None if undecodable.
+
+    The two fields from the bytes when they are plain CDR, else from rclpy's whole message.
+    """
+    try:
+        state = READ_STATE(raw)
+        return stop_reason(state['robot_mode'], state['current_errors'])
+    except CdrError:
+        pass
+    try:
+        full = deserialize_message(raw, FrankaRobotState)
+    except Exception:  # bytes rclpy cannot decode either
+        return None
+    return stop_reason(full.robot_mode, {name: getattr(full.current_errors, name)
+                                         for name in ERROR_FLAGS})
+
+
 class ArmStop:
     """Polls ``topic`` (FrankaRobotState) on ``node`` for ``supervisor``; see the module."""
 
@@ -54,14 +74,10 @@ class ArmStop:
         Call it under the supervisor's lock, once per tick. Returns why the arm is stopped
         ('' when it is not); an undecodable message leaves the last answer standing.
         """
-        polled = self._polled
-        if polled.take_newest():
-            try:
-                state = READ_STATE(polled.raw)
-            except CdrError:
-                pass   # the last answer stands
-            else:
-                self.reason = stop_reason(state['robot_mode'], state['current_errors'])
+        if self._polled.take_newest():
+            reason = read_stop_reason(self._polled.raw)
+            if reason is not None:   # else undecodable: the last answer stands
+                self.reason = reason
         if self.reason:
             self._supervisor.fault(self.reason)
         return self.reason
