@@ -86,6 +86,9 @@ def test_bad_bytes_and_bad_fields_are_refused() -> None:
     data = serialize_message(FrankaRobotState(robot_mode=4))
     with pytest.raises(CdrError, match='truncated'):
         READ(data[:200])
+    cloud = serialize_message(PointCloud2())   # its fields' count set to 2**32 - 1
+    with pytest.raises(CdrError, match='a sequence of 4294967295 elements'):
+        FieldReader(PointCloud2, ('is_dense',))(cloud[:28] + b'\xff' * 4 + cloud[32:])
     with pytest.raises(CdrError, match='not plain little-endian'):
         READ(b'\x00\x00' + data[2:])
     with pytest.raises(ValueError, match="no field 'mode'"):

@@ -144,16 +144,16 @@ def _compile(layout: list[tuple[str, AbstractType]], wanted: set[str]) -> list[t
     return plan
 
 
-def _decoded(kind: AbstractType) -> list[tuple[str | None, str]]:
-    """How a wanted field decodes: (None, format) for a primitive, (field, format) each."""
+def _decoded(kind: AbstractType) -> list[tuple[str | None, struct.Struct]]:
+    """How a wanted field decodes: (None, its Struct) for a primitive, (field, Struct) each."""
     if isinstance(kind, BasicType):
-        return [(None, FORMATS[kind.typename])]
+        return [(None, struct.Struct('<' + FORMATS[kind.typename]))]
     if isinstance(kind, NamespacedType):
         out = []
         for name, inner in fields(message_class(kind)):
             if not isinstance(inner, BasicType):
                 raise ValueError(f'{kind.name}.{name} is not a primitive: not decodable here')
-            out.append((name, FORMATS[inner.typename]))
+            out.append((name, struct.Struct('<' + FORMATS[inner.typename])))
         return out
     raise ValueError(f'a {type(kind).__name__} field is not decodable here')
 
@@ -202,15 +202,16 @@ def _run(plan: list[tuple], view: memoryview, position: int, out: dict[str, Any]
             position = _align(position, 4)
             count = COUNT.unpack_from(view, position)[0]
             position += 4
+            if count > len(view) - position:   # each element takes a byte at least
+                raise struct.error(f'a sequence of {count} elements in {len(view)} bytes')
             for _ in range(count):
                 position = _run(argument, view, position, out)
         else:   # DECODE
             name, layout = argument
             values = {}
-            for field, code in layout:
-                size = struct.calcsize(code)
-                position = _align(position, size)
-                values[field] = struct.unpack_from('<' + code, view, position)[0]
-                position += size
+            for field, decoder in layout:
+                position = _align(position, decoder.size)
+                values[field] = decoder.unpack_from(view, position)[0]
+                position += decoder.size
             out[name] = values.get(None, values)
     return position
