@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import threading
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
@@ -18,25 +17,9 @@ import torch
 
 from simops_core.command_line import ConfigError
 from simops_core.policy_card import PolicyCard, file_sha256
+from simops_core.torch_threads import run_torch_ops_on_this_thread
 
 FORMATS = {'.pt': 'TorchScript', '.pt2': 'torch.export'}
-_ONE_THREAD = threading.local()   # ``done`` once torch runs the calling thread's ops alone
-
-
-def run_ops_on_this_thread() -> None:
-    """Make torch run the calling thread's operators on that thread alone, once per thread.
-
-    torch's CPU build runs operators through OpenMP, whose thread count is per thread: a
-    ``torch.set_num_threads(1)`` in the loading thread leaves a thread started later at
-    OpenMP's default, one per core, and its first inference starts a worker that
-    spin-waits after every parallel region. A policy node infers on its control thread,
-    which runs SCHED_FIFO where permitted: the worker inherited that priority and spun ahead
-    of every ordinary thread, the DDS threads that deliver the joint states among them
-    (measured in docs/performance.md).
-    """
-    if not getattr(_ONE_THREAD, 'done', False):
-        torch.set_num_threads(1)
-        _ONE_THREAD.done = True
 
 
 class PolicyModelError(ConfigError):
@@ -72,7 +55,7 @@ class PolicyModel:
             raise PolicyModelError(f'{self.path.name} takes {len(self._images)} images '
                              f'({", ".join(t.topic for t in self.card.images)}), given '
                              f'{len(images)}; image policies run in the policy node')
-        run_ops_on_this_thread()
+        run_torch_ops_on_this_thread()
         self._input_np[0] = observation
         for buffer, image in zip(self._images_np, images, strict=True):
             buffer[0] = image
@@ -96,7 +79,7 @@ def load_policy(path: Path, card: PolicyCard) -> PolicyModel:
     if digest != card.sha256:
         raise PolicyModelError(f'model {path.name} has sha256 {digest}, its card '
                                f'{card.source.name} says {card.sha256}')
-    run_ops_on_this_thread()
+    run_torch_ops_on_this_thread()
     try:
         with _quiet_torch():
             if path.suffix == '.pt':

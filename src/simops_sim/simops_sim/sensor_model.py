@@ -35,6 +35,7 @@ import yaml
 
 from simops_core.command_line import ConfigError
 from simops_core.sim_params import ActuatorModelRef
+from simops_core.torch_threads import run_torch_ops_on_this_thread
 
 INPUTS = ('model_torque', 'velocity', 'acceleration')   # the card's inputs, in history order
 ROLE = 'sensor'
@@ -76,9 +77,14 @@ class SensorModel:
         return self.forward(history)
 
     def forward(self, history: np.ndarray) -> np.ndarray:
-        """The TorchScript module's own forward pass over ``history`` (B, 3, W, a)."""
+        """The TorchScript module's own forward pass over ``history`` (B, 3, W, a).
+
+        On the calling thread alone (the simulator's physics thread runs it SCHED_FIFO:
+        :mod:`simops_core.torch_threads`).
+        """
         import torch
 
+        run_torch_ops_on_this_thread()
         with torch.inference_mode():
             return self.module(torch.from_numpy(np.ascontiguousarray(history))).numpy()
 
