@@ -7,9 +7,8 @@ stands in for the operator's device:
 1. **Latency.** Twists (±0.02 m/s along y, alternating each message) at 50 Hz, the
    scripted operator's rate, for ``--seconds``; per twist, the time from its publication to
    the first ``/joint_commands`` message sent after it, by that message's DDS source
-   timestamp (the node's latency: delivery to it, any wait for its next tick, its work; a
-   tick runs as an input arrives, never sooner than a period after the last,
-   :mod:`simops_teleop.tick_schedule`) and by its receipt here (plus delivery back and
+   timestamp (the node's latency: delivery to it, the wait for its next tick, which a
+   timer runs once a period, and its work) and by its receipt here (plus delivery back and
    this process's own delays), and the gaps between the commands sent. Measured at the
    default 100 Hz and at 500 Hz (``teleop_rate``).
 2. **Tracking.** A constant +0.1 m/s twist along x in the base frame for 2 s at 100 Hz;
