@@ -79,7 +79,6 @@ def load_policy(path: Path, card: PolicyCard) -> PolicyModel:
     if digest != card.sha256:
         raise PolicyModelError(f'model {path.name} has sha256 {digest}, its card '
                                f'{card.source.name} says {card.sha256}')
-    run_torch_ops_on_this_thread()
     try:
         with _quiet_torch():
             if path.suffix == '.pt':
