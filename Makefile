@@ -35,8 +35,9 @@ demo: build
 	$(BIN)/simops-demo
 
 # The tests that touch ROS (`-m ros`: they start nodes and processes and time them) run one
-# at a time; the others (physics, fitting, training, files) on two workers, one per core. A
-# PYTEST_ARGS selection may leave one part empty (pytest's exit 5).
+# at a time; the others (physics, fitting, training, files, and the `ros_free` tests whose
+# commands never import rclpy) on two workers, one per core. A PYTEST_ARGS selection may
+# leave one part empty (pytest's exit 5).
 test: build lint
 	$(BIN)/python -m pytest -m "not ros" -n 2 --dist worksteal --durations=15 $(PYTEST_ARGS) \
 		|| [ $$? -eq 5 ]
@@ -133,7 +134,7 @@ build-jazzy: $(JAZZY_EDITABLE_STAMP) $(JAZZY_INTERFACES_STAMP) $(GL_STAMP)
 
 # The Jazzy leg runs the tests that touch ROS and are not marked slow: the slow ones (60 s
 # camera and lossless recordings, pick-and-place and parity through the graph, the dataset
-# round trip, fr3_duo, Ray, the sysid stand-in, fit on fuzzed bags) run on Kilted only, so
+# round trip, fr3_duo, the sysid stand-in) run on Kilted only, so
 # `make test` stays near an hour on two cores. On Jazzy's Fast DDS 2.14 the 60 s camera recording also loses joint states
 # beside the image bursts (217 of 60,000 in one run): a loss to remove, see CHANGELOG.md.
 test-jazzy: build-jazzy

@@ -36,6 +36,7 @@ def pytest_configure(config: pytest.Config) -> None:
 # exactly these (`-m ros`).
 ROS_FIXTURES = {'ros_probe', 'launch', 'ros_env'}
 TESTS = Path(__file__).resolve().parent
+GUARD = TESTS / 'rclpy_guard'   # its sitecustomize refuses rclpy in a ros_free test's commands
 
 
 def ros_code() -> re.Pattern[str]:
@@ -63,7 +64,13 @@ ROS_CODE = ros_code()
 
 
 def touches_ros(item: pytest.Item) -> bool:
-    """Whether ``item`` or a fixture of the suite's it uses (directly or not) touches ROS."""
+    """Whether ``item`` or a fixture of the suite's it uses (directly or not) touches ROS.
+
+    A test marked ``ros_free`` does not: it starts only commands that never touch ROS (fit,
+    simops-train, simops-validate: see :func:`pytest_runtest_protocol`).
+    """
+    if item.get_closest_marker('ros_free') is not None:
+        return False
     names = set(getattr(item, 'fixturenames', ()))
     if ROS_FIXTURES & names:
         return True
@@ -109,6 +116,24 @@ def frozen_heap(request: pytest.FixtureRequest) -> Iterator[None]:
         yield
     finally:
         gc.unfreeze()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """A test marked ``ros_free`` (its fixtures too) starts its commands with
+    ``tests/rclpy_guard`` first on PYTHONPATH: a command that imports rclpy or a message
+    package fails there, loudly, instead of running on the wrong leg unnoticed."""
+    if item.get_closest_marker('ros_free') is None:
+        return (yield)
+    before = os.environ.get('PYTHONPATH')
+    os.environ['PYTHONPATH'] = os.pathsep.join([str(GUARD), *filter(None, [before])])
+    try:
+        return (yield)
+    finally:
+        if before is None:
+            del os.environ['PYTHONPATH']
+        else:
+            os.environ['PYTHONPATH'] = before
 
 
 @pytest.fixture(scope='session')

@@ -128,6 +128,7 @@ def test_a_failing_tool_names_the_step_its_error_and_its_log(tmp_path: Path) -> 
                     timeout=30, ok=(0, 3, 4)) == 4
 
 
+@pytest.mark.ros_free
 def test_a_hanging_tool_is_stopped_with_its_children(tmp_path: Path) -> None:
     pids = tmp_path / 'pids'
     script = ('import signal, subprocess, sys, time; signal.signal(signal.SIGINT, signal.SIG_IGN);'

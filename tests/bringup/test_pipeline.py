@@ -216,6 +216,7 @@ def test_a_given_policy_is_gated_against_the_fit_and_promoted_as_a_copy(
     assert again.returncode == 0 and 'Running stage' not in again.stdout, again.stdout
 
 
+@pytest.mark.ros_free
 def test_ctrl_c_stops_the_running_stage_in_one_line(tmp_path: Path) -> None:
     """SIGINT to the terminal's process group while training: every process ends, exit 130,
     no traceback from the stage's tool or its workers."""

@@ -56,6 +56,7 @@ def descendants(pid: int) -> set[int]:
     return found
 
 
+@pytest.mark.ros_free
 def test_ctrl_c_stops_every_worker(tmp_path: Path) -> None:
     exe = installed_executable('simops_learning', 'simops-validate')
     # 900 episodes: about a minute at the 15 episodes/s of an idle machine, so the Ctrl-C
@@ -91,6 +92,7 @@ def unshare() -> list[str]:
 
 
 @pytest.mark.slow
+@pytest.mark.ros_free
 def test_a_ray_cluster_runs_the_tasks_and_retries_a_killed_worker() -> None:
     """ray start --head, two worker CPUs, in a namespace whose only interface is loopback."""
     result = subprocess.run([*unshare(), sys.executable, str(REPO / 'tests/ray_cluster_check.py')],
@@ -104,6 +106,7 @@ def test_a_ray_cluster_runs_the_tasks_and_retries_a_killed_worker() -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.ros_free
 def test_the_gate_on_ray_local_gives_the_local_verdicts(tmp_path: Path) -> None:
     unshare()
     exe = installed_executable('simops_learning', 'simops-validate')
@@ -122,6 +125,7 @@ def test_the_gate_on_ray_local_gives_the_local_verdicts(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.ros_free
 def test_fit_fleet_fits_each_robot(tmp_path: Path) -> None:
     for robot, seed in (('arm_a', 0), ('arm_b', 1)):
         write_bag(tmp_path / 'fleet' / robot / 'excite', simulate(6.0, seed=seed))

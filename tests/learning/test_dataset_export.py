@@ -216,6 +216,7 @@ def _without_topic(tmp_path: Path, bag: Path, topic: str) -> None:
                 writer.write(conns[conn.id], stamp, data)
 
 
+@pytest.mark.ros_free
 def test_rollouts_round_trip_bit_for_bit_through_lerobot(tmp_path: Path) -> None:
     exe = installed_executable('simops_learning', 'simops-rollout')
     result = subprocess.run([str(exe), '--policy', str(POLICY), '--out', str(tmp_path / 'ds'),
@@ -249,6 +250,7 @@ def test_rollouts_round_trip_bit_for_bit_through_lerobot(tmp_path: Path) -> None
         assert item['task'] == TASKS['reach'].summary
 
 
+@pytest.mark.ros_free
 def test_the_command_lines_refuse_bad_arguments_in_one_line() -> None:
     for exe, args in (('simops-dataset', ['export', '--card', str(CARD)]),
                       ('simops-rollout', ['--out', '/tmp/x'])):
@@ -267,6 +269,7 @@ def decoded_frames(path: Path) -> list[np.ndarray]:
         return [frame.to_ndarray(format='rgb24') for frame in container.decode(video=0)]
 
 
+@pytest.mark.ros_free
 def test_rollouts_with_cameras_write_one_video_frame_per_row_as_rendered(
         tmp_path: Path) -> None:
     exe = installed_executable('simops_learning', 'simops-rollout')

@@ -7,6 +7,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
+import pytest
 import torch
 import yaml
 from ros_helpers import REPO
@@ -54,6 +55,7 @@ def test_dagger_fine_tunes_a_policy_from_its_weights_at_the_full_ranges() -> Non
     assert meta['init_policy']['sha256'] == file_sha256(SHIPPED)
 
 
+@pytest.mark.ros_free
 def test_the_cli_exports_policies_and_cards_the_node_loads(tmp_path: Path) -> None:
     stem = tmp_path / 'pick'
     result = subprocess.run(
@@ -152,6 +154,7 @@ def test_scenario_episodes_are_labelled_on_the_true_cube_pose() -> None:
     assert not np.array_equal(blind, expert_action(expert, env, privileged=True)[0])
 
 
+@pytest.mark.ros_free
 def test_the_cli_trains_through_scenarios_and_the_card_names_them(tmp_path: Path) -> None:
     simops_train = str(REPO / '.venv/bin/simops-train')
     stem = tmp_path / 'pick'
@@ -187,6 +190,7 @@ def test_ppo_pays_the_reward_terms_and_the_card_names_them() -> None:
     assert metadata['ppo']['num_envs'] == 2 and metadata['ppo']['iterations'] == 1
 
 
+@pytest.mark.ros_free
 def test_the_cli_refuses_reward_terms_without_ppo_or_with_a_bad_term(tmp_path: Path) -> None:
     simops_train = str(REPO / '.venv/bin/simops-train')
     for args, message in ((['--task', 'pick_place', '--reward-terms', 'dropped=5'],

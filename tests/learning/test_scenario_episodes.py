@@ -120,6 +120,7 @@ def test_a_scenario_changes_no_episode_without_it(env: FR3ReachEnv) -> None:
     assert all(np.array_equal(a, b) for a, b in zip(plain, again, strict=True))
 
 
+@pytest.mark.ros_free
 def test_the_gate_reports_a_cell_per_scenario(tmp_path: Path) -> None:
     result = subprocess.run(
         [VALIDATE, '--policy', str(POLICY), '--grid', 'delay=0', '--scenarios', 'estop',
@@ -143,6 +144,7 @@ def test_the_gate_reports_a_cell_per_scenario(tmp_path: Path) -> None:
     (['--scenarios', 'earthquake'], "has no scenario 'earthquake'"),
     (['--scenarios', 'push_cube'], "scenario 'push_cube' is not for the reach task"),
 ])
+@pytest.mark.ros_free
 def test_a_scenario_the_gate_cannot_play_is_one_line(args: list[str], message: str,
                                                       tmp_path: Path) -> None:
     result = subprocess.run([VALIDATE, '--policy', str(POLICY), '--out', str(tmp_path), *args],

@@ -58,6 +58,7 @@ def test_policy_module_applies_the_expert_law() -> None:
         np.testing.assert_allclose(action, [*dq, 1.0], atol=1e-4)
 
 
+@pytest.mark.ros_free
 def test_cli_exports_both_formats_with_cards(tmp_path: Path) -> None:
     stem = tmp_path / 'tiny'
     calibration = REPO / 'config/sim_params/standin_hidden.yaml'   # a fit's, say
@@ -80,6 +81,7 @@ def test_cli_exports_both_formats_with_cards(tmp_path: Path) -> None:
     np.testing.assert_allclose(scripted.infer(obs), exported.infer(obs), atol=1e-6)
 
 
+@pytest.mark.ros_free
 def test_cli_rejects_bad_arguments(tmp_path: Path) -> None:
     bad = tmp_path / 'dr.yaml'
     bad.write_text('randomization: {mass: [2.0, 1.0]}\n')
@@ -135,6 +137,7 @@ def test_the_gain_rollouts_play_the_scenarios_drawn_from_their_seeds(
     assert None in played.values()
 
 
+@pytest.mark.ros_free
 def test_the_cli_trains_reach_through_scenarios_and_the_card_names_them(tmp_path: Path
                                                                         ) -> None:
     stem = tmp_path / 'reach'

@@ -76,6 +76,7 @@ def test_failure_modes_take_the_first_that_applies() -> None:
     assert modes == ['', 'protective_stop', 'unsafe', 'dropped', 'timeout', 'fault']
 
 
+@pytest.mark.ros_free
 def test_a_policy_that_trips_the_arm_fails_the_gate_with_its_stops_counted(
         tmp_path: Path) -> None:
     """Real rollouts: a policy that keeps tilting joint 2 forward presses the hand onto the
@@ -122,6 +123,7 @@ def test_fields_a_ranges_file_leaves_out_keep_the_tasks_ranges(tmp_path: Path) -
     assert pick.mass != default_randomization().mass   # the two tasks' differ there
 
 
+@pytest.mark.ros_free
 def test_failing_policy_fails_with_feedback(tmp_path: Path) -> None:
     model, _ = write_policy(tmp_path, [0.0] * 8)         # never moves: never succeeds
     run = subprocess.run([VALIDATE, '--policy', str(model), '--grid', 'mass=1,2',
@@ -161,6 +163,7 @@ def sensor_params(folder: Path) -> Path:
     return path
 
 
+@pytest.mark.ros_free
 def test_the_validation_sim_reports_efforts_through_a_named_sensor_model(
         tmp_path: Path) -> None:
     sensor = sensor_params(tmp_path)
@@ -186,6 +189,7 @@ def test_the_validation_sim_reports_efforts_through_a_named_sensor_model(
     assert len(refused.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.ros_free
 def test_the_gate_reads_through_the_validation_profiles_sensors_when_asked(
         tmp_path: Path) -> None:
     """``--sensors``: the report records the sensor errors the envs read through and says so;
@@ -207,6 +211,7 @@ def test_the_gate_reads_through_the_validation_profiles_sensors_when_asked(
     ['--policy', 'missing.pt'], ['--policy', str(POLICY), '--grid', 'gravity=1'],
     ['--policy', str(POLICY), '--card', str(REPO / 'models/policy/fr3_reach.pt2.yaml')],
     ['--policy', str(POLICY), '--episodes', '0']])
+@pytest.mark.ros_free
 def test_usage_errors_exit_2(args: list[str]) -> None:
     run = subprocess.run([VALIDATE, *args], capture_output=True, text=True, timeout=120)
     assert run.returncode == 2, run.stderr
@@ -236,6 +241,7 @@ def test_shipped_policy_reaches_nominal_goals() -> None:
     assert np.mean([r.success for r in results]) >= 0.9, results
 
 
+@pytest.mark.ros_free
 def test_sim_gap_reports_the_training_sim_per_cell(tmp_path: Path) -> None:
     """--sim-gap runs the same cells in the training sim; the verdict stays the validation's."""
     run = subprocess.run([VALIDATE, '--policy', str(POLICY), '--grid', 'delay=0,3',

@@ -121,6 +121,7 @@ def test_without_images_the_policy_waits_and_a_stale_image_holds_the_arm(
         sim.stop()
 
 
+@pytest.mark.ros_free
 def test_the_envs_the_gate_and_rollouts_refuse_an_image_policy_in_one_line(
         tmp_path: Path) -> None:
     import subprocess

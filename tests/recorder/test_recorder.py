@@ -304,6 +304,7 @@ def test_bad_parameters_exit_2(tmp_path: Path, param: str, value: str) -> None:
     ({'notes.txt': 'hello'}, 3, 'no .mcap or .db3'),
     ({'a.mcap': 'random', 'b.db3': 'random'}, 3, 'mixes storage formats'),
 ])
+@pytest.mark.ros_free
 def test_repair_refuses_what_is_not_a_bag_and_leaves_it_untouched(
         tmp_path: Path, files: dict[str, str], code: int, words: str) -> None:
     bag = tmp_path / 'garbage'
@@ -321,6 +322,7 @@ def test_repair_refuses_what_is_not_a_bag_and_leaves_it_untouched(
     assert sorted(p.name for p in tmp_path.iterdir()) == ['garbage']   # nothing staged
 
 
+@pytest.mark.ros_free
 def test_repair_help_and_usage() -> None:
     executable = str(installed_executable('simops_recorder', 'repair'))
     shown = subprocess.run([executable, '--help'], capture_output=True, text=True, timeout=60)

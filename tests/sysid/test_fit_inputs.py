@@ -207,6 +207,7 @@ def _root() -> bool:
     return os.geteuid() == 0
 
 
+@pytest.mark.ros_free
 def test_a_write_that_fails_at_the_end_keeps_the_result(tmp_path: Path,
                                                         data: StandinData) -> None:
     """The report folder vanishes into a file mid-fit: the fitted parameters are kept."""

@@ -113,6 +113,7 @@ def run(executable: tuple[str, str], *args: str | Path,
 @example(mutation=('flip', [(0.14915683928475823, 0)]))   # found: KeyError in mcap's reader
 @example(mutation=('truncate', 0.9375))           # found: struct.error inside a record
 @example(mutation=('names', 7, ''))               # found: no finger joints (as on a real FR3)
+@pytest.mark.ros_free
 def test_fit_on_fuzzed_bags(tmp_path_factory: pytest.TempPathFactory, data: StandinData,
                             mutation: tuple[Any, ...]) -> None:
     folder = tmp_path_factory.mktemp('fit')
@@ -130,6 +131,7 @@ def test_fit_on_fuzzed_bags(tmp_path_factory: pytest.TempPathFactory, data: Stan
 @budget(15)
 @given(mutation=BAG_MUTATIONS)
 @example(mutation=('truncate', 0.9375))           # found: struct.error inside a record
+@pytest.mark.ros_free
 def test_repair_on_fuzzed_bags(tmp_path_factory: pytest.TempPathFactory, data: StandinData,
                                mutation: tuple[Any, ...]) -> None:
     folder = tmp_path_factory.mktemp('repair')
