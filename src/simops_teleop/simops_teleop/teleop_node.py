@@ -1,31 +1,20 @@
 """``ros2 run simops_teleop teleop``: drive the arm from a twist, a SpaceMouse or a gamepad.
 
 A thin node over :mod:`simops_teleop.servo_law` (moveit_servo's rules) and the policy's
-safety pipeline (:mod:`simops_core.safety`). Inputs, as moveit_servo and the joy stack name:
+safety pipeline (:mod:`simops_core.safety`). Inputs (docs/interfaces.md): ``~/delta_twist_cmds``
+(TwistStamped, base or TCP frame), ``~/delta_joint_cmds`` (JointJog), ``/joy`` (scaled by
+``joy_layout``; ``deadman_button``, ``gripper_button``, ``record_buttons``) and ``~/gripper``
+(SetBool: close or open the hand through the safety pipeline).
 
-- ``~/delta_twist_cmds`` (geometry_msgs/TwistStamped): the TCP's velocity (m/s, rad/s) in
-  the robot's base frame (``header.frame_id`` the base link or empty) or the TCP's own
-  frame (``<robot>_hand_tcp``);
-- ``~/delta_joint_cmds`` (control_msgs/JointJog): velocities (rad/s) of named arm joints,
-  by moveit_servo's rules (:func:`~simops_teleop.servo_law.jog_command`);
-- ``/joy`` (sensor_msgs/Joy): axes scaled to the speed caps by ``joy_layout``; with
-  ``deadman_button`` >= 0 the arm moves only while that button is held; a press of
-  ``gripper_button`` toggles the hand, of a ``record_buttons`` one drives the recorder;
-- ``~/gripper`` (std_srvs/SetBool): true closes the hand, false opens it (its width range),
-  through the safety pipeline (no faster than the hand's ``speed_max``) with the arm's
-  targets, as the policy's (on ``/joint_commands``, or franka_gripper goals).
-
-At ``teleop_rate`` Hz it turns the newest input into joint velocities (at the current
-target), integrates them over the period into the next target, runs it through
-``safety.step`` (position limits minus a margin, velocity and acceleration limits) and
-publishes it on the command topic the policy uses (the policy's default fraction of the
-velocity and acceleration limits). An input older than ``input_timeout``, a released
-dead-man or a halting status command zero velocity: the pipeline brakes the arm within its
-acceleration limit. ``~/status`` (std_msgs/Int8) carries moveit_servo's status code,
-``/teleop/operator_twist`` (TwistStamped, base frame) the twist it servoes each tick, for
-the recording. It moves an arm, so it starts DISABLED, like the policy and ``excite``
-(:class:`simops_core.motion_supervisor.MotionSupervisor`: ``~/enable``, ``/simops/estop``).
-Parameters: ``config/parameters/teleop.yaml``.
+Once a period (``teleop_rate`` Hz), and as soon as an input arrives
+(:mod:`simops_teleop.tick_schedule`), it turns the newest input into joint velocities at the
+current target, integrates them over the period the tick covers into the next target, runs
+it through ``safety.step`` and publishes it on the policy's command topic. An input older than
+``input_timeout``, a released dead-man or a halting status command zero velocity: the
+pipeline brakes the arm. ``~/status`` carries moveit_servo's status code,
+``/teleop/operator_twist`` the twist servoed each tick, for the recording. It starts
+DISABLED (:class:`simops_core.motion_supervisor.MotionSupervisor`: ``~/enable``,
+``/simops/estop``). Parameters: ``config/parameters/teleop.yaml``.
 """
 
 from __future__ import annotations
@@ -35,6 +24,7 @@ import time
 from typing import Any
 
 import numpy as np
+import rclpy
 from control_msgs.msg import JointJog
 from geometry_msgs.msg import TwistStamped
 from rclpy.node import Node
@@ -43,7 +33,7 @@ from std_msgs.msg import Int8
 from std_srvs.srv import SetBool
 
 from simops_core import safety
-from simops_core.command_line import ConfigError
+from simops_core.command_line import EXIT_FAILED, EXIT_OK, ConfigError
 from simops_core.franka_ros2 import franka_release
 from simops_core.motion_supervisor import MotionSupervisor, stand_still
 from simops_core.policy_step import StepSettings
@@ -68,6 +58,7 @@ from simops_teleop.servo_law import (
     twist_velocities,
 )
 from simops_teleop.stamped_twist import TwistPublisher
+from simops_teleop.tick_schedule import TickLoop, TickSchedule
 
 NODE_NAME = 'teleop'
 STALE_STATE = 0.1   # s; an older joint state means hold
@@ -101,10 +92,9 @@ class TeleopNode(Node):
         self._width: float | None = None   # the operator's hand width (m), once commanded
         self._button = False               # gripper_button held at the last /joy
         self._measured = ArmPositions(self, topics['joint_states'], self.spec, STALE_STATE)
-        self._lock = threading.Lock()   # inputs and the supervisor: callbacks vs. the timer
+        self._lock = threading.Lock()   # inputs and the supervisor: callbacks vs. the ticks
         self._twist = np.zeros(6)       # newest input: a twist (m/s, rad/s) or a jog (rad/s)
-        self._in_tcp = False            # a twist given in the TCP frame, not the base frame
-        self._jog = False               # the newest input is a joint jog
+        self._in_tcp = self._jog = False   # the newest input: in the TCP frame; a joint jog
         self._twist_time = -np.inf      # monotonic s it arrived; -inf: none yet
         self.create_subscription(TwistStamped, '~/delta_twist_cmds', self._on_twist, 10)
         self.create_subscription(JointJog, '~/delta_joint_cmds', self._on_jog, 10)
@@ -125,7 +115,11 @@ class TeleopNode(Node):
         self._arm_stop = attach_motion_controls(self, self.supervisor, self._lock, topics)
         self._frames = ('', self.spec.base_frame)
         self._tcp_frame = f'{self.spec.name}_hand_tcp'
-        self.create_timer(self.period, self._on_tick)
+        self.failure: BaseException | None = None   # what stopped the tick thread
+        schedule = TickSchedule.for_commands(self.period, s.input_timeout,
+                                             self._publish.trajectory)
+        self._ticks = TickLoop(schedule, self._on_tick, self._fail)
+        self._ticks.start()
         self.get_logger().info(
             f'servoing at {s.teleop_rate:g} Hz on {self._publish.topic} from '
             f'{self.resolve_topic_name("~/delta_twist_cmds")}, '
@@ -133,8 +127,7 @@ class TeleopNode(Node):
             f'{self.supervisor.reason}')
 
     def _on_twist(self, msg: TwistStamped) -> None:
-        v, w = msg.twist.linear, msg.twist.angular
-        frame = msg.header.frame_id
+        v, w, frame = msg.twist.linear, msg.twist.angular, msg.header.frame_id
         if frame not in self._frames and frame != self._tcp_frame:
             self.get_logger().warning(f'twist in frame {frame!r}; expected '
                                       f'{self.spec.base_frame} or {self._tcp_frame}; ignored',
@@ -151,8 +144,7 @@ class TeleopNode(Node):
         return response
 
     def _on_joy(self, msg: Joy) -> None:
-        s = self.settings
-        button = s.gripper_button
+        s, button = self.settings, self.settings.gripper_button
         pressed = s.gripper and 0 <= button < len(msg.buttons) and bool(msg.buttons[button])
         if pressed and not self._button:   # a press toggles the hand
             grip = self.spec.gripper
@@ -183,8 +175,20 @@ class TeleopNode(Node):
         with self._lock:
             self._twist, self._in_tcp, self._jog = command, in_tcp_frame, jog
             self._twist_time = time.monotonic()
+        self._ticks.input()
 
-    def _on_tick(self) -> None:
+    def _fail(self, exc: BaseException) -> None:   # the tick thread's: stop the node
+        if not self.context.ok():   # a tick that outlived a shutdown (Ctrl-C): no failure
+            return
+        self.failure = exc
+        self.get_logger().fatal(f'the tick thread failed: {exc!r}')
+        rclpy.try_shutdown(context=self.context)
+
+    def stop(self) -> None:
+        """Stop the tick thread (before the node is destroyed)."""
+        self._ticks.stop()
+
+    def _on_tick(self, covered: float) -> None:
         measured = self._measured()
         with self._lock:
             self._arm_stop.check()   # a protective stop latches FAULT
@@ -196,7 +200,8 @@ class TeleopNode(Node):
             in_tcp, jog = self._in_tcp, self._jog and fresh
         status = ServoStatus.NO_WARNING
         if decision.run and measured is not None:
-            status = self._servo(measured, twist, in_tcp, jog, decision.restart, decision.blend)
+            status = self._servo(measured, twist, in_tcp, jog, decision.restart, decision.blend,
+                                 covered)
         else:
             held = stand_still(self.supervisor, decision, self._safety, self.limits, self._lock)
             if held is not None:
@@ -206,11 +211,8 @@ class TeleopNode(Node):
         self._report_mode()
 
     def _servo(self, measured: np.ndarray, twist: np.ndarray, in_tcp: bool, jog: bool,
-               restart: bool, blend: float) -> ServoStatus:
-        """Publish the next target: the servo's velocity over a period, through safety.
-
-        ``twist`` is a joint jog's velocities (7,) rad/s when ``jog``.
-        """
+               restart: bool, blend: float, covered: float) -> ServoStatus:
+        """Publish the next target through safety (``twist``: a jog's (7,) rad/s if ``jog``)."""
         if restart:
             self._safety = resume(self, self.supervisor, self._lock, measured, self._safety,
                                   self.limits, self._measured.opening)
@@ -219,18 +221,18 @@ class TeleopNode(Node):
         if in_tcp:   # to the base frame, at the current target
             rotation = self.kinematics.rotation(self._safety.target)
             twist = np.concatenate((rotation @ twist[:3], rotation @ twist[3:]))
-        if not jog:
-            self._report_twist(twist)
         result = (jog_velocities(self._safety.target, twist, self.spec, self.servo) if jog
                   else twist_velocities(self.kinematics, self._safety.target, twist,
                                         self.period, self.servo))
-        action = result.velocity * self.period
+        action = result.velocity * covered   # over the period this tick covers (s)
         if self.mapping.gripper_index is not None:
             width = self._safety.gripper if self._width is None else self._width
             action = np.append(action, safety.width_command(width, self.limits))
         out = safety.step(self._safety, action, measured, blend, self.limits, self.mapping)
         self._safety = out.state
         self._publish(out.state.target, self._hand(out.state))
+        if not jog:   # after the command: the recording's copy waits, the arm does not
+            self._report_twist(twist)
         return result.status
 
     def _hand(self, state: safety.SafetyState) -> float | None:
@@ -239,8 +241,10 @@ class TeleopNode(Node):
 
 
 def main(args: list[str] | None = None) -> int:
-    """Run the node; 0 on SIGINT, 2 on a config error."""
+    """Run the node; 0 on SIGINT, 1 if the tick thread failed, 2 on a config error."""
     return run_node(NODE_NAME, 'Teleoperate the arm: twists from ~/delta_twist_cmds or /joy '
                     'to joint targets by moveit_servo\'s rules, through the safety pipeline. '
                     'Starts DISABLED; call ~/enable to start, publish true on /simops/estop '
-                    'to stop.', TeleopNode, args, {0: 'a clean shutdown'})
+                    'to stop.', TeleopNode, args, {EXIT_OK: 'a clean shutdown', EXIT_FAILED:
+                                                   'the tick thread failed (see the log)'},
+                    exit_code=lambda node: EXIT_FAILED if node.failure else EXIT_OK)
