@@ -20,7 +20,7 @@ from sim_helpers import SCENE_XML
 from simops_core.robot_spec import load_robot_spec
 from simops_sim.physics import Physics
 from simops_sim.reflexes import SPEED_TOLERANCE, Reflexes
-from simops_sim.trajectory_plan import TrajectoryPlan, point_goal
+from simops_sim.trajectory_plan import TrajectoryGoal, TrajectoryPlan, point_goal
 
 SPEC = load_robot_spec('fr3')
 REFLEXES = Reflexes(SPEC)
@@ -260,3 +260,29 @@ def test_a_non_finite_value_stops_the_arm(value: float) -> None:
         state[slot][5] = value
         stop = REFLEXES.measure(*state, 0.0)
         assert stop is not None and stop.joint == 'fr3_joint6', (slot, stop)
+
+
+def test_a_chained_trajectory_taken_over_just_before_its_first_point_does_not_stop() -> None:
+    """The held-out excitation of a CI run stopped the stand-in: a chained trajectory (the
+    previous targets first, 20 ms apart, the first one due when sent) arrived 2 us before
+    its first point in sim time, so the plan reached that point from the measured state,
+    0.3 mrad away, in 2 us: 150 rad/s as a mean. The controller samples once a 1 ms cycle,
+    so the arm is commanded that step within a cycle, 0.3 rad/s; a step that is fast over
+    a whole cycle still stops."""
+    arm = physics()
+    period, ahead, lag = 0.02, 2e-6, 3e-4
+    speed = 0.5                                                # rad/s of fr3_joint7
+    first = SPEC.home[:7].copy()
+    points = np.array([first + speed * period * k * np.eye(7)[6] for k in range(3)])
+    goal = TrajectoryGoal(times=np.array([0.0, period, 2 * period]), positions=points,
+                          velocities=None, joints=np.arange(7), start=None)
+    measured = first - lag * np.eye(7)[6]
+    plan = TrajectoryPlan(goal, arm.time + ahead, measured, arm.time)
+    assert np.abs(plan.segments()[1]).max() > 100.0            # as a mean over 2 us
+    assert np.abs(plan.segments(arm.timestep)[1]).max() == pytest.approx(speed)
+    assert arm.follow(plan) is None and arm.stop is None
+    fast = np.array([first, first + 0.02 * np.eye(7)[6]])     # 0.02 rad in one cycle
+    goal = TrajectoryGoal(times=np.array([0.0, arm.timestep]), positions=fast,
+                          velocities=None, joints=np.arange(7), start=None)
+    stop = arm.follow(TrajectoryPlan(goal, arm.time, first, arm.time))
+    assert stop is not None and stop.error == 'joint_velocity_violation'

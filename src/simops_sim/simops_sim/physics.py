@@ -238,7 +238,8 @@ class Physics:
         if reflexes is not None:
             if self.stop is None:
                 commanded = plan.peak_speed() if speed is None else speed
-                self._latch(reflexes.command(commanded, self.time, plan.segments()))
+                self._latch(reflexes.command(commanded, self.time,
+                                             plan.segments(self.timestep)))
             if self.stop is not None:
                 return self.stop
         self.law.follow(0, plan)

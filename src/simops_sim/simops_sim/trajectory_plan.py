@@ -230,17 +230,27 @@ class TrajectoryPlan:
         """
         return self._sent
 
-    def segments(self) -> tuple[np.ndarray, np.ndarray]:
+    def segments(self, cycle: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
         """Where the plan moves and how fast: end positions (S, 7) rad, velocities (S, 7) rad/s.
 
         Each segment's end point with its mean velocity, as the plan runs it (from the
         current target), and with velocities also each point's own; what the position-based
         velocity limits judge (:meth:`simops_sim.reflexes.Reflexes.command`).
+
+        ``cycle`` s: the controller's update period (franka_ros2's controller manager runs
+        at ``update_rate: 1000``, franka_bringup/config/controllers.yaml). The controller
+        samples the plan once a cycle, so a segment shorter than a cycle (a first point a
+        few microseconds ahead when the trajectory is taken over, reached from the measured
+        state) moves its step within one cycle: its speed is that step over a cycle, not
+        over its own length.
         """
+        slopes = self._slopes
+        if cycle > 0.0:
+            slopes = self._steps / np.maximum(np.diff(self._knots), cycle)[:, None]
         if self.velocities is None:
-            return self.positions[1:], self._slopes
+            return self.positions[1:], slopes
         return (np.vstack((self.positions[1:], self.positions[1:])),
-                np.vstack((self._slopes, self.velocities[1:])))
+                np.vstack((slopes, self.velocities[1:])))
 
     def sample(self, now: float, out: np.ndarray, velocity: np.ndarray | None = None) -> bool:
         """Write the target (7,) rad at sim time ``now`` into ``out``; True once finished.
