@@ -69,9 +69,12 @@ def touches_ros(item: pytest.Item) -> bool:
     A test marked ``ros_free`` does not: it starts only commands that never touch ROS (fit,
     simops-train, simops-validate: see :func:`pytest_runtest_protocol`).
     """
-    if item.get_closest_marker('ros_free') is not None:
-        return False
     names = set(getattr(item, 'fixturenames', ()))
+    if item.get_closest_marker('ros_free') is not None:
+        if ROS_FIXTURES & names:
+            raise pytest.UsageError(f'{item.nodeid} is marked ros_free but uses '
+                                    f'{sorted(ROS_FIXTURES & names)[0]}: remove the marker')
+        return False
     if ROS_FIXTURES & names:
         return True
     functions = [getattr(item, 'function', None)]
