@@ -186,8 +186,9 @@ def test_it_holds_until_the_process_publishing_the_joint_states_subscribes(
 
 def test_segment_chain_stamps_on_a_grid_with_its_points_from_the_last_one_due() -> None:
     """Each segment starts half a period after it was computed, on the grid; each message
-    begins with the chain's last point already due when it was computed (the target before
-    held for a period when the chain starts or restarts), so it never starts from the arm."""
+    begins with the chain's last point due half a period before it was computed (the target
+    before held for a period when the chain starts or restarts), so it never starts from
+    the arm, even on a controller whose clock runs a little behind."""
     from simops_ros.point_commands import SegmentChain
 
     chain = SegmentChain(20_000_000)   # 50 Hz
@@ -195,13 +196,13 @@ def test_segment_chain_stamps_on_a_grid_with_its_points_from_the_last_one_due() 
 
     def sent(now: int, target: np.ndarray) -> tuple[int, list[np.ndarray]]:
         stamp, earlier = chain.next(now, target)
-        assert stamp <= now   # the first point is due when the message is computed
+        assert stamp <= now - 10_000_000   # the first point is due half a period before
         return stamp, earlier
 
     stamp, earlier = sent(1_000_000_000, zeros)   # starts: zeros held, then zeros
     assert stamp == 990_000_000 and np.array_equal(earlier, [zeros, zeros])
-    stamp, earlier = sent(1_017_000_000, ones)   # a timer 3 ms early
-    assert stamp == 1_010_000_000 and np.array_equal(earlier, [zeros, zeros])
+    stamp, earlier = sent(1_017_000_000, ones)   # a timer 3 ms early: one point earlier
+    assert stamp == 990_000_000 and np.array_equal(earlier, [zeros, zeros, zeros])
     stamp, earlier = sent(1_043_000_000, twos)   # 3 ms late
     assert stamp == 1_030_000_000 and np.array_equal(earlier, [zeros, ones])
     stamp, earlier = sent(1_075_000_000, threes)   # 15 ms late: a restart from twos, held
@@ -210,5 +211,7 @@ def test_segment_chain_stamps_on_a_grid_with_its_points_from_the_last_one_due() 
     assert stamp == 1_065_000_000 and np.array_equal(earlier, [twos, twos, threes])
     stamp, earlier = sent(1_100_000_000, ones)
     assert stamp == 1_085_000_000 and np.array_equal(earlier, [twos, threes, zeros])
-    stamp, earlier = sent(500_000_000, twos)   # the clock went back: a restart
-    assert stamp == 490_000_000 and np.array_equal(earlier, [ones, ones])
+    stamp, earlier = sent(1_125_500_000, twos)   # 0.5 ms after a point fell due: not from it
+    assert stamp == 1_105_000_000 and np.array_equal(earlier, [threes, zeros, ones])
+    stamp, earlier = sent(500_000_000, ones)   # the clock went back: a restart
+    assert stamp == 490_000_000 and np.array_equal(earlier, [twos, twos])

@@ -19,6 +19,7 @@ from simops_ros.qos import qos_profile
 
 LEAD = 0.5      # command periods a chained segment starts after it was computed
 HISTORY = 4     # chained targets kept before the newest, for timers that fire early
+DUE_MARGIN = 0.5   # command periods a chained message's first point is due before it is sent
 
 
 class SegmentChain:
@@ -27,19 +28,24 @@ class SegmentChain:
     A timer fires a few milliseconds early or late, so segments stamped when they were
     computed overlap or leave gaps. Chained segments run from ``first + k * period`` ns
     instead, :data:`LEAD` periods after they were computed (so the controller has them
-    before they start). Each message repeats the chain's points from the last one already
-    due when it was computed (in steady state the two targets before its own, the first one
-    period before the segment starts): JointTrajectoryController samples a message whose
-    first point is due from where the message is at arrival, which is exactly where the
-    previous message had the target, so neither the arm's measured state (where JTC starts
-    a trajectory whose first point is still ahead) nor when the message arrives changes the
-    target.
+    before they start). Each message repeats the chain's points from the last one due
+    :data:`DUE_MARGIN` periods before it was computed (in steady state the two targets
+    before its own, the first one period before the segment starts):
+    JointTrajectoryController samples a message whose first point is due from where the
+    message is at arrival, which is exactly where the previous message had the target, so
+    neither the arm's measured state (where JTC starts a trajectory whose first point is
+    still ahead) nor when the message arrives changes the target. The margin keeps the
+    first point due where the controller's clock runs a little behind this node's (another
+    computer's clock; a controller cycle that began before the message arrived): a point
+    due only just now could still be ahead there, and the controller would start from the
+    measured state, a step of the tracking error within one 1 ms cycle.
 
     The chain (re)starts with the target before it held for a period (the first target
     itself when there is none): on its first message, after a timer that fired more than
     half a period late (the previous segment has ended: the controller holds its target),
-    and when none of the :data:`HISTORY` points kept is due yet (a clock that jumped back).
-    A timer that fires early only makes its message begin one point earlier.
+    and when none of the :data:`HISTORY` points kept is due by the margin (a clock that
+    jumped back). A timer that fires early, or just after a point fell due, only makes its
+    message begin one point earlier.
     """
 
     def __init__(self, period_ns: int) -> None:
@@ -51,19 +57,20 @@ class SegmentChain:
         """The stamp (ns) and earlier targets of the message for ``target`` (7,) rad.
 
         ``now_ns``: when it was computed. The earlier targets come oldest first, one period
-        apart, the first at the stamp, already due at ``now_ns``; ``target`` follows them,
-        one period on.
+        apart, the first at the stamp, due :data:`DUE_MARGIN` periods before ``now_ns``;
+        ``target`` follows them, one period on.
         """
         period = self.period_ns
         wanted = now_ns + round(LEAD * period)
         target = np.array(target, dtype=float)
+        due_by = now_ns - round(DUE_MARGIN * period)   # the first point sent is due by then
         if (self._due is None or wanted - self._due > period // 2
-                or self._points[0][0] > now_ns):
+                or self._points[0][0] > due_by):
             held = self._points[-1][1] if self._points else target
             self._due, self._points = wanted, [(wanted - period, held), (wanted, held)]
         self._points.append((self._due + period, target))
         self._due += period
-        first = max(k for k, (ns, _) in enumerate(self._points) if ns <= now_ns)
+        first = max(k for k, (ns, _) in enumerate(self._points) if ns <= due_by)
         sent = self._points[first:]
         self._points = self._points[-HISTORY - 1:]
         return sent[0][0], [point for _, point in sent[:-1]]
