@@ -20,8 +20,9 @@ from dataset_helpers import TWIST_TICKS, gripper_command, operator_twist, write_
 from ros_helpers import REPO, installed_executable
 
 from simops_core.robot_spec import load_robot_spec
-from simops_learning.dataset_train import step_error
+from simops_learning.dataset_train import CheckpointChoice, fit_decisions, step_error
 from simops_learning.demonstrations import (
+    Demonstrations,
     commanded_deltas,
     gripper_commands,
     read_demonstrations,
@@ -29,6 +30,7 @@ from simops_learning.demonstrations import (
 from simops_learning.pick_env import FR3PickPlaceEnv
 from simops_learning.pick_network import MOVE_UNIT
 from simops_learning.pick_train import PickTrainConfig, new_policy
+from simops_learning.seeding import seeded_torch
 
 CARD = REPO / 'models/policy/fr3_pick_place.yaml'
 PERIOD = 0.05   # s, the policies' control period
@@ -154,6 +156,33 @@ def test_a_commanded_width_labels_the_gripper_by_the_way_it_moves() -> None:
     assert top - 3 * step > 0.5 * (grip.width_min + grip.width_max)
 
 
+def test_the_checkpoint_that_scores_best_is_kept_the_later_on_a_tie() -> None:
+    net = torch.nn.Linear(2, 1)
+    scores = iter([0.5, 0.8, 0.8, 0.6])
+    choice = CheckpointChoice(net, lambda: next(scores), log=lambda line: None)
+    for updates in (5, 10, 15, 20):
+        with torch.no_grad():
+            net.weight.fill_(updates)
+        choice(updates)
+    choice.restore()
+    assert choice.kept == 15 and net.weight[0, 0].item() == 15.0
+    assert choice.scores == {5: 0.5, 10: 0.8, 15: 0.8, 20: 0.6}
+
+
+def test_the_fit_offers_a_checkpoint_every_so_many_updates_and_its_last() -> None:
+    env = FR3PickPlaceEnv()
+    config = PickTrainConfig(updates=25, batch=8)
+    policy = new_policy(env, config)
+    frames = np.tile(np.r_[env.spec_robot.home, 0.5, 0.0, 0.025, 0, 0, 0, 1, 0.5, 0.3, 0.1,
+                           0.08].astype(np.float32), (4, 1))
+    decisions = np.tile(np.float32([0.1, 0.0, -0.1, 1.0]), (4, 1))
+    demos = Demonstrations(frames, decisions, np.full((4, 7), np.nan, np.float32), {})
+    offered: list[int] = []
+    fit_decisions(policy, [demos], [1.0], config, seeded_torch(0), normalize=True,
+                  checkpoint=offered.append, every=10)
+    assert offered == [10, 20, 25]
+
+
 def test_simops_train_clones_a_dataset_and_its_card_names_it(tmp_path: Path) -> None:
     root = exported(tmp_path, 'teleop', teleop=True)
     result = run('simops-train', '--task', 'pick_place', '--dataset', root, '--updates', 50,
@@ -166,6 +195,7 @@ def test_simops_train_clones_a_dataset_and_its_card_names_it(tmp_path: Path) -> 
     assert entry['episodes'] == 1 and entry['weight'] == 1.0
     assert card['training']['init_policy'] is None
     assert card['training']['augmentation'] == 'scene turned about the vertical'
+    assert card['training']['checkpoint_selection'] is None   # 50 updates: one checkpoint
     assert card['task'] == 'pick_place'
 
 
@@ -174,6 +204,8 @@ def test_simops_train_clones_a_dataset_and_its_card_names_it(tmp_path: Path) -> 
     (('--task', 'pick_place', '--dataset', '{root}', '--weight', '1', '--weight', '2'),
      'one positive --weight per --dataset'),
     (('--task', 'pick_place', '--weight', '2'), 'goes with --dataset'),
+    (('--task', 'pick_place', '--dataset', '{root}', '--select-episodes', '-1'),
+     '--select-episodes is a count'),
     (('--task', 'reach', '--init-policy', '{card}'), 'add --task pick_place'),
     (('--task', 'pick_place', '--init-policy', '{card}'), 'not a TorchScript policy'),
     (('--task', 'pick_place', '--dataset', '{tmp}/absent'), 'no such dataset'),

@@ -20,10 +20,11 @@ sha256. Same datasets, seed and settings give the same weights (single-threaded 
 from __future__ import annotations
 
 import argparse
+import copy
 import multiprocessing
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -58,6 +59,12 @@ from simops_sim.sim_profiles import profile_entry
 # clone to 58 % of 50 episodes after 5,000 steps, 76 % and 90 % (two seeds) after 10,000
 # and 86 % after 20,000.
 UPDATES = 20000
+# The fit keeps the checkpoint that places the cube most often in SELECTION_EPISODES
+# episodes alone at full randomisation (their own seeds, apart from the final
+# evaluation's), one every SELECTION_EVERY updates: clones of the same frames land
+# anywhere between about 60 and 90 % by their length and seed.
+SELECTION_EVERY = 5000
+SELECTION_EPISODES = 20
 
 
 @dataclass(frozen=True)
@@ -69,6 +76,7 @@ class DatasetTrainConfig:
     init_policy: Path | None = None     # TorchScript pick-and-place policy to fine-tune
     turn: bool = True                   # show decision-labelled frames at random headings
     twist_cap: float | None = None      # m/s: a twist this fast or faster is a lower bound
+    selection_episodes: int = SELECTION_EPISODES   # per checkpoint; 0: keep the last
     pick: PickTrainConfig = field(default_factory=PickTrainConfig)
 
 
@@ -98,7 +106,8 @@ def step_error(decision: torch.Tensor, target: torch.Tensor, at_least: torch.Ten
 
 def fit_decisions(policy: PickPolicy, parts: Sequence[Demonstrations], weights: Sequence[float],
                   config: PickTrainConfig, generator: torch.Generator, normalize: bool,
-                  turn: bool = True, at_least: float | None = None) -> float:
+                  turn: bool = True, at_least: float | None = None,
+                  checkpoint: Callable[[int], None] | None = None, every: int = 0) -> float:
     """Fit ``policy``'s network on the labelled entries; return the last batch loss.
 
     Frame i of dataset d is drawn with probability weight_d / (sum of weights · N_d). The
@@ -109,7 +118,8 @@ def fit_decisions(policy: PickPolicy, parts: Sequence[Demonstrations], weights: 
     an angle uniform in [0, 2 pi) (:func:`~simops_learning.pick_network.turn_scene`), and
     the standardisation is taken over one such turn of every frame. With ``at_least`` (a
     step length in network units), a step label that long or longer is a lower bound
-    (:func:`step_error`).
+    (:func:`step_error`). ``checkpoint(updates)`` is called after every ``every`` updates
+    (and after the last), with the network as it is then.
     """
     raw = torch.as_tensor(np.concatenate([p.raw for p in parts]))
     labels = torch.as_tensor(np.concatenate([np.concatenate([p.decisions, p.arm], axis=1)
@@ -139,7 +149,7 @@ def fit_decisions(policy: PickPolicy, parts: Sequence[Demonstrations], weights: 
     optimizer = torch.optim.Adam(policy.body.parameters(), lr=config.learning_rate)
     schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, config.updates)
     loss = torch.zeros(())
-    for _ in range(config.updates):
+    for update in range(1, config.updates + 1):
         batch = torch.multinomial(probability, config.batch, replacement=True,
                                   generator=generator)
         inputs, targets = shown(batch)
@@ -154,7 +164,41 @@ def fit_decisions(policy: PickPolicy, parts: Sequence[Demonstrations], weights: 
         loss.backward()
         optimizer.step()
         schedule.step()
+        if checkpoint is not None and (update == config.updates
+                                       or (every > 0 and update % every == 0)):
+            checkpoint(update)
     return float(loss.item())
+
+
+@dataclass
+class CheckpointChoice:
+    """The fit's checkpoint that scores best, kept (the later one on a tie).
+
+    A :func:`fit_decisions` ``checkpoint`` hook: ``evaluate()`` scores the network as it is
+    (the fraction of selection episodes it places the cube in); :meth:`restore` puts the
+    best checkpoint's weights back.
+    """
+
+    policy: torch.nn.Module
+    evaluate: Callable[[], float]
+    log: Log = print
+    scores: dict[int, float] = field(default_factory=dict)   # updates -> score
+    kept: int | None = None                                  # updates of the best
+    _weights: dict[str, torch.Tensor] | None = None
+
+    def __call__(self, updates: int) -> None:
+        """Score the network after ``updates``; keep its weights if none scored higher."""
+        score = self.scores[updates] = self.evaluate()
+        if score >= max(self.scores.values()):
+            self.kept = updates
+            self._weights = copy.deepcopy(self.policy.state_dict())
+        self.log(f'checkpoint after {updates} updates: {score:.0%} of the selection episodes'
+                 f' (best after {self.kept})')
+
+    def restore(self) -> None:
+        """Load the best checkpoint's weights into the policy."""
+        if self._weights is not None:
+            self.policy.load_state_dict(self._weights)
 
 
 def train_from_datasets(config: DatasetTrainConfig, log: Log = print
@@ -180,17 +224,27 @@ def train_from_datasets(config: DatasetTrainConfig, log: Log = print
             f'out, sha256 {e["sha256"][:12]}')
     at_least = (None if config.twist_cap is None
                 else config.twist_cap / CONTROL_RATE / policy.move_unit)
-    loss = fit_decisions(policy, parts, config.weights, pick, generator,
-                         normalize=config.init_policy is None, turn=config.turn, at_least=at_least)
-    log(f'fit {pick.updates} updates on {sum(len(p.raw) for p in parts)} frames: loss '
-        f'{loss:.4f}, {time.monotonic() - started:.0f} s')
+    base = pick.seed * 1_000_003
     context = multiprocessing.get_context('spawn')
     with interrupts_ignored():   # Ctrl-C is this process's to handle
         pool = context.Pool(pick.workers)
     with pool:
-        final = run_round(pool, pick, scripted(policy), pick.seed * 1_000_003 + 900_000,
-                          pick.eval_episodes, 0.0, 1.0)
-    success = float(np.mean(final.successes))
+        def placed(first_seed: int, episodes: int) -> float:
+            return float(np.mean(run_round(pool, pick, scripted(policy), first_seed, episodes,
+                                           0.0, 1.0).successes))
+
+        choice = (CheckpointChoice(policy, lambda: placed(base + 800_000,
+                                                          config.selection_episodes), log)
+                  if config.selection_episodes > 0 and pick.updates > SELECTION_EVERY else None)
+        loss = fit_decisions(policy, parts, config.weights, pick, generator,
+                             normalize=config.init_policy is None, turn=config.turn,
+                             at_least=at_least, checkpoint=choice, every=SELECTION_EVERY)
+        if choice is not None:
+            choice.restore()
+        log(f'fit {pick.updates} updates on {sum(len(p.raw) for p in parts)} frames: loss '
+            f'{loss:.4f}' + (f', kept the checkpoint after {choice.kept}' if choice else '')
+            + f', {time.monotonic() - started:.0f} s')
+        success = placed(base + 900_000, pick.eval_episodes)
     log(f'final: policy alone at full randomisation {success:.1%} of {pick.eval_episodes} '
         f'episodes, {time.monotonic() - started:.0f} s')
     metadata = {
@@ -203,6 +257,9 @@ def train_from_datasets(config: DatasetTrainConfig, log: Log = print
         'twist_at_cap': ('exact' if config.twist_cap is None
                          else f'at least (cap {config.twist_cap:g} m/s)'),
         'final_loss': round(loss, 5),
+        'checkpoint_selection': None if choice is None else {
+            'episodes': config.selection_episodes, 'every_updates': SELECTION_EVERY,
+            'success_by_updates': choice.scores, 'kept_updates': choice.kept},
         'datasets': [{**p.entry, 'weight': w} for p, w in zip(parts, config.weights,
                                                                 strict=True)],
         'init_policy': file_entry(config.init_policy),
@@ -232,7 +289,8 @@ def train_datasets_and_export(args: argparse.Namespace,
                                 Path(args.init_policy) if args.init_policy else None,
                                 turn=args.augment == 'turn',
                                 twist_cap=(teleop_speed_cap() if args.twist_at_cap == 'at-least'
-                                           else None), pick=pick)
+                                           else None), pick=pick,
+                                selection_episodes=args.select_episodes)
     try:
         policy, metadata = train_from_datasets(config, log=lambda line: print(line, flush=True))
     except DatasetError as exc:

@@ -45,8 +45,12 @@ from simops_core.executor import interrupts_ignored
 from simops_core.promotion import file_entry
 from simops_core.sim_params import SimParamsError, load_sim_params
 from simops_core.tasks import DEFAULT_TASK, TASK_NAMES, TASKS
+from simops_learning.dataset_train import (
+    SELECTION_EPISODES,
+    SELECTION_EVERY,
+    train_datasets_and_export,
+)
 from simops_learning.dataset_train import UPDATES as DATASET_UPDATES
-from simops_learning.dataset_train import train_datasets_and_export
 from simops_learning.expert import ExpertGains, ReachExpert
 from simops_learning.network import PosturePolicy, export_policy
 from simops_learning.pick_train import PickTrainConfig, train_pick_and_export
@@ -259,6 +263,8 @@ def dataset_usage(args: Any) -> str | None:
                 'is cloned as recorded')
     if not 0.0 < args.scenario_share <= 1.0:
         return f'--scenario-share is a fraction in (0, 1], got {args.scenario_share:g}'
+    if args.select_episodes < 0:
+        return f'--select-episodes is a count, 0 or more, got {args.select_episodes}'
     if not args.dataset:
         return '--weight goes with --dataset' if args.weight else None
     if args.task != 'pick_place':
@@ -335,6 +341,12 @@ def _main(argv: list[str] | None) -> int:
                              'cap labels the step "exact"ly, or as a lower bound ("at-least": '
                              'its direction, at least the cap), for demonstrations mixed with '
                              'faster policies\' episodes (default: exact)')
+    parser.add_argument('--select-episodes', type=int, default=SELECTION_EPISODES,
+                        metavar='N',
+                        help=f'with --dataset: every {SELECTION_EVERY} updates, run the '
+                             'network alone for N episodes of their own seeds and keep the '
+                             'checkpoint that places the cube most often; 0 keeps the last '
+                             f'(default {SELECTION_EPISODES})')
     parser.add_argument('--scenarios', nargs='+', default=[], metavar='NAME',
                         help='events of config/scenarios.yaml (push_arm, estop, '
                              'object_pose_dropout, ...) that the training rollouts play: '
