@@ -18,7 +18,7 @@ import numpy as np
 import yaml
 from diagnostic_msgs.msg import DiagnosticArray
 from geometry_msgs.msg import PoseStamped
-from rclpy.qos import QoSProfile
+from rclpy.qos import DurabilityPolicy, QoSProfile
 from ros_helpers import NodeProcess, RosProbe, wait_until
 from std_msgs.msg import Float64MultiArray, String
 from std_srvs.srv import SetBool
@@ -32,6 +32,9 @@ ARM = list(SPEC.arm_joints)
 TOPICS = load_topics()
 COMMANDS = TOPICS['joint_commands'].name
 STATE = TOPICS['policy_state'].name
+# tests/procs/policy_fake_arm.py's /fake_arm/mute: latched, so a subscription matched after
+# the publication still gets it (a lost mute left the fake arm publishing good states).
+MUTE_QOS = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL)
 
 
 def card_dict(sha256: str = '0' * 64, history: int = 2, gripper: bool = True,

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 from policy_helpers import (
     COMMANDS,
+    MUTE_QOS,
     SPEC,
     TOPICS,
     call_enable,
@@ -166,7 +167,7 @@ def test_estop_latches_hold_until_enable(ros_probe: RosProbe, tmp_path: Path) ->
 def test_stale_state_holds_then_resumes(ros_probe: RosProbe, tmp_path: Path) -> None:
     model, _ = write_policy(tmp_path, [0.3] * 7 + [0.0])
     watch(ros_probe)
-    mute = ros_probe.publisher('/fake_arm/mute', Bool, 10)
+    mute = ros_probe.publisher('/fake_arm/mute', Bool, MUTE_QOS)
     with running(tmp_path, model) as node:
         wait_state(ros_probe, node, 'RUNNING')
         mute.publish(Bool(data=True))
@@ -303,7 +304,7 @@ def test_bad_messages_hold_and_are_counted(ros_probe: RosProbe, tmp_path: Path) 
 
     model, _ = write_policy(tmp_path, [0.3] * 7 + [0.0])
     watch(ros_probe)
-    mute = ros_probe.publisher('/fake_arm/mute', Bool, 10)
+    mute = ros_probe.publisher('/fake_arm/mute', Bool, MUTE_QOS)
     states_pub = ros_probe.publisher(TOPICS['joint_states'].name, JointState,
                                      qos('joint_states'))
     goal_pub = ros_probe.publisher(TOPICS['goal_pose'].name, PoseStamped, qos('goal_pose'))
@@ -314,6 +315,7 @@ def test_bad_messages_hold_and_are_counted(ros_probe: RosProbe, tmp_path: Path) 
     with running(tmp_path, model) as node:
         wait_state(ros_probe, node, 'RUNNING')
         mute.publish(Bool(data=True))
+        wait_state(ros_probe, node, 'HOLD', timeout=2.0)   # muted: only bad states come now
         nan_goal = PoseStamped()
         nan_goal.pose.position.x = float('nan')
         goal_pub.publish(nan_goal)

@@ -13,7 +13,7 @@ import argparse
 import rclpy
 from geometry_msgs.msg import PoseStamped
 from rclpy.node import Node
-from rclpy.qos import QoSProfile
+from rclpy.qos import DurabilityPolicy, QoSProfile
 from sensor_msgs.msg import JointState
 from spinning import spin_until_shutdown
 from std_msgs.msg import Bool, Float64MultiArray
@@ -44,7 +44,9 @@ class FakeArm(Node):
                                  self.on_command, qos('joint_commands'))
         self.create_subscription(JointTrajectory, topics['joint_trajectory'].name,
                                  self.on_trajectory, qos('joint_trajectory'))
-        self.create_subscription(Bool, '/fake_arm/mute', self.on_mute, 10)
+        # latched, as tests/policy_helpers.py's MUTE_QOS publishes it
+        self.create_subscription(Bool, '/fake_arm/mute', self.on_mute, QoSProfile(
+            depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL))
         self.create_timer(1.0 / rate, self.publish_state)
         self.create_timer(0.02, self.publish_object)
 
