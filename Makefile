@@ -13,7 +13,6 @@ EDITABLE_STAMP := $(VENV)/.editable.stamp
 INTERFACES_STAMP := $(VENV)/.interfaces.stamp
 INTERFACE_FILES := $(shell find interfaces -type f)
 PYTEST_ARGS ?=
-GL_STAMP := $(VENV)/.gl.stamp
 JAZZY_VENV := .venv-jazzy
 JBIN := $(JAZZY_VENV)/bin
 JAZZY_REQS_STAMP := $(JAZZY_VENV)/.requirements.stamp
@@ -22,7 +21,7 @@ JAZZY_INTERFACES_STAMP := $(JAZZY_VENV)/.interfaces.stamp
 # Offscreen rendering of the cameras without a GPU: Mesa's EGL and software rasteriser.
 GL_PACKAGES := libegl1 libegl-mesa0 libgl1-mesa-dri libosmesa6
 
-.PHONY: help demo test test-jazzy build build-jazzy lint docs clean
+.PHONY: help demo test test-jazzy build build-jazzy both-builds lint docs clean system-packages
 
 help:
 	@echo "make demo   run the SimOps demo (sets everything up first)"
@@ -38,11 +37,17 @@ demo: build
 # at a time; the others (physics, fitting, training, files, and the `ros_free` tests whose
 # commands never import rclpy) on two workers, one per core. A PYTEST_ARGS selection may
 # leave one part empty (pytest's exit 5).
-test: build lint
+test: both-builds lint
 	$(BIN)/python -m pytest -m "not ros" -n 2 --dist worksteal --durations=15 $(PYTEST_ARGS) \
 		|| [ $$? -eq 5 ]
 	$(BIN)/python -m pytest -m ros --durations=30 $(PYTEST_ARGS) || [ $$? -eq 5 ]
 	$(MAKE) --no-print-directory test-jazzy
+
+# Both workspaces, side by side (two jobs, each one's output printed when it ends): most of a
+# build is pip waiting on downloads and colcon compiling one distro's interfaces on one core.
+both-builds:
+	@echo "building the Kilted (.venv) and Jazzy (.venv-jazzy) workspaces side by side"
+	@$(MAKE) --no-print-directory -j2 --output-sync=target build build-jazzy
 
 lint: $(REQS_STAMP)
 	$(BIN)/ruff check .
@@ -52,17 +57,32 @@ docs: $(EDITABLE_STAMP)
 		import simops_bringup.exit_code_table as e; p = pathlib.Path("docs/interfaces.md"); \
 		p.write_text(e.with_exit_code_table(s.with_tables(p.read_text())))'
 
-build: $(EDITABLE_STAMP) $(INTERFACES_STAMP) $(GL_STAMP)
+build: $(EDITABLE_STAMP) $(INTERFACES_STAMP)
 	$(BIN)/colcon --log-base log build --base-paths src --symlink-install \
 		--event-handlers console_cohesion- summary+ 2>&1 | tail -n 3
 
-$(BIN)/python:
+$(BIN)/python: | system-packages
+	$(PYTHON) -m venv $(VENV)
+
+# What the build needs from Debian: Python >= 3.10 with venv and its headers, a C++ compiler
+# and CMake (the interface packages), and Mesa's EGL and software rasteriser (the cameras
+# render headless with MUJOCO_GL=egl or osmesa, without a GPU). Checked once, before either
+# venv is made; what is missing is installed in one apt-get (as root, or through sudo), so
+# the Kilted and Jazzy builds never run apt-get side by side.
+system-packages:
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 10))' || \
 		{ echo "SimOps needs Python >= 3.10 (found $$($(PYTHON) --version))"; exit 1; }
-	@$(PYTHON) -m venv --help >/dev/null 2>&1 && $(PYTHON) -c 'import ensurepip' 2>/dev/null || \
-		{ echo "Python's venv module is missing; installing python3-venv"; \
-		  apt-get update -qq && apt-get install -y -qq python3-venv; }
-	$(PYTHON) -m venv $(VENV)
+	@missing=""; \
+	$(PYTHON) -m venv --help >/dev/null 2>&1 && $(PYTHON) -c 'import ensurepip' 2>/dev/null || \
+		missing="$$missing python3-venv"; \
+	$(PYTHON) -c 'import os, sysconfig, sys; \
+		sys.exit(not os.path.exists(sysconfig.get_paths()["include"] + "/Python.h"))' || \
+		missing="$$missing python3-dev"; \
+	command -v g++ >/dev/null && command -v cmake >/dev/null || missing="$$missing build-essential cmake"; \
+	dpkg -s $(GL_PACKAGES) >/dev/null 2>&1 || missing="$$missing $(GL_PACKAGES)"; \
+	[ -z "$$missing" ] || { echo "installing what the build needs from Debian:$$missing"; \
+		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+		$$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq $$missing; }
 
 $(REQS_STAMP): requirements.txt requirements-python.txt requirements-lerobot.txt \
 		requirements-nodeps.txt | $(BIN)/python
@@ -82,13 +102,6 @@ $(EDITABLE_STAMP): $(REQS_STAMP) $(PACKAGES)
 # interfaces/ is not built (see interfaces/README.md).
 # $(call interfaces,VENV,DISTRO): build them into VENV for DISTRO (kilted or jazzy).
 define interfaces
-	@command -v g++ >/dev/null && command -v cmake >/dev/null || \
-		{ echo "a C++ compiler and CMake are missing; installing build-essential cmake"; \
-		  apt-get update -qq && apt-get install -y -qq build-essential cmake; }
-	@$(1)/bin/python -c 'import os, sysconfig, sys; \
-		sys.exit(not os.path.exists(sysconfig.get_paths()["include"] + "/Python.h"))' || \
-		{ echo "Python's headers are missing; installing python3-dev"; \
-		  apt-get update -qq && apt-get install -y -qq python3-dev; }
 	@started=$$(date +%s); \
 	AMENT_PREFIX_PATH=$(abspath $(1)) CMAKE_PREFIX_PATH=$(abspath $(1)) \
 	PATH=$(abspath $(1)/bin):$$PATH \
@@ -110,7 +123,7 @@ $(INTERFACES_STAMP): $(REQS_STAMP) $(INTERFACE_FILES)
 # The Jazzy leg: a second venv with the ROS 2 Jazzy wheels (franka_ros2 v3's distro), the
 # interfaces with Jazzy's field set, and the workspace built into install-jazzy/. `make test`
 # runs the tests that touch ROS (`-m ros`, tests/conftest.py) in it after the Kilted suite.
-$(JBIN)/python:
+$(JBIN)/python: | system-packages
 	$(PYTHON) -m venv $(JAZZY_VENV)
 
 $(JAZZY_REQS_STAMP): requirements-jazzy.txt requirements-python.txt requirements-lerobot.txt \
@@ -127,7 +140,7 @@ $(JAZZY_EDITABLE_STAMP): $(JAZZY_REQS_STAMP) $(PACKAGES)
 $(JAZZY_INTERFACES_STAMP): $(JAZZY_REQS_STAMP) $(INTERFACE_FILES)
 	$(call interfaces,$(JAZZY_VENV),jazzy)
 
-build-jazzy: $(JAZZY_EDITABLE_STAMP) $(JAZZY_INTERFACES_STAMP) $(GL_STAMP)
+build-jazzy: $(JAZZY_EDITABLE_STAMP) $(JAZZY_INTERFACES_STAMP)
 	$(JBIN)/colcon --log-base log/jazzy build --base-paths src --symlink-install \
 		--build-base build-jazzy --install-base install-jazzy \
 		--event-handlers console_cohesion- summary+ 2>&1 | tail -n 3
@@ -140,15 +153,6 @@ build-jazzy: $(JAZZY_EDITABLE_STAMP) $(JAZZY_INTERFACES_STAMP) $(GL_STAMP)
 test-jazzy: build-jazzy
 	AMENT_PREFIX_PATH=$$(ls -d $(abspath install-jazzy)/simops_* | paste -sd:) \
 		$(JBIN)/python -m pytest -m "ros and not slow" --durations=15 $(PYTEST_ARGS) || [ $$? -eq 5 ]
-
-# The cameras render headless with MUJOCO_GL=egl (or osmesa) on Mesa: installed from
-# Debian's packages when missing (as root, or through sudo).
-$(GL_STAMP): | $(BIN)/python
-	@dpkg -s $(GL_PACKAGES) >/dev/null 2>&1 || \
-		{ echo "Mesa's offscreen OpenGL is missing; installing $(GL_PACKAGES)"; \
-		  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
-		  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq $(GL_PACKAGES); }
-	@touch $@
 
 clean:
 	rm -rf $(VENV) $(JAZZY_VENV) build install build-jazzy install-jazzy log
