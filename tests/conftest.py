@@ -12,6 +12,7 @@ import gc
 import inspect
 import os
 import re
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -29,6 +30,14 @@ def pytest_configure(config: pytest.Config) -> None:
     # a node that crashes (SIGSEGV) prints every thread's Python stack into its log, which
     # the failing assertion shows
     os.environ['PYTHONFAULTHANDLER'] = '1'
+    # The tests press Ctrl-C as a terminal does, on processes they start. pytest started in
+    # the background by a shell without job control (`nohup pytest &`, a script's `&`)
+    # inherits SIGINT ignored, as does every process it starts (POSIX keeps an ignored signal
+    # across exec, and Python then installs no KeyboardInterrupt handler): every Ctrl-C test
+    # would see the signal dropped. A handled signal is reset to its default at exec, so the
+    # processes the tests start take Ctrl-C as they do in a terminal.
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 # A test "touches ROS" when it takes a ROS fixture, or its own code or a fixture of the suite's
