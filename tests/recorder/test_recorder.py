@@ -264,10 +264,12 @@ def test_auto_mode_records_while_running_and_late_topics(ros_probe: RosProbe,
         with start_publisher(tmp_path / 'pub.log', '--duration', '4', '--best-effort',
                              '--joint-states-only') as pub:
             assert wait_until(lambda: 'publishing' in output(pub), 30), output(pub)
-            # The late topic is recorded from when the recorder discovers it; DDS discovery
-            # of a new participant can take seconds, so RUNNING starts once it has.
-            assert wait_until(lambda: 'subscribed to /joint_states' in output(rec), 30), \
-                output(rec)
+            # The late topic is recorded from when the recorder discovers it, and RUNNING
+            # reaches it once it has discovered this probe: on Jazzy either can take about 3 s
+            # (a participant's periodic announcement), so RUNNING starts once both have.
+            assert wait_until(lambda: all(f'subscribed to {topic}' in output(rec)
+                                          for topic in ('/joint_states', '/policy/state')),
+                              30), output(rec)
             time.sleep(0.5)
             state.publish(String(data='RUNNING'))
             time.sleep(1.5)
