@@ -266,7 +266,7 @@ def test_auto_mode_records_while_running_and_late_topics(ros_probe: RosProbe,
             assert wait_until(lambda: 'publishing' in output(pub), 30), output(pub)
             # The late topic is recorded from when the recorder discovers it, and RUNNING
             # reaches it once it has discovered this probe: on Jazzy either can take about 3 s
-            # (a participant's periodic announcement), so RUNNING starts once both have.
+            # after the recorder starts (DDS discovery), so RUNNING starts once both have.
             assert wait_until(lambda: all(f'subscribed to {topic}' in output(rec)
                                           for topic in ('/joint_states', '/policy/state')),
                               30), output(rec)
