@@ -99,7 +99,10 @@ def test_the_cnn_policy_runs_at_20_hz_on_the_rendered_wrist_camera(
     assert 54 <= sent <= 66, sent   # 20 Hz for 3 s
     assert states(ros_probe)[-1] == 'RUNNING'
     assert int(values['faults_stale_image']) == 0
-    assert float(values['period_p99_ms']) < 60.0, str(values)   # overruns? repeated states?
+    # One command per period of sim time: none skipped, none computed twice from one state.
+    # (How evenly they come is a timing figure of the host: bench/control_loop.py prints the
+    # CNN policy's period p99.)
+    assert (int(values['overruns']), int(values['repeated_states'])) == (0, 0), str(values)
 
 
 def test_without_images_the_policy_waits_and_a_stale_image_holds_the_arm(
