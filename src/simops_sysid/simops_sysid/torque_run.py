@@ -157,8 +157,7 @@ def run_torque(bags: Sequence[Path], holdout: Sequence[Path], robot: RobotSpec,
             'window_s': round(fitted_model.window * fitted_model.period, 6),
             'period_s': round(fitted_model.period, 6),
             'validation_rms_nm': {key: round(value, 4) for key, value in scores.items()},
-            'holdout_beyond_training_range': {key: round(value, 4)
-                                              for key, value in beyond.items()}}
+            'holdout_beyond_training_range': beyond}
     fitted = merge_sim_params(carried, friction_params(robot.arm_joints, fits))
     return fitted.with_provenance(**provenance), sensor, traces
 
@@ -227,7 +226,9 @@ def _fit_actuator(train: list[TorqueData], held: list[TorqueData], fits: list[Jo
               flush=True)
     actuator_fit.check_held_out(checking, learned)
     seen = input_range(fitting)
-    beyond = actuator_fit.beyond_range(checking, seen)
+    # rounded once, as the provenance keeps them: the printed line and the report agree
+    beyond = {key: round(share, 4)
+              for key, share in actuator_fit.beyond_range(checking, seen).items()}
     print('held-out samples beyond the learned model\'s training range (there it '
           'extrapolates): ' + ', '.join(f'{name.replace("_", " ")} {100 * share:.1f} %'
                                         for name, share in beyond.items()), flush=True)
