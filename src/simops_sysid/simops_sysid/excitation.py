@@ -28,7 +28,7 @@ HEADROOM = 0.9
 # so a steeper fall leaves the slow ones more amplitude: faster joints for the same bound.
 # Friction's viscous and Coulomb parts part only at speeds beyond its transition
 # (0.13-0.43 rad/s on the stand-in). On the stand-in (60 s, seed 0), against a DECAY of 1:
-# RMS speed 0.15-0.20 rad/s (0.13-0.18), peaks 0.36-0.52 (0.30-0.43); fit's errors summed
+# RMS speed 0.16-0.21 rad/s (0.12-0.18), peaks 0.36-0.52 (0.30-0.43); fit's errors summed
 # over the joints, damping 0.55 N*m*s/rad (0.87) and Coulomb level 0.30 N*m (0.45). A
 # DECAY of 2 went further (0.36, 0.20) but left the learned actuator model's test data
 # more torque steps than it can take (tests/sysid/test_actuator_model.py).
