@@ -53,7 +53,7 @@ from simops_sysid.torque_fit import (
     sample_period,
     torque_data,
 )
-from simops_sysid.torque_report import HeldOutTraces
+from simops_sysid.torque_report import HeldOutTraces, beyond_shares
 
 HELD_FRACTION = 0.2   # of each training bag held out when no --holdout is given
 PAYLOAD_ROUNDS = 2    # payload fits, each followed by a friction fit (new transitions)
@@ -230,8 +230,7 @@ def _fit_actuator(train: list[TorqueData], held: list[TorqueData], fits: list[Jo
     beyond = {key: round(share, 4)
               for key, share in actuator_fit.beyond_range(checking, seen).items()}
     print('held-out samples beyond the learned model\'s training range (there it '
-          'extrapolates): ' + ', '.join(f'{name.replace("_", " ")} {100 * share:.1f} %'
-                                        for name, share in beyond.items()), flush=True)
+          f'extrapolates): {beyond_shares(beyond)}', flush=True)
     return (learned, actuator_fit.rms(fitting, learned), actuator_fit.rms(checking, learned),
             scores, seen, beyond)
 
