@@ -22,6 +22,11 @@
    pick_place --dataset`` (behaviour cloning on the demonstrations alone), whose final
    line is the cloned policy's success alone at full randomisation over ``--eval-episodes``
    episodes of the env.
+4. The clone at the stand-in's physics: ``simops-validate`` in the validation sim with the
+   stand-in's hidden SimParams (``config/sim_params/standin_hidden.yaml``, what
+   ``real_robot standin:=true`` runs) and no randomisation, ``--eval-episodes`` episodes
+   with the env's cubes and goals. The stand-in itself has no cube (its scene is the arm's
+   alone), so these are its physics in the env, not episodes through its graph.
 
     .venv/bin/python bench/teleop_demos.py [--demos 30] [--eval-episodes 50] [--keep DIR]
 """
@@ -29,6 +34,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import subprocess
 import sys
@@ -40,8 +46,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from simops_bringup.graph import standin_truth
 from simops_core.command_line import terminate_as_interrupt
 from simops_core.dds_isolation import claim_domain_id, isolated_env
+from simops_core.paths import resolve_resource
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / 'tests'))
@@ -52,6 +60,7 @@ STALL = 4.0            # s the open hand may stay within 5 mm before the demo is
 SETTLE = 5             # Joy ticks the cube rests within PLACED before the hand opens
 YAW_GAIN = 4.0         # 1/s, how fast the operator squares the hand to the cube
 CARD = REPO / 'models/policy/fr3_pick_place.yaml'
+STANDIN = resolve_resource(standin_truth('fr3'))   # the stand-in's hidden physics
 
 
 class ScriptedOperator:
@@ -390,6 +399,16 @@ def main() -> int:
                   '--out', folder / 'bc_demos')
         for line in out.splitlines():
             print(f'  {line}')
+        report = folder / 'bc_demos_standin'
+        run(installed_executable('simops_learning', 'simops-validate'), '--policy',
+            folder / 'bc_demos.pt', '--task', 'pick_place', '--sim-params', STANDIN,
+            '--grid', 'delay=0', '--episodes', args.eval_episodes, '--out', report,
+            '--verdict-exit-zero')
+        judged = json.loads((report / 'validation.json').read_text())
+        print(f'at the stand-in\'s physics ({STANDIN.name}, validation sim, no randomisation): '
+              f'placed in {judged["mean_success"]:.0%} of {args.eval_episodes} episodes, '
+              f'{judged["protective_stops"]} protective stops, {judged["unsafe_episodes"]} '
+              f'unsafe')
     return 0
 
 
