@@ -242,11 +242,10 @@ def bound_joints(q: np.ndarray, velocity: np.ndarray, spec: RobotSpec,
     joints halted when one, within ``margin`` of a position bound, moves towards it
     (``jointVariablesToHalt`` with ``halt_all_joints_*`` true).
     """
-    scale = 1.0
-    for v, limit in zip(velocity, spec.velocity, strict=True):
-        if v != 0.0:
-            scale = min(scale, float(np.clip(v, -limit, limit)) / float(v))
-    out = velocity * scale
+    moving = velocity != 0.0
+    ratios = np.clip(velocity[moving], -spec.velocity[moving], spec.velocity[moving]
+                     ) / velocity[moving]
+    out = velocity * min(1.0, float(ratios.min(initial=1.0)))
     towards = (((out < 0.0) & (q < spec.position_lower + settings.margin))
                | ((out > 0.0) & (q > spec.position_upper - settings.margin)))
     if towards.any():
