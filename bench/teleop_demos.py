@@ -27,8 +27,19 @@
    ``real_robot standin:=true`` runs) and no randomisation, ``--eval-episodes`` episodes
    with the env's cubes and goals. The stand-in itself has no cube (its scene is the arm's
    alone), so these are its physics in the env, not episodes through its graph.
+5. Mixed with simulated rollouts: ``simops-rollout`` of the shipped pick-and-place policy
+   (``--rollouts`` episodes at full randomisation), then ``simops-train --init-policy`` the
+   shipped policy on those and the demonstrations (weights ``MIXED_WEIGHTS``,
+   ``--twist-at-cap at-least``, ``MIXED_UPDATES`` updates), gated as the shipped policy is:
+   ``simops-validate`` as ``simops-pipeline`` runs it for ``pipelines/fr3_pick_place.yaml``
+   (its grid, episodes, seed and thresholds), without the sim-to-sim gap, which is no part
+   of the verdict. About 20 minutes on 2 cores; ``--rollouts 0`` leaves it out.
 
-    .venv/bin/python bench/teleop_demos.py [--demos 30] [--eval-episodes 50] [--keep DIR]
+    .venv/bin/python bench/teleop_demos.py [--demos 30] [--eval-episodes 50] [--rollouts 40]
+        [--demonstrations DATASET] [--keep DIR]
+
+``--demonstrations`` takes an exported dataset of earlier demonstrations (a ``--keep``
+folder's ``dataset``) and leaves out steps 1 and 2.
 """
 
 from __future__ import annotations
@@ -36,11 +47,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -60,6 +73,10 @@ STALL = 4.0            # s the open hand may stay within 5 mm before the demo is
 SETTLE = 5             # Joy ticks the cube rests within PLACED before the hand opens
 YAW_GAIN = 4.0         # 1/s, how fast the operator squares the hand to the cube
 CARD = REPO / 'models/policy/fr3_pick_place.yaml'
+SHIPPED = REPO / 'models/policy/fr3_pick_place.pt'   # the policy the mixed training fine-tunes
+PIPELINE = REPO / 'pipelines/fr3_pick_place.yaml'    # whose gate the mixed policy goes through
+MIXED_WEIGHTS = (0.8, 0.2)   # the rollouts' and the demonstrations' shares of the batches
+MIXED_UPDATES = 5000
 STANDIN = resolve_resource(standin_truth('fr3'))   # the stand-in's hidden physics
 
 
@@ -369,12 +386,53 @@ def run(*args: object) -> str:
     return result.stdout
 
 
+def mixed(folder: Path, demonstrations: Path, rollouts: int, eval_episodes: int) -> None:
+    """Step 5 of the module docstring: fine-tune on rollouts and demonstrations, then gate."""
+    from ros_helpers import installed_executable
+
+    from simops_bringup.arguments import robot_names
+    from simops_bringup.pipeline_commands import gate_command
+    from simops_bringup.pipeline_file import load_pipeline
+
+    episodes = folder / 'rollouts'
+    print(run(installed_executable('simops_learning', 'simops-rollout'), '--policy', SHIPPED,
+              '--episodes', rollouts, '--out', episodes).splitlines()[-1])
+    started = time.monotonic()
+    out = run(installed_executable('simops_learning', 'simops-train'), '--task', 'pick_place',
+              '--init-policy', SHIPPED, '--dataset', episodes, '--weight', MIXED_WEIGHTS[0],
+              '--dataset', demonstrations, '--weight', MIXED_WEIGHTS[1], '--twist-at-cap',
+              'at-least', '--updates', MIXED_UPDATES, '--eval-episodes', eval_episodes,
+              '--out', folder / 'mixed')
+    print(f'mixed (the shipped policy fine-tuned on {rollouts} of its rollouts and the '
+          f'demonstrations, weights {MIXED_WEIGHTS[0]:g} / {MIXED_WEIGHTS[1]:g}, '
+          f'{MIXED_UPDATES} updates, {time.monotonic() - started:.0f} s):')
+    for line in out.splitlines():
+        print(f'  {line}')
+    pipeline = replace(load_pipeline(PIPELINE, robot_names()), sim_gap=False)
+    gate = folder / 'mixed_gate'
+    print(f'gating it as {PIPELINE.name} gates ({len(pipeline.grid)} grid axes, '
+          f'{pipeline.episodes} episodes per cell; about 20 minutes)', flush=True)
+    started = time.monotonic()
+    run(*shlex.split(gate_command(pipeline, str(folder / 'mixed.pt'), str(gate))))
+    judged = json.loads((gate / 'validation.json').read_text())
+    print(f'mixed, the shipped gate: {judged["verdict"].upper()} (mean success '
+          f'{judged["mean_success"]:.1%}, min {judged["min_success"]:.1%} over '
+          f'{len(judged["configs"])} configurations x {pipeline.episodes} episodes, '
+          f'{judged["protective_stops"]} protective stops, {judged["unsafe_episodes"]} unsafe; '
+          f'{time.monotonic() - started:.0f} s)')
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
     parser.add_argument('--demos', type=int, default=30)
     parser.add_argument('--eval-episodes', type=int, default=50)
     parser.add_argument('--seed', type=int, default=0, help='the goals\' seed')
     parser.add_argument('--keep', type=Path, help='keep the bags, dataset and policy here')
+    parser.add_argument('--rollouts', type=int, default=40,
+                        help='step 5: simulated episodes of the shipped policy to mix in '
+                             '(0: leave the step out)')
+    parser.add_argument('--demonstrations', type=Path, metavar='DATASET',
+                        help='an exported dataset of earlier demonstrations: no recording')
     args = parser.parse_args()
     terminate_as_interrupt()   # a SIGTERM stops the graph too
     claim = claim_domain_id()
@@ -384,16 +442,18 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix='teleop_demos_') as tmp:
         folder = args.keep or Path(tmp)
         folder.mkdir(parents=True, exist_ok=True)
-        started = time.monotonic()
-        results = record(args.demos, folder, args.seed)
+        dataset = args.demonstrations or folder / 'dataset'
+        if args.demonstrations is None:
+            started = time.monotonic()
+            results = record(args.demos, folder, args.seed)
+            placed = [r for r in results if r[1]]
+            print(f'{len(placed)} of {len(results)} demonstrations placed the cube, '
+                  f'{np.mean([r[2] for r in results]):.1f} s each on average, '
+                  f'{time.monotonic() - started:.0f} s in all')
+            print(run(installed_executable('simops_learning', 'simops-dataset'), 'export',
+                      *[r[0] for r in results], '--card', CARD, '--out',
+                      dataset).splitlines()[-1])
         claim.release()
-        placed = [r for r in results if r[1]]
-        print(f'{len(placed)} of {len(results)} demonstrations placed the cube, '
-              f'{np.mean([r[2] for r in results]):.1f} s each on average, '
-              f'{time.monotonic() - started:.0f} s in all')
-        dataset = folder / 'dataset'
-        print(run(installed_executable('simops_learning', 'simops-dataset'), 'export',
-                  *[r[0] for r in results], '--card', CARD, '--out', dataset).splitlines()[-1])
         out = run(installed_executable('simops_learning', 'simops-train'), '--task',
                   'pick_place', '--dataset', dataset, '--eval-episodes', args.eval_episodes,
                   '--out', folder / 'bc_demos')
@@ -409,6 +469,8 @@ def main() -> int:
               f'placed in {judged["mean_success"]:.0%} of {args.eval_episodes} episodes, '
               f'{judged["protective_stops"]} protective stops, {judged["unsafe_episodes"]} '
               f'unsafe')
+        if args.rollouts:
+            mixed(folder, dataset, args.rollouts, args.eval_episodes)
     return 0
 
 
