@@ -29,14 +29,15 @@
    alone), so these are its physics in the env, not episodes through its graph.
 5. Mixed with simulated rollouts: ``simops-rollout`` of the shipped pick-and-place policy
    (``--rollouts`` episodes at full randomisation), then ``simops-train --init-policy`` the
-   shipped policy on those and the demonstrations (weights ``MIXED_WEIGHTS``,
-   ``--twist-at-cap at-least``, ``MIXED_UPDATES`` updates), gated as the shipped policy is:
+   shipped policy on those and the demonstrations (the demonstrations' share of the batches
+   ``--share``, ``--twist-at-cap at-least``, ``MIXED_UPDATES`` updates), gated as the
+   shipped policy is:
    ``simops-validate`` as ``simops-pipeline`` runs it for ``pipelines/fr3_pick_place.yaml``
    (its grid, episodes, seed and thresholds), without the sim-to-sim gap, which is no part
    of the verdict. About 20 minutes on 2 cores; ``--rollouts 0`` leaves it out.
 
     .venv/bin/python bench/teleop_demos.py [--demos 30] [--eval-episodes 50] [--rollouts 40]
-        [--demonstrations DATASET] [--keep DIR]
+        [--share 0.1] [--demonstrations DATASET] [--keep DIR]
 
 ``--demonstrations`` takes an exported dataset of earlier demonstrations (a ``--keep``
 folder's ``dataset``) and leaves out steps 1 and 2.
@@ -75,7 +76,6 @@ YAW_GAIN = 4.0         # 1/s, how fast the operator squares the hand to the cube
 CARD = REPO / 'models/policy/fr3_pick_place.yaml'
 SHIPPED = REPO / 'models/policy/fr3_pick_place.pt'   # the policy the mixed training fine-tunes
 PIPELINE = REPO / 'pipelines/fr3_pick_place.yaml'    # whose gate the mixed policy goes through
-MIXED_WEIGHTS = (0.8, 0.2)   # the rollouts' and the demonstrations' shares of the batches
 MIXED_UPDATES = 5000
 STANDIN = resolve_resource(standin_truth('fr3'))   # the stand-in's hidden physics
 
@@ -386,7 +386,8 @@ def run(*args: object) -> str:
     return result.stdout
 
 
-def mixed(folder: Path, demonstrations: Path, rollouts: int, eval_episodes: int) -> None:
+def mixed(folder: Path, demonstrations: Path, rollouts: int, share: float,
+          eval_episodes: int) -> None:
     """Step 5 of the module docstring: fine-tune on rollouts and demonstrations, then gate."""
     from ros_helpers import installed_executable
 
@@ -399,12 +400,12 @@ def mixed(folder: Path, demonstrations: Path, rollouts: int, eval_episodes: int)
               '--episodes', rollouts, '--out', episodes).splitlines()[-1])
     started = time.monotonic()
     out = run(installed_executable('simops_learning', 'simops-train'), '--task', 'pick_place',
-              '--init-policy', SHIPPED, '--dataset', episodes, '--weight', MIXED_WEIGHTS[0],
-              '--dataset', demonstrations, '--weight', MIXED_WEIGHTS[1], '--twist-at-cap',
+              '--init-policy', SHIPPED, '--dataset', episodes, '--weight', 1.0 - share,
+              '--dataset', demonstrations, '--weight', share, '--twist-at-cap',
               'at-least', '--updates', MIXED_UPDATES, '--eval-episodes', eval_episodes,
               '--out', folder / 'mixed')
     print(f'mixed (the shipped policy fine-tuned on {rollouts} of its rollouts and the '
-          f'demonstrations, weights {MIXED_WEIGHTS[0]:g} / {MIXED_WEIGHTS[1]:g}, '
+          f'demonstrations, weights {1.0 - share:g} / {share:g}, '
           f'{MIXED_UPDATES} updates, {time.monotonic() - started:.0f} s):')
     for line in out.splitlines():
         print(f'  {line}')
@@ -415,11 +416,12 @@ def mixed(folder: Path, demonstrations: Path, rollouts: int, eval_episodes: int)
     started = time.monotonic()
     run(*shlex.split(gate_command(pipeline, str(folder / 'mixed.pt'), str(gate))))
     judged = json.loads((gate / 'validation.json').read_text())
+    failed = ', '.join(f'{count} {how}' for how, count in judged['failures'].items())
     print(f'mixed, the shipped gate: {judged["verdict"].upper()} (mean success '
           f'{judged["mean_success"]:.1%}, min {judged["min_success"]:.1%} over '
           f'{len(judged["configs"])} configurations x {pipeline.episodes} episodes, '
           f'{judged["protective_stops"]} protective stops, {judged["unsafe_episodes"]} unsafe; '
-          f'{time.monotonic() - started:.0f} s)')
+          f'failed episodes: {failed or "none"}; {time.monotonic() - started:.0f} s)')
 
 
 def main() -> int:
@@ -431,6 +433,8 @@ def main() -> int:
     parser.add_argument('--rollouts', type=int, default=40,
                         help='step 5: simulated episodes of the shipped policy to mix in '
                              '(0: leave the step out)')
+    parser.add_argument('--share', type=float, default=0.1,
+                        help='step 5: the demonstrations\' share of the batches (default 0.1)')
     parser.add_argument('--demonstrations', type=Path, metavar='DATASET',
                         help='an exported dataset of earlier demonstrations: no recording')
     args = parser.parse_args()
@@ -470,7 +474,7 @@ def main() -> int:
               f'{judged["protective_stops"]} protective stops, {judged["unsafe_episodes"]} '
               f'unsafe')
         if args.rollouts:
-            mixed(folder, dataset, args.rollouts, args.eval_episodes)
+            mixed(folder, dataset, args.rollouts, args.share, args.eval_episodes)
     return 0
 
 
