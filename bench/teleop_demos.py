@@ -31,10 +31,10 @@
    (``--rollouts`` episodes at full randomisation), then ``simops-train --init-policy`` the
    shipped policy on those and the demonstrations (the demonstrations' share of the batches
    ``--share``, ``--twist-at-cap at-least``, ``MIXED_UPDATES`` updates), gated as the
-   shipped policy is:
-   ``simops-validate`` as ``simops-pipeline`` runs it for ``pipelines/fr3_pick_place.yaml``
-   (its grid, episodes, seed and thresholds), without the sim-to-sim gap, which is no part
-   of the verdict. About 20 minutes on 2 cores; ``--rollouts 0`` leaves it out.
+   shipped policy is: ``simops-validate`` as ``simops-pipeline`` runs it for
+   ``pipelines/fr3_pick_place.yaml`` (its grid, episodes, seed and thresholds), without the
+   sim-to-sim gap, which is no part of the verdict. About 20 minutes on 2 cores;
+   ``--rollouts 0`` leaves it out.
 
     .venv/bin/python bench/teleop_demos.py [--demos 30] [--eval-episodes 50] [--rollouts 40]
         [--share 0.1] [--demonstrations DATASET] [--keep DIR]
@@ -438,6 +438,8 @@ def main() -> int:
     parser.add_argument('--demonstrations', type=Path, metavar='DATASET',
                         help='an exported dataset of earlier demonstrations: no recording')
     args = parser.parse_args()
+    if not 0.0 < args.share < 1.0:
+        parser.error(f'--share must be between 0 and 1, got {args.share:g}')
     terminate_as_interrupt()   # a SIGTERM stops the graph too
     claim = claim_domain_id()
     os.environ.update(isolated_env(claim.domain_id))
