@@ -242,10 +242,10 @@ def bound_joints(q: np.ndarray, velocity: np.ndarray, spec: RobotSpec,
     joints halted when one, within ``margin`` of a position bound, moves towards it
     (``jointVariablesToHalt`` with ``halt_all_joints_*`` true).
     """
-    moving = velocity != 0.0
+    moving = velocity != 0.0   # each moving joint's clipped share of its velocity, <= 1
     ratios = np.clip(velocity[moving], -spec.velocity[moving], spec.velocity[moving]
                      ) / velocity[moving]
-    out = velocity * min(1.0, float(ratios.min(initial=1.0)))
+    out = velocity * float(ratios.min(initial=1.0))
     towards = (((out < 0.0) & (q < spec.position_lower + settings.margin))
                | ((out > 0.0) & (q > spec.position_upper - settings.margin)))
     if towards.any():
