@@ -10,14 +10,15 @@
    the teleop node's speed cap), the yaw axis squares the hand to the cube, button 0 (the
    dead-man) is held; when the expert's gripper command changes it sets the hand through the
    teleop node's ``~/gripper`` (open or close, unlike the toggle button). Each
-   demonstration: a new goal on ``/goal_pose`` (``FR3PickPlace-v0``'s goal heights over the
-   area its cubes start in, at least ``MIN_TRAVEL`` from the cube), the recorder's
+   demonstration: a new goal on ``/goal_pose`` (drawn as ``FR3PickPlace-v0`` draws its
+   goals, at least ``MIN_TRAVEL`` from the cube), the recorder's
    ``~/start``, until the cube's centre rests within 2 cm of the goal (the env's success) or
    ``DEMO_TIMEOUT``; the outcome on ``~/episode_info``, ``~/stop``; then, unrecorded, the
    operator sets the cube down, backs off and brings the hand home, where an env episode
    starts. The next demonstration starts from there, the cube where it was set down; a
-   cube the operator could not reach is put back where the first demonstration found it
-   (the simulator's ``~/reset``), as a person would move it by hand.
+   cube set down outside the area the env's cubes start in, or one the operator could not
+   reach, is put back where the first demonstration found it (the simulator's
+   ``~/reset``), as a person would move it by hand.
 3. ``simops-dataset export`` with the pick_place card, then ``simops-train --task
    pick_place --dataset`` (behaviour cloning on the demonstrations alone), whose final
    line is the cloned policy's success alone at full randomisation over ``--eval-episodes``
@@ -265,23 +266,25 @@ def demonstrate(operator: object, scripted: ScriptedOperator, goal: np.ndarray, 
         recover(operator, scripted)
     set_down(scripted)
     if not placed and scripted.expert.phase == 'approach':
-        put_back(operator, scripted)
+        put_back(operator, scripted, 'out of the operator\'s reach')
     return bag, placed, seconds
 
 
-def put_back(operator: object, scripted: ScriptedOperator) -> None:
-    """The operator could not reach the cube: as a person would move it by hand, the scene
-    returns to where the first demonstration found it (the simulator's ``~/reset``: the
-    cube at its start, the hand home), the teleop node disabled meanwhile."""
+def put_back(operator: object, scripted: ScriptedOperator, why: str) -> None:
+    """As a person would move the cube by hand, the scene returns to where the first
+    demonstration found it (the simulator's ``~/reset``: the cube at its start, the hand
+    home), the teleop node disabled meanwhile; ``why`` is printed."""
     from ros_helpers import wait_until
     from std_srvs.srv import Trigger
 
-    print('  the cube is out of the operator\'s reach: put back (/sim/reset)', flush=True)
+    print(f'  the cube is {why}: put back (/sim/reset)', flush=True)
     operator.enable(False, '/teleop')
     operator.call(Trigger, '/sim/reset', Trigger.Request())
     operator.enable(True, '/teleop')
-    if not wait_until(lambda: scripted.mode == 'RUNNING', 10.0):
-        raise SystemExit(f'the teleop node did not resume: {scripted.mode}')
+    if not wait_until(lambda: scripted.mode == 'RUNNING'
+                      and in_cube_area(scripted.cube_position()), 10.0):
+        raise SystemExit(f'the scene did not come back: teleop {scripted.mode}, cube at '
+                         f'{np.round(scripted.cube_position(), 3)}')
 
 
 def recover(operator: object, scripted: ScriptedOperator) -> None:
@@ -327,20 +330,20 @@ def set_down(scripted: ScriptedOperator) -> None:
 
 
 def next_goal(rng: np.random.Generator, cube: np.ndarray) -> np.ndarray:
-    """A goal in FR3PickPlace-v0's range, at least MIN_TRAVEL from the cube.
+    """A goal drawn as FR3PickPlace-v0 draws its goals, at least MIN_TRAVEL from the cube."""
+    from simops_learning.pick_env import GOAL_HIGH, GOAL_LOW, MIN_TRAVEL
 
-    Its x and y also lie where the env's cubes start (``OBJECT_LOW`` to ``OBJECT_HIGH``): a
-    goal is where the next demonstration picks the cube up (the operator reaches no lower
-    than the teleop node's margins allow nearer the base).
-    """
-    from simops_learning.pick_env import GOAL_HIGH, GOAL_LOW, MIN_TRAVEL, OBJECT_HIGH, OBJECT_LOW
-
-    low = np.append(OBJECT_LOW, GOAL_LOW[2])
-    high = np.append(OBJECT_HIGH, GOAL_HIGH[2])
     while True:
-        goal = rng.uniform(low, high)
+        goal = rng.uniform(GOAL_LOW, GOAL_HIGH)
         if np.linalg.norm(goal - cube) >= MIN_TRAVEL:
             return goal
+
+
+def in_cube_area(cube: np.ndarray) -> bool:
+    """Whether ``cube`` (3,) m lies where FR3PickPlace-v0's cubes start."""
+    from simops_learning.pick_env import OBJECT_HIGH, OBJECT_LOW
+
+    return bool(np.all(cube[:2] >= OBJECT_LOW) and np.all(cube[:2] <= OBJECT_HIGH))
 
 
 def record(demos: int, folder: Path, seed: int) -> list[tuple[str, bool, float]]:
@@ -363,6 +366,8 @@ def record(demos: int, folder: Path, seed: int) -> list[tuple[str, bool, float]]
             if not wait_until(scripted.ready, 60):
                 raise SystemExit(f'the graph did not come up:\n{graph.output[-2000:]}')
             for index in range(demos):
+                if not in_cube_area(scripted.cube_position()):
+                    put_back(operator, scripted, 'outside the area the env\'s cubes start in')
                 cube = scripted.cube_position()
                 if not (0.2 < cube[0] < 0.8 and abs(cube[1]) < 0.4 and cube[2] > 0.0):
                     print(f'the cube is out of reach at {np.round(cube, 3)}; stopping')
