@@ -66,7 +66,8 @@ def demonstrate(env: FR3PickPlaceEnv, expert: PickExpert, demos: int, first_seed
             decisions += labels
     frames = np.array(raw, dtype=np.float32)
     unlabelled = np.full((len(frames), 7), np.nan, dtype=np.float32)   # no joint-delta labels
-    return (Demonstrations(frames, np.array(decisions, dtype=np.float32), unlabelled, {}),
+    return (Demonstrations(frames, np.array(decisions, dtype=np.float32), unlabelled, {},
+                           np.ones(len(frames), dtype=bool)),
             seed - first_seed)
 
 

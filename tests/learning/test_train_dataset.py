@@ -19,8 +19,13 @@ import yaml
 from dataset_helpers import TWIST_TICKS, gripper_command, operator_twist, write_episode
 from ros_helpers import REPO, installed_executable
 
-from simops_core.robot_spec import load_robot_spec
-from simops_learning.dataset_train import CheckpointChoice, fit_decisions, step_error
+from simops_core.robot_spec import gripper_width, load_robot_spec
+from simops_learning.dataset_train import (
+    CheckpointChoice,
+    expert_frames,
+    fit_decisions,
+    step_error,
+)
 from simops_learning.demonstrations import (
     Demonstrations,
     commanded_deltas,
@@ -29,7 +34,7 @@ from simops_learning.demonstrations import (
 )
 from simops_learning.pick_env import FR3PickPlaceEnv
 from simops_learning.pick_network import MOVE_UNIT
-from simops_learning.pick_train import PickTrainConfig, new_policy
+from simops_learning.pick_train import PickTrainConfig, Rollouts, new_policy
 from simops_learning.seeding import seeded_torch
 
 CARD = REPO / 'models/policy/fr3_pick_place.yaml'
@@ -81,6 +86,7 @@ def test_a_demonstration_is_labelled_by_its_operator_twist(tmp_path: Path, law: 
     assert demo.decisions[0, 3] == 1.0 and np.all(demo.decisions[1:, 3] == -1.0)
     assert demo.entry['episodes'] == 1 and demo.entry['frames'] == len(demo.raw)
     assert demo.entry['frames_from_twist'] == np.isfinite(demo.decisions[:, 0]).sum() > 50
+    assert np.array_equal(demo.twist, np.isfinite(demo.decisions[:, 0]))
     assert demo.entry['sha256'] == tree_sha256(root)
 
 
@@ -93,6 +99,7 @@ def test_a_policy_episode_is_labelled_by_the_policy_output(tmp_path: Path, law: 
     assert np.array_equal(demo.arm, policy[:, :7].astype(np.float32))
     assert np.array_equal(demo.decisions[:, 3], policy[:, 7].astype(np.float32))
     assert np.all(np.isnan(demo.decisions[:, :3]))   # no twist: the move is learnt as deltas
+    assert not demo.twist.any()
     left = read_demonstrations(failed, load_robot_spec('fr3'), law, PERIOD, tmp_path / 'hf')
     assert left.entry['episodes'] == 0 and left.entry['episodes_failed_left_out'] == 1
 
@@ -156,6 +163,50 @@ def test_a_commanded_width_labels_the_gripper_by_the_way_it_moves() -> None:
     assert top - 3 * step > 0.5 * (grip.width_min + grip.width_max)
 
 
+def test_only_an_operator_twist_at_the_cap_is_a_lower_bound() -> None:
+    """The same long step label is a lower bound from a twist and exact from anything else
+    (the expert's states in co-training): a network that overshoots it costs nothing in
+    the first case only."""
+    env = FR3PickPlaceEnv()
+    config = PickTrainConfig(updates=1, batch=64, learning_rate=0.0)
+    policy = new_policy(env, config)
+    frames = np.tile(np.r_[env.spec_robot.home, 0.5, 0.0, 0.025, 0, 0, 0, 1, 0.5, 0.3, 0.1,
+                           0.08].astype(np.float32), (4, 1))
+    with torch.no_grad():
+        decision = policy.head(policy.features(torch.as_tensor(frames))[0])[0]
+    label = decision.numpy().copy()
+    label[:3] *= 0.5   # half what the network outputs, in its direction: it overshoots
+    decisions = np.tile(label.astype(np.float32), (4, 1))
+    arm = np.full((4, 7), np.nan, np.float32)
+    cap = float(np.linalg.norm(label[:3]))
+    losses = [fit_decisions(policy, [Demonstrations(frames, decisions, arm, {}, twist)], [1.0],
+                            config, seeded_torch(0), normalize=False, turn=False,
+                            at_least=cap)
+              for twist in (np.ones(4, dtype=bool), np.zeros(4, dtype=bool), None)]
+    assert losses[0] == pytest.approx(0.0, abs=1e-10)
+    assert losses[1] == losses[2] > 1e-6
+
+
+def test_a_policy_reads_the_quantities_the_env_observed() -> None:
+    """PickPolicy.quantities: what co-training reads from the expert's states, compared
+    with the env's own raw observation of the same step."""
+    env = FR3PickPlaceEnv()
+    policy = new_policy(env, PickTrainConfig())
+    obs, _ = env.reset(seed=3, options={'level': 1.0})
+    for _ in range(5):
+        obs, *_ = env.step(np.zeros(8))
+    raw = env.policy_step.raw
+    truth = np.r_[raw.joint_position[:7], raw.object_position, raw.object_quaternion,
+                  raw.goal_position, gripper_width(raw.joint_position[7:])]
+    read = policy.quantities(torch.as_tensor(obs)[None])[0].numpy()
+    assert np.allclose(read, truth, atol=1e-5), np.abs(read - truth).max()
+    label = np.float32([[0.1, 0.0, -0.2, 1.0]])
+    frames = expert_frames(policy, [Rollouts(obs[None].astype(np.float32), label, [True])] * 2)
+    assert np.array_equal(frames.raw, np.stack([read, read]).astype(np.float32))
+    assert np.array_equal(frames.decisions, np.concatenate([label, label]))
+    assert np.all(np.isnan(frames.arm)) and frames.twist is None   # exact, never bounds
+
+
 def test_the_checkpoint_that_scores_best_is_kept_the_later_on_a_tie() -> None:
     net = torch.nn.Linear(2, 1)
     scores = iter([0.5, 0.8, 0.8, 0.6])
@@ -197,6 +248,25 @@ def test_simops_train_clones_a_dataset_and_its_card_names_it(tmp_path: Path) -> 
     assert card['training']['augmentation'] == 'scene turned about the vertical'
     assert card['training']['checkpoint_selection'] is None   # 50 updates: one checkpoint
     assert card['task'] == 'pick_place'
+    assert card['training']['expert_rounds'] is None
+
+
+def test_simops_train_co_trains_with_the_expert_and_its_card_says_so(tmp_path: Path) -> None:
+    root = exported(tmp_path, 'teleop', teleop=True)
+    result = run('simops-train', '--task', 'pick_place', '--dataset', root, '--weight', 0.25,
+                 '--expert-rounds', 2, '--expert-weight', 0.75, '--episodes', 1, '--updates',
+                 20, '--eval-episodes', 1, '--workers', 1, '--out', tmp_path / 'co',
+                 cache=tmp_path / 'hf')
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.count('expert round ') == 2, result.stdout
+    training = yaml.safe_load((tmp_path / 'co.yaml').read_text())['training']
+    assert training['datasets'][0]['weight'] == 0.25 and training['updates'] == 20
+    rounds = training['expert_rounds']
+    assert rounds['rounds'] == 2 and rounds['episodes_per_round'] == 1
+    assert rounds['weight'] == 0.75 and [r['round'] for r in rounds['rounds_log']] == [1, 2]
+    # every round adds the states of its episode to the ones before
+    assert 0 < rounds['rounds_log'][0]['states'] < rounds['rounds_log'][1]['states']
+    assert 'co-trained with the grasp expert' in training['algorithm']
 
 
 @pytest.mark.parametrize('args, message', [
@@ -208,6 +278,9 @@ def test_simops_train_clones_a_dataset_and_its_card_names_it(tmp_path: Path) -> 
      '--select-episodes is a count'),
     (('--task', 'reach', '--init-policy', '{card}'), 'add --task pick_place'),
     (('--task', 'pick_place', '--init-policy', '{card}'), 'not a TorchScript policy'),
+    (('--task', 'pick_place', '--expert-rounds', '2'), '--expert-rounds goes with --dataset'),
+    (('--task', 'pick_place', '--dataset', '{root}', '--expert-rounds', '1', '--expert-weight',
+      '0'), '--expert-weight positive'),
     (('--task', 'pick_place', '--dataset', '{tmp}/absent'), 'no such dataset'),
     (('--task', 'pick_place', '--dataset', '{tmp}'), 'not a LeRobot dataset'),
     (('--task', 'pick_place', '--dataset', '{root}', '--init-policy', '{card}'),

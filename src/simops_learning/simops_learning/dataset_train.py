@@ -11,7 +11,14 @@
    through the grasp point, which turns the network's inputs and the decision with them
    (:func:`~simops_learning.pick_network.turn_scene`); ``--augment none`` shows the frames
    as recorded.
-3. The policy alone is evaluated at full randomisation in the training sim, as DAgger's is.
+3. Optionally (``expert_rounds``), co-training with the simulation: DAgger rounds in the
+   training sim at full randomisation, where the policy drives ``episodes`` episodes, the
+   grasp expert (:mod:`simops_learning.pick_expert`) labels every state it visits, and the
+   network is refit on the datasets and every round's states so far, the simulated states
+   one more source of the batches (``expert_weight``). Demonstrations show the task where
+   a person took the arm; the expert's labels cover where the policy itself goes, which
+   the demonstrations never show.
+4. The policy alone is evaluated at full randomisation in the training sim, as DAgger's is.
 
 The card records every dataset's path, sha256 and episode count, and the initial policy's
 sha256. Same datasets, seed and settings give the same weights (single-threaded fitting).
@@ -44,6 +51,7 @@ from simops_learning.pick_train import (
     InitPolicyError,
     Log,
     PickTrainConfig,
+    Rollouts,
     export_pick,
     run_round,
     scripted,
@@ -77,6 +85,8 @@ class DatasetTrainConfig:
     turn: bool = True                   # show decision-labelled frames at random headings
     twist_cap: float | None = None      # m/s: a twist this fast or faster is a lower bound
     selection_episodes: int = SELECTION_EPISODES   # per checkpoint; 0: keep the last
+    expert_rounds: int = 0              # DAgger rounds with the grasp expert in the sim
+    expert_weight: float = 1.0          # the expert-labelled states' weight in the batches
     pick: PickTrainConfig = field(default_factory=PickTrainConfig)
 
 
@@ -117,17 +127,20 @@ def fit_decisions(policy: PickPolicy, parts: Sequence[Demonstrations], weights: 
     frame without a joint-delta label (which would not turn with the scene) is turned by
     an angle uniform in [0, 2 pi) (:func:`~simops_learning.pick_network.turn_scene`), and
     the standardisation is taken over one such turn of every frame. With ``at_least`` (a
-    step length in network units), a step label that long or longer is a lower bound
-    (:func:`step_error`). ``checkpoint(updates)`` is called after every ``every`` updates
-    (and after the last), with the network as it is then.
+    step length in network units), an operator's twist step (a part's ``twist`` frames)
+    that long or longer is a lower bound (:func:`step_error`). ``checkpoint(updates)`` is
+    called after every ``every`` updates (and after the last), with the network as it is
+    then.
     """
     raw = torch.as_tensor(np.concatenate([p.raw for p in parts]))
+    twist = torch.as_tensor(np.concatenate([np.zeros(len(p.raw), dtype=bool) if p.twist is None
+                                            else p.twist for p in parts]))
     labels = torch.as_tensor(np.concatenate([np.concatenate([p.decisions, p.arm], axis=1)
                                              for p in parts]))
     mask = torch.isfinite(labels).float()
     labels = torch.nan_to_num(labels)
     turnable = (mask[:, 4:] == 0).all(dim=1)   # joint-delta labels do not turn
-    bounded = ((mask[:, 0] > 0) & (labels[:, :3].norm(dim=1) >= at_least - 1e-9)
+    bounded = (twist & (labels[:, :3].norm(dim=1) >= at_least - 1e-9)
                if at_least is not None else torch.zeros(len(labels), dtype=torch.bool))
 
     def shown(rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -201,6 +214,51 @@ class CheckpointChoice:
             self.policy.load_state_dict(self._weights)
 
 
+def expert_frames(policy: PickPolicy, rounds: Sequence[Rollouts]) -> Demonstrations:
+    """DAgger rounds' states as labelled frames: the expert's decisions, no joint deltas.
+
+    The quantities are read from each observation as the policy reads them
+    (:meth:`~simops_learning.pick_network.PickPolicy.quantities`), noise included.
+    """
+    with torch.no_grad():
+        raw = policy.quantities(torch.as_tensor(np.concatenate(
+            [r.observations for r in rounds]))).numpy()
+    decisions = np.concatenate([r.actions for r in rounds]).astype(np.float32)
+    return Demonstrations(raw.astype(np.float32), decisions,
+                          np.full((len(raw), 7), np.nan, dtype=np.float32), {})
+
+
+def co_train(pool: Any, policy: PickPolicy, parts: Sequence[Demonstrations],
+             config: DatasetTrainConfig, generator: torch.Generator, at_least: float | None,
+             first_seed: int, log: Log = print) -> tuple[float, list[dict[str, Any]]]:
+    """``config.expert_rounds`` DAgger rounds in the sim, each refitting on all; see step 3.
+
+    Each round: the policy drives ``pick.episodes`` episodes at full randomisation (seeds
+    from ``first_seed`` on, 10,000 apart by round), the expert labels every state; then
+    :func:`fit_decisions` on the datasets ``parts`` and every round's states so far, of
+    weight ``config.expert_weight``. Returns the last batch loss and a record per round.
+    """
+    pick = config.pick
+    rounds: list[Rollouts] = []
+    history: list[dict[str, Any]] = []
+    loss = float('nan')
+    for number in range(1, config.expert_rounds + 1):
+        data = run_round(pool, pick, scripted(policy), first_seed + number * 10_000,
+                         pick.episodes, 0.0, 1.0)
+        rounds.append(data)
+        expert = expert_frames(policy, rounds)
+        loss = fit_decisions(policy, [*parts, expert], [*config.weights, config.expert_weight],
+                             pick, generator, normalize=config.init_policy is None,
+                             turn=config.turn, at_least=at_least)
+        success = float(np.mean(data.successes))
+        history.append({'round': number, 'success': success, 'states': len(expert.raw),
+                        'loss': round(loss, 5)})
+        log(f'expert round {number}: the policy placed the cube in {success:.0%} of '
+            f'{len(data.successes)} episodes; refit on the datasets and {len(expert.raw)} '
+            f'expert-labelled states: loss {loss:.4f}')
+    return loss, history
+
+
 def train_from_datasets(config: DatasetTrainConfig, log: Log = print
                         ) -> tuple[PickPolicy, dict[str, Any]]:
     """Read, fit and evaluate; return the policy and the training metadata for its card."""
@@ -235,14 +293,22 @@ def train_from_datasets(config: DatasetTrainConfig, log: Log = print
 
         choice = (CheckpointChoice(policy, lambda: placed(base + 800_000,
                                                           config.selection_episodes), log)
-                  if config.selection_episodes > 0 and pick.updates > SELECTION_EVERY else None)
-        loss = fit_decisions(policy, parts, config.weights, pick, generator,
-                             normalize=config.init_policy is None, turn=config.turn,
-                             at_least=at_least, checkpoint=choice, every=SELECTION_EVERY)
+                  if config.selection_episodes > 0 and pick.updates > SELECTION_EVERY
+                  and not config.expert_rounds else None)
+        history: list[dict[str, Any]] = []
+        if config.expert_rounds:
+            loss, history = co_train(pool, policy, parts, config, generator, at_least, base,
+                                     log)
+        else:
+            loss = fit_decisions(policy, parts, config.weights, pick, generator,
+                                 normalize=config.init_policy is None, turn=config.turn,
+                                 at_least=at_least, checkpoint=choice, every=SELECTION_EVERY)
         if choice is not None:
             choice.restore()
-        log(f'fit {pick.updates} updates on {sum(len(p.raw) for p in parts)} frames: loss '
-            f'{loss:.4f}' + (f', kept the checkpoint after {choice.kept}' if choice else '')
+        log(f'fit {pick.updates} updates' + (f' per round, {config.expert_rounds} rounds,'
+                                             if config.expert_rounds else '')
+            + f' on {sum(len(p.raw) for p in parts)} dataset frames: loss {loss:.4f}'
+            + (f', kept the checkpoint after {choice.kept}' if choice else '')
             + f', {time.monotonic() - started:.0f} s')
         success = placed(base + 900_000, pick.eval_episodes)
     log(f'final: policy alone at full randomisation {success:.1%} of {pick.eval_episodes} '
@@ -250,6 +316,8 @@ def train_from_datasets(config: DatasetTrainConfig, log: Log = print
     metadata = {
         'framework': f'torch {torch.__version__}',
         'algorithm': 'behaviour cloning of the decision network from LeRobot datasets'
+                     + (', co-trained with the grasp expert by DAgger in the sim'
+                        if config.expert_rounds else '')
                      + (' (fine-tuned)' if config.init_policy is not None else ''),
         'policy': 'kinematics layer + MLP (simops_learning.pick_network)',
         'seed': pick.seed, 'hidden': list(pick.hidden), 'updates': pick.updates,
@@ -262,6 +330,12 @@ def train_from_datasets(config: DatasetTrainConfig, log: Log = print
             'success_by_updates': choice.scores, 'kept_updates': choice.kept},
         'datasets': [{**p.entry, 'weight': w} for p, w in zip(parts, config.weights,
                                                                 strict=True)],
+        'expert_rounds': None if not config.expert_rounds else {
+            'expert': 'the scripted grasp expert (simops_learning.pick_expert) labelling the '
+                      'states the policy visits, DAgger in the training sim at full '
+                      'randomisation',
+            'rounds': config.expert_rounds, 'episodes_per_round': pick.episodes,
+            'weight': config.expert_weight, 'rounds_log': history},
         'init_policy': file_entry(config.init_policy),
         'randomized_success': success, 'eval_episodes': pick.eval_episodes,
         'randomization': {**asdict(pick.randomization),
@@ -282,7 +356,7 @@ def train_datasets_and_export(args: argparse.Namespace,
     """
     weights = tuple(args.weight or [1.0] * len(args.dataset))
     pick = PickTrainConfig(robot=args.robot, seed=args.seed, eval_episodes=args.eval_episodes,
-                           updates=args.updates, workers=args.workers,
+                           updates=args.updates, workers=args.workers, episodes=args.episodes,
                            randomization=randomization, sim_params=args.sim_params,
                            profile=args.sim_profile)
     config = DatasetTrainConfig(tuple(Path(d) for d in args.dataset), weights,
@@ -290,7 +364,9 @@ def train_datasets_and_export(args: argparse.Namespace,
                                 turn=args.augment == 'turn',
                                 twist_cap=(teleop_speed_cap() if args.twist_at_cap == 'at-least'
                                            else None), pick=pick,
-                                selection_episodes=args.select_episodes)
+                                selection_episodes=args.select_episodes,
+                                expert_rounds=args.expert_rounds,
+                                expert_weight=args.expert_weight)
     try:
         policy, metadata = train_from_datasets(config, log=lambda line: print(line, flush=True))
     except DatasetError as exc:

@@ -53,13 +53,15 @@ class Demonstrations:
     ``arm`` (N, 7) float32, the joint deltas in action units the frame's step was commanded
     as where it came from targets or the policy's output (learnt through the task-space
     law), else NaN; ``entry`` the card's record of the dataset (path, sha256,
-    episodes and frames used, by source).
+    episodes and frames used, by source); ``twist`` (N,) bool, the frames whose step label
+    is an operator's twist (which the teleop node capped), None for none.
     """
 
     raw: np.ndarray
     decisions: np.ndarray
     arm: np.ndarray
     entry: dict[str, Any]
+    twist: np.ndarray | None = None
 
 
 def read_demonstrations(root: Path, spec: RobotSpec, law: TaskSpaceLaw, period: float,
@@ -104,7 +106,7 @@ def read_demonstrations(root: Path, spec: RobotSpec, law: TaskSpaceLaw, period: 
              'frames_from_twist': int((keep & _finite(twist)).sum()) if twist is not None
              else 0}
     return Demonstrations(raw[keep].astype(np.float32), decisions[keep].astype(np.float32),
-                          arm[keep].astype(np.float32), entry)
+                          arm[keep].astype(np.float32), entry, _finite(step)[keep])
 
 
 def _finite(values: np.ndarray | None) -> np.ndarray:

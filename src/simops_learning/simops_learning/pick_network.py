@@ -227,8 +227,11 @@ class PickPolicy(nn.Module):
 
         Returns the input, the measured arm joints q (B, 7) rad and the cube's yaw (B,) rad.
         """
-        return self.features(observation[:, self.read_at] / self.read_scale
-                             + self.read_offset)
+        return self.features(self.quantities(observation))
+
+    def quantities(self, observation: torch.Tensor) -> torch.Tensor:
+        """The quantities (B, 18) :meth:`features` reads, from observations (B, obs size)."""
+        return observation[:, self.read_at] / self.read_scale + self.read_offset
 
     def features(self, raw: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """:meth:`inputs` from the quantities (B, 18) the network reads, in SI units.

@@ -265,8 +265,12 @@ def dataset_usage(args: Any) -> str | None:
         return f'--scenario-share is a fraction in (0, 1], got {args.scenario_share:g}'
     if args.select_episodes < 0:
         return f'--select-episodes is a count, 0 or more, got {args.select_episodes}'
+    if args.expert_rounds < 0 or args.expert_weight <= 0:
+        return (f'--expert-rounds is a count, 0 or more, and --expert-weight positive, got '
+                f'{args.expert_rounds} and {args.expert_weight:g}')
     if not args.dataset:
-        return '--weight goes with --dataset' if args.weight else None
+        return ('--weight goes with --dataset' if args.weight else
+                '--expert-rounds goes with --dataset' if args.expert_rounds else None)
     if args.task != 'pick_place':
         return '--dataset trains the pick_place decision network; add --task pick_place'
     if args.weight and (len(args.weight) != len(args.dataset) or min(args.weight) <= 0):
@@ -300,7 +304,7 @@ def _main(argv: list[str] | None) -> int:
     parser.add_argument('--rounds', type=int, default=PickTrainConfig.rounds,
                         help='pick_place: DAgger rounds')
     parser.add_argument('--episodes', type=int, default=PickTrainConfig.episodes,
-                        help='pick_place: episodes per round')
+                        help='pick_place: episodes per round (DAgger\'s, or --expert-rounds\')')
     parser.add_argument('--ppo-iterations', type=int, default=0,
                         help='pick_place: PPO iterations (RSL-RL) after DAgger (default 0)')
     parser.add_argument('--robot', default=defaults.robot,
@@ -312,7 +316,8 @@ def _main(argv: list[str] | None) -> int:
                         help='goals labelled by the expert')
     parser.add_argument('--updates', type=int,
                         help=f'Adam steps (reach: {defaults.updates}; pick_place: per round, '
-                             f'{PickTrainConfig.updates}; with --dataset: {DATASET_UPDATES})')
+                             f'{PickTrainConfig.updates}; with --dataset: {DATASET_UPDATES}, '
+                             f'per round with --expert-rounds)')
     parser.add_argument('--eval-episodes', type=int, default=defaults.eval_episodes,
                         help='randomised rollouts per candidate gain (pick_place: of the '
                              'final policy)')
@@ -332,6 +337,15 @@ def _main(argv: list[str] | None) -> int:
     parser.add_argument('--init-policy', metavar='PT',
                         help='pick_place: fine-tune this policy (.pt) instead of training '
                              'from scratch (by DAgger at the full ranges, or on --dataset)')
+    parser.add_argument('--expert-rounds', type=int, default=0, metavar='N',
+                        help='with --dataset: co-train with the simulation, N DAgger rounds '
+                             'in the training sim at full randomisation: the policy drives '
+                             '--episodes episodes, the grasp expert labels every state it '
+                             'visits, and the network is refit on the datasets and those '
+                             'states (default 0: the datasets alone)')
+    parser.add_argument('--expert-weight', type=float, default=1.0, metavar='W',
+                        help='with --expert-rounds: the expert-labelled states\' share of '
+                             'the batches, next to the --weight of each --dataset (default 1)')
     parser.add_argument('--augment', choices=('turn', 'none'), default='turn',
                         help='with --dataset: "turn" shows each frame labelled by a decision '
                              'at a random heading (the scene turned about the vertical through '
@@ -367,7 +381,8 @@ def _main(argv: list[str] | None) -> int:
                              'task\'s built-in ranges; default: those')
     args = parser.parse_args(argv)
     if args.updates is None:
-        args.updates = (DATASET_UPDATES if args.dataset else PickTrainConfig.updates
+        args.updates = (DATASET_UPDATES if args.dataset and not args.expert_rounds
+                        else PickTrainConfig.updates
                         if args.task == 'pick_place' else defaults.updates)
     if (min(args.goals, args.updates, args.eval_episodes, args.workers, args.rounds,
             args.episodes) < 1 or args.goals < 10 or args.ppo_iterations < 0):
