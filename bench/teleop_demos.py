@@ -28,17 +28,19 @@
    ``real_robot standin:=true`` runs) and no randomisation, ``--eval-episodes`` episodes
    with the env's cubes and goals. The stand-in itself has no cube (its scene is the arm's
    alone), so these are its physics in the env, not episodes through its graph.
-5. Mixed with simulated rollouts: ``simops-rollout`` of the shipped pick-and-place policy
-   (``--rollouts`` episodes at full randomisation), then ``simops-train --init-policy`` the
-   shipped policy on those and the demonstrations (the demonstrations' share of the batches
-   ``--share``, ``--twist-at-cap at-least``, ``MIXED_UPDATES`` updates), gated as the
-   shipped policy is: ``simops-validate`` as ``simops-pipeline`` runs it for
+5. Mixed with simulated rollouts: ``simops-train --init-policy`` the shipped pick-and-place
+   policy on the demonstrations and ``--expert-rounds`` DAgger rounds in the training sim
+   (80 episodes each, driven by the policy being fine-tuned, every state labelled by the
+   grasp expert; the demonstrations' share of the batches ``--share``, their twists at the
+   cap labelled as ``--twist-at-cap`` says, 5,000 updates per round), gated as the shipped
+   policy is: ``simops-validate`` as ``simops-pipeline`` runs it for
    ``pipelines/fr3_pick_place.yaml`` (its grid, episodes, seed and thresholds), without the
-   sim-to-sim gap, which is no part of the verdict. About 20 minutes on 2 cores;
-   ``--rollouts 0`` leaves it out.
+   sim-to-sim gap, which is no part of the verdict. About 25 minutes on 2 cores;
+   ``--expert-rounds 0`` leaves it out.
 
-    .venv/bin/python bench/teleop_demos.py [--demos 30] [--eval-episodes 50] [--rollouts 40]
-        [--share 0.1] [--demonstrations DATASET] [--keep DIR]
+    .venv/bin/python bench/teleop_demos.py [--demos 30] [--eval-episodes 50]
+        [--expert-rounds 3] [--share 0.1] [--twist-at-cap at-least]
+        [--demonstrations DATASET] [--keep DIR]
 
 ``--demonstrations`` takes an exported dataset of earlier demonstrations (a ``--keep``
 folder's ``dataset``) and leaves out steps 1 and 2.
@@ -77,7 +79,6 @@ YAW_GAIN = 4.0         # 1/s, how fast the operator squares the hand to the cube
 CARD = REPO / 'models/policy/fr3_pick_place.yaml'
 SHIPPED = REPO / 'models/policy/fr3_pick_place.pt'   # the policy the mixed training fine-tunes
 PIPELINE = REPO / 'pipelines/fr3_pick_place.yaml'    # whose gate the mixed policy goes through
-MIXED_UPDATES = 5000
 STANDIN = resolve_resource(standin_truth('fr3'))   # the stand-in's hidden physics
 
 
@@ -391,27 +392,23 @@ def run(*args: object) -> str:
     return result.stdout
 
 
-def mixed(folder: Path, demonstrations: Path, rollouts: int, share: float,
+def mixed(folder: Path, demonstrations: Path, rounds: int, share: float, at_cap: str,
           eval_episodes: int) -> None:
-    """Step 5 of the module docstring: fine-tune on rollouts and demonstrations, then gate."""
+    """Step 5 of the module docstring: co-train on the demonstrations and the sim, then gate."""
     from ros_helpers import installed_executable
 
     from simops_bringup.arguments import robot_names
     from simops_bringup.pipeline_commands import gate_command
     from simops_bringup.pipeline_file import load_pipeline
 
-    episodes = folder / 'rollouts'
-    print(run(installed_executable('simops_learning', 'simops-rollout'), '--policy', SHIPPED,
-              '--episodes', rollouts, '--out', episodes).splitlines()[-1])
     started = time.monotonic()
     out = run(installed_executable('simops_learning', 'simops-train'), '--task', 'pick_place',
-              '--init-policy', SHIPPED, '--dataset', episodes, '--weight', 1.0 - share,
-              '--dataset', demonstrations, '--weight', share, '--twist-at-cap',
-              'at-least', '--updates', MIXED_UPDATES, '--eval-episodes', eval_episodes,
-              '--out', folder / 'mixed')
-    print(f'mixed (the shipped policy fine-tuned on {rollouts} of its rollouts and the '
-          f'demonstrations, weights {1.0 - share:g} / {share:g}, '
-          f'{MIXED_UPDATES} updates, {time.monotonic() - started:.0f} s):')
+              '--init-policy', SHIPPED, '--dataset', demonstrations, '--weight', share,
+              '--expert-rounds', rounds, '--expert-weight', 1.0 - share, '--twist-at-cap',
+              at_cap, '--eval-episodes', eval_episodes, '--out', folder / 'mixed')
+    print(f'mixed (the shipped policy fine-tuned on the demonstrations and {rounds} DAgger '
+          f'rounds with the grasp expert in the sim, weights {share:g} / {1.0 - share:g}, '
+          f'twists at the cap {at_cap}, {time.monotonic() - started:.0f} s):')
     for line in out.splitlines():
         print(f'  {line}')
     pipeline = replace(load_pipeline(PIPELINE, robot_names()), sim_gap=False)
@@ -435,11 +432,14 @@ def main() -> int:
     parser.add_argument('--eval-episodes', type=int, default=50)
     parser.add_argument('--seed', type=int, default=0, help='the goals\' seed')
     parser.add_argument('--keep', type=Path, help='keep the bags, dataset and policy here')
-    parser.add_argument('--rollouts', type=int, default=40,
-                        help='step 5: simulated episodes of the shipped policy to mix in '
-                             '(0: leave the step out)')
+    parser.add_argument('--expert-rounds', type=int, default=3,
+                        help='step 5: DAgger rounds with the grasp expert in the sim mixed '
+                             'in (0: leave the step out)')
     parser.add_argument('--share', type=float, default=0.1,
                         help='step 5: the demonstrations\' share of the batches (default 0.1)')
+    parser.add_argument('--twist-at-cap', choices=('exact', 'at-least'), default='at-least',
+                        help='step 5: how the demonstrations\' twists at the teleop node\'s '
+                             'cap are learnt (simops-train\'s option; default at-least)')
     parser.add_argument('--demonstrations', type=Path, metavar='DATASET',
                         help='an exported dataset of earlier demonstrations: no recording')
     args = parser.parse_args()
@@ -480,8 +480,9 @@ def main() -> int:
               f'placed in {judged["mean_success"]:.0%} of {args.eval_episodes} episodes, '
               f'{judged["protective_stops"]} protective stops, {judged["unsafe_episodes"]} '
               f'unsafe')
-        if args.rollouts:
-            mixed(folder, dataset, args.rollouts, args.share, args.eval_episodes)
+        if args.expert_rounds:
+            mixed(folder, dataset, args.expert_rounds, args.share, args.twist_at_cap,
+                  args.eval_episodes)
     return 0
 
 
