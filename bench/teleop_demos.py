@@ -39,7 +39,7 @@
    ``--expert-rounds 0`` leaves it out.
 
     .venv/bin/python bench/teleop_demos.py [--demos 30] [--eval-episodes 50]
-        [--expert-rounds 3] [--share 0.1] [--twist-at-cap at-least]
+        [--expert-rounds 3] [--share 0.1] [--twist-at-cap exact]
         [--demonstrations DATASET] [--keep DIR]
 
 ``--demonstrations`` takes an exported dataset of earlier demonstrations (a ``--keep``
@@ -437,9 +437,9 @@ def main() -> int:
                              'in (0: leave the step out)')
     parser.add_argument('--share', type=float, default=0.1,
                         help='step 5: the demonstrations\' share of the batches (default 0.1)')
-    parser.add_argument('--twist-at-cap', choices=('exact', 'at-least'), default='at-least',
+    parser.add_argument('--twist-at-cap', choices=('exact', 'at-least'), default='exact',
                         help='step 5: how the demonstrations\' twists at the teleop node\'s '
-                             'cap are learnt (simops-train\'s option; default at-least)')
+                             'cap are learnt (simops-train\'s option; default exact)')
     parser.add_argument('--demonstrations', type=Path, metavar='DATASET',
                         help='an exported dataset of earlier demonstrations: no recording')
     args = parser.parse_args()
