@@ -35,7 +35,7 @@
    cap labelled as ``--twist-at-cap`` says, 5,000 updates per round), gated as the shipped
    policy is: ``simops-validate`` as ``simops-pipeline`` runs it for
    ``pipelines/fr3_pick_place.yaml`` (its grid, episodes, seed and thresholds), without the
-   sim-to-sim gap, which is no part of the verdict. About 25 minutes on 2 cores;
+   sim-to-sim gap, which is no part of the verdict. About 30 minutes on 2 cores;
    ``--expert-rounds 0`` leaves it out.
 
     .venv/bin/python bench/teleop_demos.py [--demos 30] [--eval-episodes 50]

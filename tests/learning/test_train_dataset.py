@@ -22,8 +22,10 @@ from ros_helpers import REPO, installed_executable
 from simops_core.robot_spec import gripper_width, load_robot_spec
 from simops_learning.dataset_train import (
     CheckpointChoice,
+    DatasetTrainConfig,
     expert_frames,
     fit_decisions,
+    selects_checkpoint,
     step_error,
 )
 from simops_learning.demonstrations import (
@@ -205,6 +207,16 @@ def test_a_policy_reads_the_quantities_the_env_observed() -> None:
     assert np.array_equal(frames.raw, np.stack([read, read]).astype(np.float32))
     assert np.array_equal(frames.decisions, np.concatenate([label, label]))
     assert np.all(np.isnan(frames.arm)) and frames.twist is None   # exact, never bounds
+
+
+@pytest.mark.parametrize('updates, selection, rounds, selects', [
+    (20000, 20, 0, True), (20000, 20, 3, False), (20000, 0, 0, False), (5000, 20, 0, False)])
+def test_only_a_fit_on_datasets_alone_keeps_its_best_checkpoint(
+        updates: int, selection: int, rounds: int, selects: bool) -> None:
+    """The docs' rule: co-training keeps its last round's network, as DAgger does."""
+    config = DatasetTrainConfig((Path('d'),), (1.0,), selection_episodes=selection,
+                                expert_rounds=rounds, pick=PickTrainConfig(updates=updates))
+    assert selects_checkpoint(config) is selects
 
 
 def test_the_checkpoint_that_scores_best_is_kept_the_later_on_a_tie() -> None:

@@ -214,6 +214,16 @@ class CheckpointChoice:
             self.policy.load_state_dict(self._weights)
 
 
+def selects_checkpoint(config: DatasetTrainConfig) -> bool:
+    """Whether the fit keeps its best checkpoint (:class:`CheckpointChoice`).
+
+    Only a fit on datasets alone with selection episodes and more than one checkpoint's
+    updates does; co-training keeps its last round's network, as DAgger does.
+    """
+    return (config.selection_episodes > 0 and config.pick.updates > SELECTION_EVERY
+            and not config.expert_rounds)
+
+
 def expert_frames(policy: PickPolicy, rounds: Sequence[Rollouts]) -> Demonstrations:
     """DAgger rounds' states as labelled frames: the expert's decisions, no joint deltas.
 
@@ -293,8 +303,7 @@ def train_from_datasets(config: DatasetTrainConfig, log: Log = print
 
         choice = (CheckpointChoice(policy, lambda: placed(base + 800_000,
                                                           config.selection_episodes), log)
-                  if config.selection_episodes > 0 and pick.updates > SELECTION_EVERY
-                  and not config.expert_rounds else None)
+                  if selects_checkpoint(config) else None)
         history: list[dict[str, Any]] = []
         if config.expert_rounds:
             loss, history = co_train(pool, policy, parts, config, generator, at_least, base,
