@@ -182,6 +182,35 @@ def test_the_fit_starts_from_each_valley_of_the_delay_profile() -> None:
     assert len(delay_starts(delays, flat)) == 3
 
 
+def test_one_late_commands_transient_does_not_set_the_weights() -> None:
+    """The typical errors that set the weights are the RMS of normal errors, and a
+    transient in 0.2 % of the samples (a command the arm took late: tens of mrad/s for a few
+    tens of ms in 35 s) leaves them, while it moves the RMS by half."""
+    rng = np.random.default_rng(0)
+    sigma = np.array([1e-4, 1.6e-4, 5.4e-3])   # rad, rad/s, N*m: the stand-in's levels
+    error = rng.standard_normal((35_000, 3, 7)) * sigma[None, :, None]
+    np.testing.assert_allclose(evaluation.typical_errors(error), sigma, rtol=0.02)
+    glitch = error.copy()
+    glitch[20_000:20_070, 1:, :] *= 40.0
+    rms = np.sqrt(np.mean(glitch ** 2, axis=(0, 2)))
+    assert rms[1] > 1.5 * sigma[1] and rms[2] > 1.5 * sigma[2]
+    np.testing.assert_allclose(evaluation.typical_errors(glitch), sigma, rtol=0.02)
+
+    def scales(err: np.ndarray) -> residual.Scales:
+        each = np.sqrt(np.mean(err ** 2, axis=0))
+        fit = evaluation.Evaluation(each[0], each[1], each[2], 0.0, (),
+                                    evaluation.typical_errors(err))
+        return evaluation.recording_scales(fit, residual.Scales(effort=0.05))
+
+    steady, late = scales(error), scales(glitch)
+    assert steady.qd == late.qd == 0.01   # the floor: 0.16 mrad/s per 0.1 mrad is below it
+    assert late.effort == pytest.approx(steady.effort, rel=0.02)
+    assert steady.effort == pytest.approx(0.054, rel=0.03)   # 5.4e-3 N*m per 1e-4 rad
+    # a real arm's velocities and efforts, far above their noise, set their own scales
+    real = error * np.array([7.0, 1000.0, 100.0])[None, :, None]   # 0.7 mrad, 0.16 rad/s
+    assert scales(real).qd == pytest.approx(0.16 / 7e-4 * 1e-3, rel=0.03)   # per 1 mrad
+
+
 def test_the_profile_is_refined_every_step_around_its_valleys() -> None:
     """A valley narrower than the grid (a 1 kHz stream with jitter) is found between its
     points: every 1 ms step within one spacing of each coarse valley, none twice."""

@@ -14,6 +14,11 @@ from simops_sysid.fit_parameters import (
 )
 from simops_sysid.residual import Problem, Scales
 
+# The median absolute value of a zero-mean normal error is 0.6745 of its standard deviation:
+# the median absolute error times this is the RMS of normal errors, which one transient
+# (a command the arm took late, a dropped sample) leaves unchanged.
+NORMAL_MAD = 1.4826
+
 
 @dataclass(frozen=True)
 class Evaluation:
@@ -21,7 +26,9 @@ class Evaluation:
 
     ``rms_q`` (J,) rad, ``rms_qd`` (J,) rad/s, ``rms_effort`` (J,) N*m; ``cost`` is half
     the sum of squared scaled residuals; ``series`` (t, predicted, measured) per sequence,
-    columns as in :class:`JointResidual`.
+    columns as in :class:`JointResidual`; ``typical`` (3,) the typical error of position
+    (rad), velocity (rad/s) and effort (N*m) over every fitted joint and sample, robust to
+    rare transients (:data:`NORMAL_MAD` times the median absolute error).
     """
 
     rms_q: np.ndarray
@@ -29,6 +36,7 @@ class Evaluation:
     rms_effort: np.ndarray
     cost: float
     series: tuple[tuple[np.ndarray, np.ndarray, np.ndarray], ...]
+    typical: np.ndarray
 
     @property
     def rms_q_total(self) -> float:
@@ -46,10 +54,23 @@ def evaluate(problem: Problem, params: sysid.ParameterDict, values: SimParams) -
     predicted = np.vstack([p.data for p in preds])
     measured = np.vstack([m.data for m in records])
     joints = len(problem.residual.joints)
-    rms = np.sqrt(np.mean((predicted - measured) ** 2, axis=0)).reshape(3, joints)
+    error = (predicted - measured).reshape(-1, 3, joints)
+    rms = np.sqrt(np.mean(error ** 2, axis=0))
+    typical = typical_errors(error)
     flat = np.concatenate(residuals)
     series = tuple((m.times, p.data, m.data) for p, m in zip(preds, records, strict=True))
-    return Evaluation(rms[0], rms[1], rms[2], 0.5 * float(flat @ flat), series)
+    return Evaluation(rms[0], rms[1], rms[2], 0.5 * float(flat @ flat), series, typical)
+
+
+def typical_errors(error: np.ndarray) -> np.ndarray:
+    """Typical size (3,) of replay errors ``error`` (N, 3, J): position, velocity, effort.
+
+    :data:`NORMAL_MAD` times the median absolute error over the N samples and J joints of
+    each signal, in its unit (rad, rad/s, N*m): the RMS of normal errors, robust to
+    transients in fewer than half the samples.
+    """
+    signals = np.abs(error).transpose(1, 0, 2).reshape(error.shape[1], -1)
+    return NORMAL_MAD * np.median(signals, axis=1)
 
 
 def delay_profile(problem: Problem, params: sysid.ParameterDict, values: SimParams,
@@ -110,15 +131,17 @@ def recording_scales(fit: Evaluation, floors: Scales) -> Scales:
     """Residual scales for velocity and effort set by a fit's errors relative to position's.
 
     ``floors`` are the scales sized for sensor noise (:class:`Scales`, ``--effort-scale``).
-    Positions keep theirs; velocity and effort are weighed by their RMS replay error in
+    Positions keep theirs; velocity and effort are weighed by their typical replay error in
     proportion to the positions' (``error * floors.q / position error``), as maximum
     likelihood with an unknown error level per signal would balance them, but never above
     their floors' weight. A real arm's velocities and link torques carry errors that no
-    parameter here explains (Gaz et al.'s Panda: 17 mrad/s and 0.3 N*m against 0.7 mrad),
-    which with the noise-sized scales outweigh the positions.
+    parameter here explains (Gaz et al.'s Panda: 17 mrad/s and 0.3 N*m RMS against
+    0.7 mrad), which with the noise-sized scales outweigh the positions. The typical errors
+    (:attr:`Evaluation.typical`) are robust: a command the arm took a few milliseconds
+    late sets off a transient of tens of mrad/s for a few tens of ms, which would move an
+    RMS by half on an arm the model explains to its noise.
     """
-    ratio = floors.q / max(fit.rms_q_total, 1e-9)
-    return Scales(q=floors.q,
-                  qd=max(float(np.sqrt(np.mean(fit.rms_qd ** 2))) * ratio, floors.qd),
-                  effort=max(float(np.sqrt(np.mean(fit.rms_effort ** 2))) * ratio,
-                             floors.effort))
+    position, velocity, effort = (float(v) for v in fit.typical)
+    ratio = floors.q / max(position, 1e-9)
+    return Scales(q=floors.q, qd=max(velocity * ratio, floors.qd),
+                  effort=max(effort * ratio, floors.effort))
