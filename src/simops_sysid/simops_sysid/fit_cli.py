@@ -174,9 +174,9 @@ def build_parser() -> argparse.ArgumentParser:
                         f'position (default {residual.Scales.effort:g})')
     parser.add_argument('--weights', choices=WEIGHTS, default=WEIGHTS[0],
                         help='recording: after a fit, weigh velocity and effort errors by '
-                             'their RMS in proportion to the position error\'s (never more '
-                             'than the fixed scales do) and fit again (default); fixed: the '
-                             'fixed scales, one fit')
+                             'their typical size (robust to transients) in proportion to the '
+                             'position error\'s (never more than the fixed scales do) and fit '
+                             'again (default); fixed: the fixed scales, one fit')
     parser.add_argument('--threads', type=int, default=os.cpu_count() or 1,
                         help=f'rollout threads, 1-{MAX_THREADS} (default: all cores)')
     checking = parser.add_mutually_exclusive_group()
