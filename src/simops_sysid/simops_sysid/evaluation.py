@@ -14,9 +14,9 @@ from simops_sysid.fit_parameters import (
 )
 from simops_sysid.residual import Problem, Scales
 
-# The median absolute value of a zero-mean normal error is 0.6745 of its standard deviation:
-# the median absolute error times this is the RMS of normal errors, which one transient
-# (a command the arm took late, a dropped sample) leaves unchanged.
+# The median absolute value of a zero-mean normal error is 0.6745 of its standard deviation,
+# so the median absolute error times 1 / 0.6745 is the RMS of normal errors, which one
+# transient (a command the arm took late, a dropped sample) leaves unchanged.
 NORMAL_MAD = 1.4826
 
 
