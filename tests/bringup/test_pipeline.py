@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from dataset_helpers import write_episode
 from ros_helpers import REPO, installed_executable, wait_until
 from sysid_helpers import simulate, write_bag
 
@@ -104,6 +105,33 @@ def pipeline(*args: object) -> subprocess.CompletedProcess[str]:
      "field 'policy' names a panda policy; this pipeline is fr3 reach"),
     ({'policy': str(REPO / 'models/policy/fr3_pick_place.pt')},
      "field 'policy' names a fr3 pick_place policy; this pipeline is fr3 reach"),
+    ({'datasets': {'paths': ['bags/excite']}},
+     "field 'datasets' train the pick_place decision network"),
+    ({'task': 'pick_place', 'datasets': {'paths': 'bags/excite'}},
+     "field 'datasets.paths' must be a list of LeRobot dataset folders"),
+    ({'task': 'pick_place', 'datasets': {'paths': ['nowhere']}}, "field 'datasets.paths' names"),
+    ({'task': 'pick_place', 'datasets': {'paths': ['bags/excite'], 'share': 1.5}},
+     "field 'datasets.share' must be a fraction between 0 and 1"),
+    ({'task': 'pick_place', 'datasets': {'paths': ['bags/excite'], 'expert_rounds': 0,
+                                         'share': 0.2}},
+     "field 'datasets.share' splits the batches with the expert rounds"),
+    ({'task': 'pick_place', 'datasets': {'paths': ['bags/excite'], 'expert_rounds': -1}},
+     "field 'datasets.expert_rounds' must be a whole number >= 0"),
+    ({'task': 'pick_place', 'datasets': {'paths': ['bags/excite'], 'twist_at_cap': 'loose'}},
+     "field 'datasets.twist_at_cap' must be one of"),
+    ({'task': 'pick_place', 'datasets': {'paths': ['bags/excite'], 'weights': [1.0]}},
+     "field 'datasets.weights' is not a known field"),
+    ({'task': 'pick_place', 'datasets': {'paths': ['bags/excite'], 'init_policy': str(
+        REPO / 'models/policy/fr3_reach.pt')}},
+     "field 'datasets.init_policy' names a fr3 reach policy; this pipeline is fr3 pick_place"),
+    ({'task': 'pick_place', 'datasets': {'paths': ['bags/excite']},
+      'policy': str(REPO / 'models/policy/fr3_pick_place.pt')},
+     "field 'datasets' train a policy, and the file gives a trained one to gate"),
+    ({'task': 'pick_place', 'datasets': {'paths': ['bags/excite']}, 'train': {'rounds': 3}},
+     "field 'train.rounds' trains without datasets"),
+    ({'task': 'pick_place', 'datasets': {'paths': ['bags/excite']},
+      'feedback': {'change': ['randomization', 'scenarios']}},
+     "field 'feedback.change' lists scenarios; with datasets"),
 ])
 def test_each_malformed_pipeline_file_gets_one_line(tmp_path: Path, changes: dict,
                                                     message: str) -> None:
@@ -195,6 +223,77 @@ def test_a_rerun_does_nothing_and_a_new_bag_reruns_fit_and_everything_after(
     assert third.returncode == 0, third.stdout[-3000:] + third.stderr[-3000:]
     assert all(f"Running stage '{stage}'" in third.stdout for stage in STAGES), third.stdout
     check_deployable(policy, policy.with_suffix('.yaml'), run / 'calibration.yaml')
+
+
+def test_datasets_feed_every_training_of_the_loop_as_its_inputs(tmp_path: Path) -> None:
+    """datasets: the train stage and the improve stage's retraining (one command line) clone
+    them next to the expert rounds, sharing ``share`` of the batches; they are both stages'
+    inputs, so a changed dataset trains again."""
+    for name in ('a', 'b'):
+        (tmp_path / 'demos' / name).mkdir(parents=True)
+    shipped = REPO / 'models/policy/fr3_pick_place.pt'
+    loaded = load_pipeline(pipeline_file(tmp_path, task='pick_place', calibration={},
+                                         datasets={'paths': ['demos/a', 'demos/b'],
+                                                   'share': 0.2, 'init_policy': str(shipped)},
+                                         feedback={'max_rounds': 1}), robot_names())
+    demos = [str(tmp_path / 'demos' / name) for name in ('a', 'b')]
+    dvc = stages(loaded)['stages']
+    options = (f'--dataset {demos[0]} --dataset {demos[1]} --weight 0.1 --weight 0.1 '
+               '--expert-rounds 3 --expert-weight 0.8 --twist-at-cap exact')
+    assert f'--init-policy {shipped} {options}' in dvc['train']['cmd'], dvc['train']['cmd']
+    assert {*demos, str(shipped), str(shipped.with_suffix('.yaml'))} <= set(
+        dvc['train']['deps'])
+    assert set(demos) <= set(dvc['improve']['deps'])
+    assert all('datasets' in stage['params'][0]['pipeline.yaml']
+               for stage in (dvc['train'], dvc['improve']))
+    retrain = train_command(loaded, 'improve/round1/policy', 'ranges.yaml', 'last.pt')
+    assert f'--init-policy last.pt {options}' in retrain, retrain
+    alone = load_pipeline(pipeline_file(tmp_path, task='pick_place', calibration={},
+                                        datasets={'paths': ['demos/a'], 'expert_rounds': 0,
+                                                  'twist_at_cap': 'at-least'}), robot_names())
+    cloned = train_command(alone, 'p')   # the datasets alone: equal shares, no expert
+    assert f' --dataset {demos[0]} --twist-at-cap at-least ' in cloned, cloned
+    assert '--weight' not in cloned and '--expert' not in cloned and '--init' not in cloned
+    plain = load_pipeline(pipeline_file(tmp_path, calibration={}), robot_names())
+    assert '--dataset' not in stages(plain)['stages']['train']['cmd']
+
+
+def test_a_changed_dataset_retrains_and_gates_again(tmp_path: Path) -> None:
+    """Real data fed back: a pipeline co-trained on a recorded episode runs; a rerun runs
+    nothing; another recording in its place re-runs training and everything after it."""
+    def record(teleop: bool) -> None:
+        shutil.rmtree(tmp_path / 'demos', ignore_errors=True)
+        write_episode(tmp_path / 'demos/episode.bag', teleop=teleop)
+        exported = subprocess.run(
+            [str(installed_executable('simops_learning', 'simops-dataset')), 'export',
+             str(tmp_path / 'demos/episode.bag'), '--card',
+             str(REPO / 'models/policy/fr3_pick_place.yaml'), '--out',
+             str(tmp_path / 'demos/lerobot')], capture_output=True, text=True, timeout=300)
+        assert exported.returncode == 0, exported.stderr
+
+    record(teleop=True)
+    path = pipeline_file(tmp_path, task='pick_place', calibration={},
+                         train={'seed': 0, 'episodes': 1, 'updates': 20, 'eval_episodes': 1,
+                                'workers': 1},
+                         datasets={'paths': ['demos/lerobot'], 'expert_rounds': 1,
+                                   'share': 0.25})
+    run = tmp_path / 'run'
+    first = pipeline('run', path, '--dir', run)
+    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
+    assert all(f"Running stage '{stage}'" in first.stdout for stage in STAGES[1:])
+    card = yaml.safe_load((run / 'policy/fr3_pick_place.yaml').read_text())['training']
+    assert [Path(d['path']) for d in card['datasets']] == [tmp_path / 'demos/lerobot']
+    assert card['expert_rounds']['rounds'] == 1
+    assert 'Running stage' not in pipeline('run', path, '--dir', run).stdout
+
+    record(teleop=False)   # a policy episode recorded in its place
+    stale = pipeline('status', path, '--dir', run)
+    assert stale.returncode == 1 and 'train' in stale.stdout, stale.stdout
+    again = pipeline('run', path, '--dir', run)
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+    assert all(f"Running stage '{stage}'" in again.stdout for stage in STAGES[1:])
+    policy = run / 'policy/fr3_pick_place.pt'
+    check_deployable(policy, policy.with_suffix('.yaml'), None)
 
 
 def test_a_given_policy_is_gated_against_the_fit_and_promoted_as_a_copy(

@@ -11,8 +11,8 @@
    ``sensor.yaml`` and its learned model, which the gate's validation sim reports its
    efforts through (``simops-validate --sensor-model``);
 2. ``train``: ``simops-train`` in that physics (or the file's SimParams, or nominal) into
-   ``policy/<robot>_<task>.pt`` and its card; with the file's ``policy``, a copy of that
-   trained policy instead;
+   ``policy/<robot>_<task>.pt`` and its card, cloning the file's ``datasets`` if it names
+   any; with the file's ``policy``, a copy of that trained policy instead;
 3. ``gate``: ``simops-validate`` against the same physics into ``gate/`` (its verdict is
    data: the stage is done whatever it says);
 4. ``improve`` (with ``feedback.max_rounds``): after a FAIL or MARGINAL, bounded rounds of
@@ -26,7 +26,8 @@
 DVC (`dvc.org <https://dvc.org>`_: ``dvc.yaml`` stages, ``dvc repro``, ``dvc status``)
 hashes every stage's commands, dependencies (the bags, the physics, the policy) and
 parameters (the file's sections, copied to ``pipeline.yaml`` in the folder): a rerun with
-nothing changed runs nothing, and a changed bag re-runs ``fit`` and everything after it.
+nothing changed runs nothing, a changed bag re-runs ``fit`` and everything after it, and a
+changed dataset re-runs training and everything after it.
 Each stage prints as it runs. ``status`` says which stages are stale and why. Ctrl-C ends
 the running stage and everything it started, and exits 130.
 """
@@ -66,6 +67,7 @@ from simops_bringup.pipeline_commands import (
     stem,
     tool_path,
     train_command,
+    training_data,
     write_if_changed,
 )
 from simops_bringup.pipeline_file import Pipeline, PipelineError, load_pipeline
@@ -165,8 +167,8 @@ def stages(pipeline: Pipeline) -> dict[str, Any]:
     if pipeline.policy is None:
         out['train'] = {
             'cmd': train_command(pipeline, f'{POLICY}/{stem(pipeline)}'),
-            'deps': [*physics, RANDOMIZATION, profiles],
-            'params': [{PARAMS: ['robot', 'task', 'sims', 'train']}],
+            'deps': [*physics, RANDOMIZATION, profiles, *training_data(pipeline)],
+            'params': [{PARAMS: ['robot', 'task', 'sims', 'train', 'datasets']}],
             'outs': policy}
     else:   # a trained policy: the stage takes a copy, which the gate and promotion bind
         out['train'] = {'cmd': adopt_command(pipeline), 'deps': given_policy_files(pipeline),
@@ -183,8 +185,8 @@ def stages(pipeline: Pipeline) -> dict[str, Any]:
         out['improve'] = {
             'cmd': command(PROG, f'improve {quoted(pipeline.path)} --dir .'),
             'deps': [*policy, f'{GATE}/validation.json', RANDOMIZATION, *physics, *sensor,
-                     profiles, *scenarios],
-            'params': [{PARAMS: ['sims', 'train', 'gate', 'feedback']}],
+                     profiles, *scenarios, *training_data(pipeline)],
+            'params': [{PARAMS: ['sims', 'train', 'datasets', 'gate', 'feedback']}],
             'outs': [IMPROVE, *final],
             'metrics': [{report: {'cache': False}}]}
     if pipeline.promote:
@@ -198,6 +200,16 @@ def stages(pipeline: Pipeline) -> dict[str, Any]:
         for key in [k for k, v in stage.items() if v == []]:
             del stage[key]
     return {'stages': out}
+
+
+def _datasets_params(pipeline: Pipeline) -> dict[str, Any]:
+    """The file's ``datasets`` section as DVC's params see it (no paths: none)."""
+    datasets = pipeline.datasets
+    if datasets is None:
+        return {'paths': []}
+    return {'paths': [str(p) for p in datasets.paths], 'expert_rounds': datasets.expert_rounds,
+            'share': datasets.share, 'twist_at_cap': datasets.twist_at_cap,
+            'init_policy': str(datasets.init_policy or '')}
 
 
 def prepare(pipeline: Pipeline, folder: Path, dvc: str) -> None:
@@ -224,6 +236,7 @@ def prepare(pipeline: Pipeline, folder: Path, dvc: str) -> None:
                        **({'scenarios': list(pipeline.scenarios)} if pipeline.scenarios
                           else {})},
               'randomization': pipeline.randomization,
+              'datasets': _datasets_params(pipeline),
               'feedback': {'max_rounds': pipeline.max_rounds, 'change': list(pipeline.change)},
               'promote': pipeline.promote}
     write_if_changed(folder / PARAMS, yaml.safe_dump(params, sort_keys=False))

@@ -96,15 +96,47 @@ def train_command(pipeline: Pipeline, out_stem: str, ranges: str = RANDOMIZATION
     physics = inputs(pipeline).physics
     options = ' '.join(f'--{key.replace("_", "-")} {value}'
                        for key, value in pipeline.train.items())
+    datasets = pipeline.datasets
+    if init is None and datasets is not None and datasets.init_policy is not None:
+        init = quoted(datasets.init_policy)
     return command('simops-train', f'--task {pipeline.task} --robot {pipeline.robot} '
                    f'--out {out_stem}' + (f' --sim-params {quoted(physics[0])}' if physics
                                           else '')
                    + f' --sim-profile {pipeline.training_sim} --randomization {ranges}'
                    + (f' --init-policy {init}' if init and pipeline.task in FINE_TUNED else '')
+                   + dataset_options(pipeline)
                    + (f' --scenarios {" ".join(scenarios)}' if scenarios else '')
                    + (f' --reward-terms {" ".join(format_reward_terms(reward_terms))}'
                       if reward_terms else ''),
                    options)
+
+
+def dataset_options(pipeline: Pipeline) -> str:
+    """``simops-train``'s options for the file's datasets (' --dataset ...'; '' without).
+
+    With expert rounds, the datasets share ``share`` of the batches equally and the
+    expert-labelled states the rest.
+    """
+    datasets = pipeline.datasets
+    if datasets is None:
+        return ''
+    options = ''.join(f' --dataset {quoted(path)}' for path in datasets.paths)
+    if datasets.expert_rounds:
+        weight = datasets.share / len(datasets.paths)
+        options += ''.join(f' --weight {weight!r}' for _ in datasets.paths)
+        options += (f' --expert-rounds {datasets.expert_rounds} '
+                    f'--expert-weight {1.0 - datasets.share!r}')
+    return options + f' --twist-at-cap {datasets.twist_at_cap}'
+
+
+def training_data(pipeline: Pipeline) -> list[str]:
+    """The files the training reads besides the physics: the datasets, a policy to refine."""
+    datasets = pipeline.datasets
+    if datasets is None:
+        return []
+    init = datasets.init_policy
+    return [*map(str, datasets.paths),
+            *((str(init), str(init.with_suffix('.yaml'))) if init is not None else ())]
 
 
 def gate_command(pipeline: Pipeline, policy: str, out: str) -> str:

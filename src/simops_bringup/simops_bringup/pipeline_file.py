@@ -26,6 +26,13 @@ commands, in order: calibrate (``fit`` on the bags, or a given SimParams), train
     train: {seed: 0, goals: 4000, updates: 20000, eval_episodes: 60, workers: 2}
     randomization: {delay: 3}      # optional: the training ranges, over the task's in
                                    #   config/randomization.yaml
+    datasets:                      # optional, pick_place: recorded episodes fed back into
+      paths: [demos/lerobot]       #   training (LeRobot datasets: simops-dataset export)
+      expert_rounds: 3             #   co-train: DAgger rounds with the grasp expert in the
+                                   #   training sim (0: the datasets alone)
+      share: 0.1                   #   with expert rounds: the datasets' share of the batches
+      twist_at_cap: exact          #   simops-train --twist-at-cap
+      init_policy: null            #   a policy (.pt) to fine-tune instead of a new network
     gate:
       grid: {friction: [0.3, 0.8, 1.5], mass: [0.5, 1, 1.5], delay: [0, 1, 2, 3]}
       scenarios: [push_arm, estop] #   adversarial scenarios of config/scenarios.yaml: a
@@ -42,6 +49,10 @@ commands, in order: calibrate (``fit`` on the bags, or a given SimParams), train
                                    #   reward (pick_place with train.ppo_iterations):
                                    #   PPO's reward pays for the failure modes seen
     promote: true                  # a PASS appends the policy's promotion record
+
+With ``datasets``, the train stage is ``simops-train --dataset ...`` (and the improve stage's
+retraining too, from its last policy): a changed dataset re-runs training and everything
+after it.
 
 Relative paths are relative to the file. Every error is one line naming the file and the
 field (:class:`PipelineError`, exit 2).
@@ -69,7 +80,7 @@ from simops_sim.sim_profiles import TRAINING, VALIDATION, load_sim_profiles
 
 PIPELINE_VERSION = 1
 TOP_LEVEL = ('version', 'robot', 'task', 'calibration', 'sims', 'policy', 'train',
-             'randomization', 'gate', 'feedback', 'promote')
+             'randomization', 'datasets', 'gate', 'feedback', 'promote')
 SIMS_FIELDS = ('training', 'validation', 'gap', 'sensors')
 CALIBRATION_FIELDS = ('bags', 'holdout', 'sim_params', 'actuator_model', 'fit')
 FIT_FIELDS = ('weights', 'grouped_iters', 'full_iters')   # fit's options a pipeline may set
@@ -77,6 +88,8 @@ ACTUATOR_MODELS = ('none', 'linear', 'mlp')   # fit --actuator-model's kinds
 # simops-train's options a pipeline may set (counts; pick_place's rounds and episodes, PPO)
 TRAIN_FIELDS = ('seed', 'goals', 'updates', 'eval_episodes', 'rounds', 'episodes',
                 'ppo_iterations', 'workers')
+DATASETS_FIELDS = ('paths', 'expert_rounds', 'share', 'twist_at_cap', 'init_policy')
+TWIST_AT_CAP = ('exact', 'at-least')   # simops-train --twist-at-cap's choices
 GATE_FIELDS = ('grid', 'scenarios', 'episodes', 'seed', 'thresholds', 'workers')
 THRESHOLD_FIELDS = ('pass_mean', 'pass_min', 'marginal_mean')
 FEEDBACK_FIELDS = ('max_rounds', 'change')
@@ -88,6 +101,22 @@ DEFAULT_CHANGE = ('randomization',)
 
 class PipelineError(ConfigError):
     """A pipeline file is missing or malformed; the message names the file and the field."""
+
+
+@dataclass(frozen=True)
+class Datasets:
+    """Recorded episodes the training clones (``simops-train --dataset``); paths absolute.
+
+    ``expert_rounds``: DAgger rounds with the grasp expert in the training sim next to them
+    (0: the datasets alone); ``share``: with rounds, the datasets' share of the batches (the
+    expert-labelled states' is the rest); ``init_policy``: a policy to fine-tune.
+    """
+
+    paths: tuple[Path, ...]
+    expert_rounds: int = 3
+    share: float = 0.1
+    twist_at_cap: str = 'exact'
+    init_policy: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -118,6 +147,7 @@ class Pipeline:
     policy: Path | None = None     # a trained policy to gate instead of training one
     fit: dict[str, Any] = field(default_factory=dict)   # fit's options (FIT_FIELDS)
     scenarios: tuple[str, ...] = ()   # the gate's adversarial scenarios (config/scenarios.yaml)
+    datasets: Datasets | None = None   # recorded episodes the training clones
 
     @property
     def name(self) -> str:
@@ -176,7 +206,7 @@ def load_pipeline(path: str | Path, robots: tuple[str, ...]) -> Pipeline:
             check.fail(f'sims.{key}', f'must be true or false, got {value!r}')
     if sensors and load_sim_profiles()[validation_sim].sensors is None:
         check.fail('sims.sensors', f'the {validation_sim} profile names no sensors')
-    policy = _policy(check, path, root.get('policy'), robot, task)
+    policy = _policy(check, path, root.get('policy'), robot, task, 'policy')
     train = check.mapping(root.get('train') or {}, 'train')
     check.known(train, TRAIN_FIELDS, 'train')
     counts = {key: _count(check, train, key, f'train.{key}', 0 if key in ('seed',
@@ -208,6 +238,9 @@ def load_pipeline(path: str | Path, robots: tuple[str, ...]) -> Pipeline:
     if 'reward' in change and (task != 'pick_place' or not counts.get('ppo_iterations')):
         check.fail('feedback.change', 'lists reward, the penalties PPO fine-tunes on: it needs '
                                       'task pick_place and train.ppo_iterations >= 1')
+    datasets = _datasets(check, path, root.get('datasets'), robot, task)
+    if datasets is not None:
+        _check_with_datasets(check, policy, counts, change)
     return Pipeline(
         path, robot, task, bags, holdout, sim_params, counts, tuple(grid),
         _count(check, gate, 'episodes', 'gate.episodes') if 'episodes' in gate else 30,
@@ -216,7 +249,58 @@ def load_pipeline(path: str | Path, robots: tuple[str, ...]) -> Pipeline:
         training_sim, validation_sim, sim_gap, actuator_model,
         _ranges(check, path, task, root.get('randomization')),
         _count(check, feedback, 'max_rounds', 'feedback.max_rounds', 0)
-        if 'max_rounds' in feedback else 0, tuple(change), sensors, policy, fit, scenarios)
+        if 'max_rounds' in feedback else 0, tuple(change), sensors, policy, fit, scenarios,
+        datasets)
+
+
+def _datasets(check: Fields, path: Path, value: Any, robot: str, task: str
+              ) -> Datasets | None:
+    """``datasets``: LeRobot dataset folders and how the training mixes them (none: none)."""
+    if value is None:
+        return None
+    table = check.mapping(value, 'datasets')
+    check.known(table, DATASETS_FIELDS, 'datasets')
+    if task != 'pick_place':
+        check.fail('datasets', f'train the pick_place decision network (simops-train '
+                               f'--dataset); this pipeline is {robot} {task}')
+    paths = table.get('paths')
+    if not isinstance(paths, list) or not paths or not all(isinstance(p, str) and p
+                                                           for p in paths):
+        check.fail('datasets.paths', f'must be a list of LeRobot dataset folders, got '
+                                     f'{paths!r}')
+    folders = tuple(_existing(check, path.parent / p, 'datasets.paths') for p in paths)
+    rounds = (_count(check, table, 'expert_rounds', 'datasets.expert_rounds', 0)
+              if 'expert_rounds' in table else Datasets.expert_rounds)
+    share = Datasets.share
+    if 'share' in table:
+        if not rounds:
+            check.fail('datasets.share', 'splits the batches with the expert rounds; '
+                                         'datasets.expert_rounds is 0')
+        share = table['share']
+        if isinstance(share, bool) or not isinstance(share, (int, float)) or not (
+                0.0 < share < 1.0):
+            check.fail('datasets.share', f'must be a fraction between 0 and 1, got {share!r}')
+    twist = (check.choice(table, 'twist_at_cap', TWIST_AT_CAP, 'datasets.twist_at_cap')
+             if 'twist_at_cap' in table else Datasets.twist_at_cap)
+    init = _policy(check, path, table.get('init_policy'), robot, task, 'datasets.init_policy')
+    return Datasets(folders, rounds, float(share), twist, init)
+
+
+def _check_with_datasets(check: Fields, policy: Path | None, train: dict[str, int],
+                         change: list[str]) -> None:
+    """What a pipeline that clones datasets cannot also ask (simops-train refuses it)."""
+    if policy is not None:
+        check.fail('datasets', 'train a policy, and the file gives a trained one to gate '
+                               '(policy); choose one')
+    for key in ('rounds', 'ppo_iterations'):
+        if key in train:
+            check.fail(f'train.{key}', 'trains without datasets; with datasets the DAgger '
+                                       'rounds are datasets.expert_rounds')
+    refused = [c for c in change if c != 'randomization']
+    if refused:
+        check.fail('feedback.change', f'lists {", ".join(refused)}; with datasets, which '
+                                      f'are cloned as recorded, the loop may change the '
+                                      f'randomization only')
 
 
 def _scenarios(check: Fields, value: Any, task: str) -> tuple[str, ...]:
@@ -250,34 +334,35 @@ def _fit_options(check: Fields, value: Any) -> dict[str, Any]:
     return options
 
 
-def _policy(check: Fields, path: Path, value: Any, robot: str, task: str) -> Path | None:
-    """A trained policy's model file, its card (``.yaml``) beside it; none: train one.
+def _policy(check: Fields, path: Path, value: Any, robot: str, task: str, where: str
+            ) -> Path | None:
+    """A trained policy's model file, its card (``.yaml``) beside it, or None.
 
-    The card must name the pipeline's robot and task.
+    The card must name the pipeline's robot and task; ``where``: the field.
     """
     if value is None:
         return None
     if not isinstance(value, str) or not value.endswith('.pt'):
-        check.fail('policy', f'must be a TorchScript policy file (.pt), got {value!r}')
-    model = _existing(check, path.parent / value, 'policy')
+        check.fail(where, f'must be a TorchScript policy file (.pt), got {value!r}')
+    model = _existing(check, path.parent / value, where)
     card_path = model.with_suffix('.yaml')
     if not card_path.is_file():
-        check.fail('policy', f'names {model}, whose card {card_path.name} is not beside it')
+        check.fail(where, f'names {model}, whose card {card_path.name} is not beside it')
     try:
         raw = yaml.safe_load(card_path.read_text())
     except (OSError, UnicodeDecodeError, yaml.YAMLError):
         raw = None
     named = raw.get('robot') if isinstance(raw, dict) else None
     if named is not None and named != robot:   # before its joints are checked against ours
-        check.fail('policy', f'names a {named} policy; this pipeline is {robot} {task}')
+        check.fail(where, f'names a {named} policy; this pipeline is {robot} {task}')
     spec = load_robot_spec(robot)
     try:
         card = load_policy_card(card_path, spec.joint_names, spec.arm_joints)
     except CardError as exc:
-        check.fail('policy', f'names {model}, whose card is not usable: {exc}')
+        check.fail(where, f'names {model}, whose card is not usable: {exc}')
     if (card.task or DEFAULT_TASK) != task:
-        check.fail('policy', f'names a {card.robot} {card.task or DEFAULT_TASK} policy; this '
-                             f'pipeline is {robot} {task}')
+        check.fail(where, f'names a {card.robot} {card.task or DEFAULT_TASK} policy; this '
+                          f'pipeline is {robot} {task}')
     return model
 
 
