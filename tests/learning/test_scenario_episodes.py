@@ -1,5 +1,6 @@
 """The envs play the gate's adversarial scenarios as the ROS graph would meet them: the policy
-node's mode machine (a hold on stale joint states, the e-stop, the ramp after either), a push
+node's mode machine (a hold on stale joint states, the e-stop, the FAULT the arm's own stop
+latches, the ramp after each), a push
 through MuJoCo's applied forces, a goal that moves, an object pose that stops coming; and
 ``simops-validate --scenarios`` reports a cell per scenario."""
 
@@ -68,6 +69,39 @@ def test_the_estop_holds_until_release_and_enable_then_ramps(env: FR3ReachEnv) -
     assert set(modes[ticks.start - 1:ticks.end - 1]) == {'ESTOP'}
     assert set(modes[ticks.end - 1:ticks.enable - 1]) == {'HOLD'}
     assert modes[ticks.enable - 1] == 'RAMPING'
+
+
+def test_the_arms_own_stop_faults_the_node_until_its_recovery_and_enable(
+        env: FR3ReachEnv) -> None:
+    """arm_stop: the arm halts where it is and refuses commands; the node latches FAULT while
+    it reads the stop, and the episode goes on (the stop is the scenario's, not the
+    policy's); error recovery clears it, and ~/enable ramps the node in again."""
+    ticks = scenario('arm_stop').ticks(PERIOD)
+    turning = STILL.copy()
+    turning[0] = 0.5   # joint 1 keeps turning at the policy's step
+    env.reset(seed=0, options={'scenario': scenario('arm_stop'),
+                               'goal': np.array([0.7, 0.3, 0.45])})
+    infos, joint1 = [], []
+    for _ in range(ticks.enable + 4):
+        _, _, terminated, _, info = env.step(turning)
+        assert not terminated
+        infos.append(info)
+        joint1.append(float(env.physics.data.qpos[0]))
+    modes = [info['mode'] for info in infos]   # infos[k]: tick k + 1
+    assert modes[ticks.start - 2] == 'RUNNING'
+    assert set(modes[ticks.start - 1:ticks.enable - 1]) == {'FAULT'}
+    assert modes[ticks.enable - 1] == 'RAMPING'
+    stops = [info['protective_stop'] for info in infos]
+    assert all(stops[ticks.start - 1:ticks.end - 1]) and not any(stops[ticks.end - 1:])
+    stride = joint1[ticks.start - 2] - joint1[ticks.start - 3]   # rad a tick before it
+    assert stride > 0.015
+    stopped = joint1[ticks.start + 3:ticks.end - 1]
+    assert abs(stopped[0] - joint1[ticks.start - 1]) < stride / 4   # it halted where it was
+    assert np.ptp(stopped) < 1e-3                                    # and stays there
+    held = infos[ticks.start - 1]['command'][0]   # the node's last target, sent in FAULT
+    assert abs(stopped[-1] - held) > 1e-4
+    assert abs(joint1[ticks.enable - 2] - held) < 1e-3   # recovered, the arm takes it
+    assert joint1[-1] > joint1[ticks.enable - 1] + 0.01   # enabled, it turns again
 
 
 def test_a_push_moves_the_flange_and_ends(env: FR3ReachEnv) -> None:

@@ -62,6 +62,7 @@ from simops_learning.reach_card import HISTORY, parse_card, reach_card
 from simops_sim.perception import Perception, SensorNoise
 from simops_sim.physics import Physics
 from simops_sim.randomization import Conditions, DomainRandomization
+from simops_sim.reflexes import ProtectiveStop
 from simops_sim.scenarios import ScenarioRun
 from simops_sim.sim_profiles import VALIDATION, apply_profile, sim_profile, steps_per_period
 from simops_sim.trajectory_plan import TrajectoryPlan, point_goal
@@ -75,6 +76,7 @@ SUCCESS_RADIUS = 0.02                                  # m
 WORKSPACE_LOW = np.array([0.3, -0.3, 0.13])            # m, base frame
 WORKSPACE_HIGH = np.array([0.7, 0.3, 0.45])
 SUCCESS_BONUS = 10.0
+ARM_STOP_ERROR = 'joint_reflex'   # the franka_msgs Errors field an arm_stop scenario sets
 DEFAULT_KEYFRAME = 'home'
 
 
@@ -326,7 +328,7 @@ class FR3ReachEnv(gym.Env):
         success = info['is_success']
         reward = self._reward(info, self._action)
         truncated = self._steps >= self.max_episode_steps
-        stopped = info['protective_stop'] != ''
+        stopped = info['protective_stop'] != '' and not self.scenario.arm_stopped(self._steps)
         return obs, float(reward), bool(success or too_fast or stopped), truncated, info
 
     def _tick_inputs(self) -> None:
@@ -336,6 +338,14 @@ class FR3ReachEnv(gym.Env):
             self.goal = self._sample_goal(scenario.rng)
             self.physics.set_goal_pose(self.goal, np.array([1.0, 0.0, 0.0, 0.0]))
         scenario.drive(self.supervisor, tick)
+        physics = self.physics
+        if scenario.arm_stopped(tick):   # the arm's own stop: the node reads it and faults
+            if physics.stop is None:
+                physics.latch_stop(ProtectiveStop(ARM_STOP_ERROR, '', physics.time,
+                                                  'the arm stopped itself (a scenario)'))
+            self.supervisor.fault(f'the arm stopped itself (protective stop: {ARM_STOP_ERROR})')
+        elif scenario.arm_recovers(tick):   # its error recovery; it holds where it stopped
+            physics.clear_stop()
         self._measure(joints=not scenario.joint_states_lost(tick),
                       scene=not scenario.object_pose_lost(tick))
 

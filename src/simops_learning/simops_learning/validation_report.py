@@ -360,12 +360,15 @@ def _cell_table(report: Report, labels: list[str],
 def _event(report: Report, name: str) -> str:
     """What scenario ``name`` of ``report`` does, in a few words."""
     found = next(s for s in report.scenarios if s.name == name)
-    text = found.event.replace('_', ' ').replace('estop', 'e-stop')
+    text = found.event.replace('_', ' ').replace('estop', 'e-stop').replace('arm stop',
+                                                                            "the arm's stop")
     if found.event == 'push':
         text += f' {found.force:g} N on the {found.body}'
     text += f' at {found.at:g} s' + (f' for {found.duration:g} s' if found.duration else '')
     if found.event == 'estop':
         text += f', ~/enable {found.enable_after:g} s after its release'
+    elif found.event == 'arm_stop':
+        text += f' until its recovery, ~/enable {found.enable_after:g} s after'
     return text
 
 

@@ -260,6 +260,13 @@ class Physics:
         cleared, self.law.stops[0] = self.stop, None
         return cleared
 
+    def latch_stop(self, stop: ProtectiveStop) -> None:
+        """Latch ``stop`` as one the arm tripped itself: it holds where it is, at rest.
+
+        Commands are refused until :meth:`clear_stop` (a scenario's stop of the arm).
+        """
+        self._latch(stop)
+
     def _latch(self, stop: ProtectiveStop | None) -> None:
         if stop is not None:
             self.law.stops[0] = stop

@@ -24,9 +24,10 @@ from simops_core.tasks import TASK_NAMES
 from simops_core.yaml_fields import Fields, named_tables
 
 SCENARIOS_FILE = 'config/scenarios.yaml'
-PUSH, GOAL_MOVED, STALE_JOINT_STATES, OBJECT_POSE_DROPOUT, ESTOP = (
-    'push', 'goal_moved', 'stale_joint_states', 'object_pose_dropout', 'estop')
-EVENTS = (PUSH, GOAL_MOVED, STALE_JOINT_STATES, OBJECT_POSE_DROPOUT, ESTOP)
+PUSH, GOAL_MOVED, STALE_JOINT_STATES, OBJECT_POSE_DROPOUT, ESTOP, ARM_STOP = (
+    'push', 'goal_moved', 'stale_joint_states', 'object_pose_dropout', 'estop', 'arm_stop')
+EVENTS = (PUSH, GOAL_MOVED, STALE_JOINT_STATES, OBJECT_POSE_DROPOUT, ESTOP, ARM_STOP)
+OPERATED = (ESTOP, ARM_STOP)   # events after which the operator calls ~/enable
 BODIES = ('flange', 'object')
 SCENARIO_FIELDS = ('event', 'at', 'tasks', 'duration', 'force', 'body', 'enable_after')
 TICK_TOLERANCE = 1e-9   # s: a time this close above a tick counts as that tick
@@ -43,7 +44,7 @@ class Ticks:
     """A scenario's control ticks.
 
     The event lasts from ``start`` (inclusive) to ``end`` (exclusive); ``enable``: the tick
-    the operator calls ``~/enable`` (e-stop only, else -1).
+    the operator calls ``~/enable`` (the e-stop and the arm's stop, else -1).
     """
 
     start: int
@@ -59,9 +60,10 @@ class Ticks:
 class Scenario:
     """One adversarial event; see ``config/scenarios.yaml``.
 
-    ``at`` s after the episode starts; ``duration`` s (a push, missing inputs, the e-stop);
-    ``force`` N, horizontal, on ``body`` (a push); ``enable_after`` s from the e-stop's
-    release to ``~/enable``; ``tasks``: the tasks it applies to.
+    ``at`` s after the episode starts; ``duration`` s (a push, missing inputs, the e-stop,
+    the arm's stop until its error recovery); ``force`` N, horizontal, on ``body`` (a push);
+    ``enable_after`` s from the e-stop's release or the arm's recovery to ``~/enable``;
+    ``tasks``: the tasks it applies to.
     """
 
     name: str
@@ -80,7 +82,8 @@ class Scenario:
 
         start = tick(self.at)
         end = max(tick(self.at + self.duration), start + 1)   # every event lasts a tick
-        enable = tick(self.at + self.duration + self.enable_after) if self.event == ESTOP else -1
+        enable = (tick(self.at + self.duration + self.enable_after) if self.event in OPERATED
+                  else -1)
         return Ticks(start, end, max(enable, end) if enable >= 0 else -1)
 
     def direction(self, rng: np.random.Generator) -> np.ndarray:
@@ -138,7 +141,7 @@ def _scenario(check: Fields, name: str, where: str, table: dict[str, Any]) -> Sc
         'at': check.number(table, 'at', f'{where}.at', 0.0), 'tasks': tuple(tasks)}
     needed = {PUSH: ('duration', 'force', 'body'), STALE_JOINT_STATES: ('duration',),
               OBJECT_POSE_DROPOUT: ('duration',), ESTOP: ('duration', 'enable_after'),
-              GOAL_MOVED: ()}[event]
+              ARM_STOP: ('duration', 'enable_after'), GOAL_MOVED: ()}[event]
     for key in ('duration', 'force', 'body', 'enable_after'):
         if key in table and key not in needed:
             check.fail(f'{where}.{key}', f'means nothing to a {event} event')
@@ -192,13 +195,23 @@ class ScenarioRun:
         """Whether no object pose came since the last tick."""
         return self.event == OBJECT_POSE_DROPOUT and self.ticks.active(tick)
 
+    def arm_stopped(self, tick: int) -> bool:
+        """Whether the arm is in its own protective stop at ``tick`` (until its recovery)."""
+        return self.event == ARM_STOP and self.ticks.active(tick)
+
+    def arm_recovers(self, tick: int) -> bool:
+        """Whether the arm's error recovery clears its stop at ``tick``."""
+        return self.event == ARM_STOP and tick == self.ticks.end
+
     def drive(self, supervisor: MotionSupervisor, tick: int) -> None:
-        """The e-stop and the operator at ``tick``: pressed, released, then ``~/enable``."""
-        if self.event != ESTOP:
-            return
-        if tick == self.ticks.start:
+        """The e-stop and the operator at ``tick``: pressed, released, then ``~/enable``.
+
+        After the arm's own stop, the operator's ``~/enable`` once it has recovered (the
+        FAULT it latched is the node's: see :meth:`arm_stopped`).
+        """
+        if self.event == ESTOP and tick == self.ticks.start:
             supervisor.set_estop(True)
-        elif tick == self.ticks.end:
+        elif self.event == ESTOP and tick == self.ticks.end:
             supervisor.set_estop(False)
-        if tick == self.ticks.enable:
+        if self.event in OPERATED and tick == self.ticks.enable:
             supervisor.enable(True)
