@@ -110,6 +110,11 @@ def pipeline(*args: object) -> subprocess.CompletedProcess[str]:
     ({'task': 'pick_place', 'datasets': {'paths': 'bags/excite'}},
      "field 'datasets.paths' must be a list of LeRobot dataset folders"),
     ({'task': 'pick_place', 'datasets': {'paths': ['nowhere']}}, "field 'datasets.paths' names"),
+    ({'task': 'pick_place', 'datasets': {'expert_rounds': 2}},
+     "field 'datasets' names no data: give paths"),
+    ({'task': 'pick_place', 'datasets': {'bags': ['nowhere']}}, "field 'datasets.bags' names"),
+    ({'task': 'pick_place', 'datasets': {'bags': ['bags']}},
+     "field 'datasets.bags' names .* which neither is a rosbag2 recording nor holds one"),
     ({'task': 'pick_place', 'datasets': {'paths': ['bags/excite'], 'share': 1.5}},
      "field 'datasets.share' must be a fraction between 0 and 1"),
     ({'task': 'pick_place', 'datasets': {'paths': ['bags/excite'], 'expert_rounds': 0,
@@ -258,40 +263,38 @@ def test_datasets_feed_every_training_of_the_loop_as_its_inputs(tmp_path: Path) 
     assert '--dataset' not in stages(plain)['stages']['train']['cmd']
 
 
-def test_a_changed_dataset_retrains_and_gates_again(tmp_path: Path) -> None:
-    """Real data fed back: a pipeline co-trained on a recorded episode runs; a rerun runs
-    nothing; another recording in its place re-runs training and everything after it."""
-    def record(teleop: bool) -> None:
-        shutil.rmtree(tmp_path / 'demos', ignore_errors=True)
-        write_episode(tmp_path / 'demos/episode.bag', teleop=teleop)
-        exported = subprocess.run(
-            [str(installed_executable('simops_learning', 'simops-dataset')), 'export',
-             str(tmp_path / 'demos/episode.bag'), '--card',
-             str(REPO / 'models/policy/fr3_pick_place.yaml'), '--out',
-             str(tmp_path / 'demos/lerobot')], capture_output=True, text=True, timeout=300)
-        assert exported.returncode == 0, exported.stderr
+def test_recorded_episodes_are_exported_and_a_new_one_retrains_and_gates_again(
+        tmp_path: Path) -> None:
+    """Real data fed back: a folder of recorded episodes (rosbag2) is exported to a LeRobot
+    dataset in the policy card's schema and co-trained on; a rerun runs nothing; a new
+    recording in the folder re-runs the export, training and everything after it."""
+    def record(name: str, teleop: bool) -> None:
+        write_episode(tmp_path / 'demos' / name, teleop=teleop)
 
-    record(teleop=True)
+    record('episode_1', teleop=True)
     path = pipeline_file(tmp_path, task='pick_place', calibration={},
                          train={'seed': 0, 'episodes': 1, 'updates': 20, 'eval_episodes': 1,
                                 'workers': 1},
-                         datasets={'paths': ['demos/lerobot'], 'expert_rounds': 1,
-                                   'share': 0.25})
+                         datasets={'bags': ['demos'], 'expert_rounds': 1, 'share': 0.25})
     run = tmp_path / 'run'
     first = pipeline('run', path, '--dir', run)
     assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
-    assert all(f"Running stage '{stage}'" in first.stdout for stage in STAGES[1:])
+    stages_run = ('export', *STAGES[1:])
+    assert all(f"Running stage '{stage}'" in first.stdout for stage in stages_run)
     card = yaml.safe_load((run / 'policy/fr3_pick_place.yaml').read_text())['training']
-    assert [Path(d['path']) for d in card['datasets']] == [tmp_path / 'demos/lerobot']
+    (dataset,) = card['datasets']
+    assert dataset['path'] == 'episodes' and dataset['episodes'] == 1
     assert card['expert_rounds']['rounds'] == 1
     assert 'Running stage' not in pipeline('run', path, '--dir', run).stdout
 
-    record(teleop=False)   # a policy episode recorded in its place
+    record('episode_2', teleop=False)   # a policy run on the arm, recorded since
     stale = pipeline('status', path, '--dir', run)
-    assert stale.returncode == 1 and 'train' in stale.stdout, stale.stdout
+    assert stale.returncode == 1 and 'export' in stale.stdout, stale.stdout
     again = pipeline('run', path, '--dir', run)
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
-    assert all(f"Running stage '{stage}'" in again.stdout for stage in STAGES[1:])
+    assert all(f"Running stage '{stage}'" in again.stdout for stage in stages_run)
+    card = yaml.safe_load((run / 'policy/fr3_pick_place.yaml').read_text())['training']
+    assert card['datasets'][0]['episodes'] == 2
     policy = run / 'policy/fr3_pick_place.pt'
     check_deployable(policy, policy.with_suffix('.yaml'), None)
 

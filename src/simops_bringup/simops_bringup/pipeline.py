@@ -12,7 +12,8 @@
    efforts through (``simops-validate --sensor-model``);
 2. ``train``: ``simops-train`` in that physics (or the file's SimParams, or nominal) into
    ``policy/<robot>_<task>.pt`` and its card, cloning the file's ``datasets`` if it names
-   any; with the file's ``policy``, a copy of that trained policy instead;
+   any (their bags exported first by ``simops-dataset export`` into ``episodes/``, the
+   ``export`` stage); with the file's ``policy``, a copy of that trained policy instead;
 3. ``gate``: ``simops-validate`` against the same physics into ``gate/`` (its verdict is
    data: the stage is done whatever it says);
 4. ``improve`` (with ``feedback.max_rounds``): after a FAIL or MARGINAL, bounded rounds of
@@ -50,6 +51,7 @@ from simops_bringup.arguments import robot_names
 from simops_bringup.improve import improve
 from simops_bringup.pipeline_commands import (
     CALIBRATION,
+    EPISODES,
     GATE,
     IMPROVE,
     PARAMS,
@@ -59,6 +61,7 @@ from simops_bringup.pipeline_commands import (
     SENSOR,
     adopt_command,
     command,
+    export_command,
     gate_command,
     given_policy_files,
     inputs,
@@ -162,6 +165,11 @@ def stages(pipeline: Pipeline) -> dict[str, Any]:
             'params': [{PARAMS: ['robot', 'calibration']}],
             'outs': [CALIBRATION, 'calibration_report',
                      *([*sensor, 'sensor_report'] if sensor else [])]}
+    datasets = pipeline.datasets
+    if datasets is not None and datasets.bags:
+        out['export'] = {'cmd': export_command(pipeline),
+                         'deps': [*map(str, datasets.bags), str(datasets.card)],
+                         'outs': [EPISODES]}
     profiles = str(resolve_resource(SIM_PROFILES_FILE))   # the simulators' options
     scenarios = [str(resolve_resource(SCENARIOS_FILE))] if pipeline.scenarios else []
     if pipeline.policy is None:
@@ -207,7 +215,8 @@ def _datasets_params(pipeline: Pipeline) -> dict[str, Any]:
     datasets = pipeline.datasets
     if datasets is None:
         return {'paths': []}
-    return {'paths': [str(p) for p in datasets.paths], 'expert_rounds': datasets.expert_rounds,
+    return {'paths': [str(p) for p in datasets.paths], 'bags': [str(b) for b in datasets.bags],
+            'expert_rounds': datasets.expert_rounds,
             'share': datasets.share, 'twist_at_cap': datasets.twist_at_cap,
             'init_policy': str(datasets.init_policy or '')}
 

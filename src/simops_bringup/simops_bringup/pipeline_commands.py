@@ -22,6 +22,7 @@ GATE = 'gate'
 POLICY = 'policy'
 IMPROVE = 'improve'      # the improve stage's rounds: analysis, ranges, policy, gate each
 RELEASE = 'release'      # the policy the loop ends with, and its gate report
+EPISODES = 'episodes'    # the datasets' bags, exported as one LeRobot dataset
 POLICY_SUFFIXES = ('.pt', '.yaml', '.pt2', '.pt2.yaml')   # the model, its card, the export
 
 
@@ -120,23 +121,35 @@ def dataset_options(pipeline: Pipeline) -> str:
     datasets = pipeline.datasets
     if datasets is None:
         return ''
-    options = ''.join(f' --dataset {quoted(path)}' for path in datasets.paths)
+    folders = [*map(str, datasets.paths), *([EPISODES] if datasets.bags else [])]
+    options = ''.join(f' --dataset {quoted(folder)}' for folder in folders)
     if datasets.expert_rounds:
-        weight = datasets.share / len(datasets.paths)
-        options += ''.join(f' --weight {weight!r}' for _ in datasets.paths)
+        weight = datasets.share / len(folders)
+        options += ''.join(f' --weight {weight!r}' for _ in folders)
         options += (f' --expert-rounds {datasets.expert_rounds} '
                     f'--expert-weight {1.0 - datasets.share!r}')
     return options + f' --twist-at-cap {datasets.twist_at_cap}'
 
 
 def training_data(pipeline: Pipeline) -> list[str]:
-    """The files the training reads besides the physics: the datasets, a policy to refine."""
+    """The files the training reads besides the physics: datasets, a policy to refine.
+
+    The bags' export (:data:`EPISODES`) is one of the datasets.
+    """
     datasets = pipeline.datasets
     if datasets is None:
         return []
     init = datasets.init_policy
-    return [*map(str, datasets.paths),
+    return [*map(str, datasets.paths), *([EPISODES] if datasets.bags else []),
             *((str(init), str(init.with_suffix('.yaml'))) if init is not None else ())]
+
+
+def export_command(pipeline: Pipeline) -> str:
+    """``simops-dataset export`` of the datasets' bags into :data:`EPISODES`."""
+    datasets = pipeline.datasets
+    assert datasets is not None and datasets.card is not None
+    return command('simops-dataset', 'export', *map(quoted, datasets.episodes),
+                   f'--card {quoted(datasets.card)} --out {EPISODES}')
 
 
 def gate_command(pipeline: Pipeline, policy: str, out: str) -> str:

@@ -27,7 +27,9 @@ commands, in order: calibrate (``fit`` on the bags, or a given SimParams), train
     randomization: {delay: 3}      # optional: the training ranges, over the task's in
                                    #   config/randomization.yaml
     datasets:                      # optional, pick_place: recorded episodes fed back into
-      paths: [demos/lerobot]       #   training (LeRobot datasets: simops-dataset export)
+      paths: [demos/lerobot]       #   training: LeRobot datasets (simops-dataset export),
+      bags: [recordings/demos]     #   and/or rosbag2 episodes (a bag, or a folder of bags)
+                                   #   that the export stage turns into one
       expert_rounds: 3             #   co-train: DAgger rounds with the grasp expert in the
                                    #   training sim (0: the datasets alone)
       share: 0.1                   #   with expert rounds: the datasets' share of the batches
@@ -67,6 +69,7 @@ from typing import Any
 import yaml
 
 from simops_core.command_line import ConfigError, UsageError
+from simops_core.paths import resolve_resource
 from simops_core.policy_card import CardError, load_policy_card
 from simops_core.robot_spec import load_robot_spec
 from simops_core.tasks import DEFAULT_TASK, TASK_NAMES, TASKS
@@ -88,7 +91,8 @@ ACTUATOR_MODELS = ('none', 'linear', 'mlp')   # fit --actuator-model's kinds
 # simops-train's options a pipeline may set (counts; pick_place's rounds and episodes, PPO)
 TRAIN_FIELDS = ('seed', 'goals', 'updates', 'eval_episodes', 'rounds', 'episodes',
                 'ppo_iterations', 'workers')
-DATASETS_FIELDS = ('paths', 'expert_rounds', 'share', 'twist_at_cap', 'init_policy')
+DATASETS_FIELDS = ('paths', 'bags', 'expert_rounds', 'share', 'twist_at_cap', 'init_policy')
+BAG_METADATA = 'metadata.yaml'   # what makes a folder a rosbag2 recording
 TWIST_AT_CAP = ('exact', 'at-least')   # simops-train --twist-at-cap's choices
 GATE_FIELDS = ('grid', 'scenarios', 'episodes', 'seed', 'thresholds', 'workers')
 THRESHOLD_FIELDS = ('pass_mean', 'pass_min', 'marginal_mean')
@@ -107,12 +111,18 @@ class PipelineError(ConfigError):
 class Datasets:
     """Recorded episodes the training clones (``simops-train --dataset``); paths absolute.
 
-    ``expert_rounds``: DAgger rounds with the grasp expert in the training sim next to them
-    (0: the datasets alone); ``share``: with rounds, the datasets' share of the batches (the
-    expert-labelled states' is the rest); ``init_policy``: a policy to fine-tune.
+    ``paths``: LeRobot datasets; ``bags``: the folders given for rosbag2 episodes and
+    ``episodes`` the bags they hold, exported in the schema of ``card`` (the policy card to
+    refine, else the shipped one of the robot and task). ``expert_rounds``: DAgger rounds
+    with the grasp expert in the training sim next to them (0: the datasets alone);
+    ``share``: with rounds, the datasets' share of the batches (the expert-labelled states'
+    is the rest); ``init_policy``: a policy to fine-tune.
     """
 
     paths: tuple[Path, ...]
+    bags: tuple[Path, ...] = ()
+    episodes: tuple[Path, ...] = ()
+    card: Path | None = None
     expert_rounds: int = 3
     share: float = 0.1
     twist_at_cap: str = 'exact'
@@ -263,12 +273,11 @@ def _datasets(check: Fields, path: Path, value: Any, robot: str, task: str
     if task != 'pick_place':
         check.fail('datasets', f'train the pick_place decision network (simops-train '
                                f'--dataset); this pipeline is {robot} {task}')
-    paths = table.get('paths')
-    if not isinstance(paths, list) or not paths or not all(isinstance(p, str) and p
-                                                           for p in paths):
-        check.fail('datasets.paths', f'must be a list of LeRobot dataset folders, got '
-                                     f'{paths!r}')
-    folders = tuple(_existing(check, path.parent / p, 'datasets.paths') for p in paths)
+    folders = _folders(check, path, table, 'paths', 'LeRobot dataset folders')
+    bags = _folders(check, path, table, 'bags', 'rosbag2 episodes or folders of them')
+    if not folders and not bags:
+        check.fail('datasets', 'names no data: give paths (LeRobot datasets) or bags')
+    episodes = tuple(bag for folder in bags for bag in _episodes(check, folder))
     rounds = (_count(check, table, 'expert_rounds', 'datasets.expert_rounds', 0)
               if 'expert_rounds' in table else Datasets.expert_rounds)
     share = Datasets.share
@@ -283,7 +292,36 @@ def _datasets(check: Fields, path: Path, value: Any, robot: str, task: str
     twist = (check.choice(table, 'twist_at_cap', TWIST_AT_CAP, 'datasets.twist_at_cap')
              if 'twist_at_cap' in table else Datasets.twist_at_cap)
     init = _policy(check, path, table.get('init_policy'), robot, task, 'datasets.init_policy')
-    return Datasets(folders, rounds, float(share), twist, init)
+    card = None
+    if bags:
+        card = (init.with_suffix('.yaml') if init is not None
+                else resolve_resource(f'models/policy/{robot}_{task}.yaml'))
+        if not card.is_file():
+            check.fail('datasets.bags', f'are exported in a policy card\'s schema, and there is '
+                                        f'no shipped {robot} {task} card: give '
+                                        f'datasets.init_policy')
+    return Datasets(folders, bags, episodes, card, rounds, float(share), twist, init)
+
+
+def _folders(check: Fields, path: Path, table: dict[str, Any], key: str, what: str
+             ) -> tuple[Path, ...]:
+    """``datasets.<key>``: a list of existing folders (absent: none)."""
+    values = table.get(key, [])
+    if not isinstance(values, list) or not all(isinstance(v, str) and v for v in values):
+        check.fail(f'datasets.{key}', f'must be a list of {what}, got {values!r}')
+    return tuple(_existing(check, path.parent / v, f'datasets.{key}') for v in values)
+
+
+def _episodes(check: Fields, folder: Path) -> tuple[Path, ...]:
+    """The rosbag2 recordings ``folder`` is (itself) or holds (its bag subfolders, sorted)."""
+    if (folder / BAG_METADATA).is_file():
+        return (folder,)
+    held = tuple(sorted(p for p in folder.iterdir() if (p / BAG_METADATA).is_file())
+                 ) if folder.is_dir() else ()
+    if not held:
+        check.fail('datasets.bags', f'names {folder}, which neither is a rosbag2 recording nor '
+                                    f'holds one ({BAG_METADATA})')
+    return held
 
 
 def _check_with_datasets(check: Fields, policy: Path | None, train: dict[str, int],
