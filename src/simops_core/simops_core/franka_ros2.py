@@ -15,6 +15,7 @@ Recovery steps, run in the order a release lists them (franka_hardware/doc/index
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from simops_core.command_line import ConfigError
@@ -28,6 +29,17 @@ DISTROS = ('humble', 'jazzy')
 # franka_ros2's names on a single arm (no arm prefix).
 HARDWARE_COMPONENT = 'FrankaHardwareInterface'   # franka_bringup's ros2_control tag
 ARM_CONTROLLER = 'fr3_arm_controller'            # franka_fr3_moveit_config's JTC
+
+
+def arm_stopped_reason(errors: Sequence[str]) -> str:
+    """Why a node holds in FAULT while its arm is in reflex mode, naming the ``errors`` set.
+
+    ``errors``: the franka_msgs ``Errors`` fields set (none: ``reflex``). The policy node's
+    :class:`~simops_ros.arm_stop.ArmStop` and the envs' arm-stop scenario say it alike.
+    """
+    return (f'the arm stopped itself (protective stop: {", ".join(errors) or "reflex"}); '
+            'recover it (simops-recover: franka_hardware\'s recovery steps), then call '
+            '~/enable')
 # A ros2_controllers forward command controller on the arms' position interfaces (loaded by
 # the user beside franka_bringup's; the simulator loads it inactive): positions streamed on
 # its ~/commands are tracked by the arm's own joint-impedance loop.

@@ -45,6 +45,7 @@ import gymnasium as gym
 import mujoco
 import numpy as np
 
+from simops_core.franka_ros2 import arm_stopped_reason
 from simops_core.motion_supervisor import Decision, MotionSupervisor, stand_still
 from simops_core.paths import ROBOT_SCENE, resolve_resource
 from simops_core.policy_card import CardError, PolicyCard, load_policy_card
@@ -343,7 +344,7 @@ class FR3ReachEnv(gym.Env):
             if physics.stop is None:
                 physics.latch_stop(ProtectiveStop(ARM_STOP_ERROR, '', physics.time,
                                                   'the arm stopped itself (a scenario)'))
-            self.supervisor.fault(f'the arm stopped itself (protective stop: {ARM_STOP_ERROR})')
+            self.supervisor.fault(arm_stopped_reason((ARM_STOP_ERROR,)))
         elif scenario.arm_recovers(tick):   # its error recovery; it holds where it stopped
             physics.clear_stop()
         self._measure(joints=not scenario.joint_states_lost(tick),

@@ -20,6 +20,7 @@ from franka_msgs.msg import Errors, FrankaRobotState
 from rclpy.node import Node
 from rclpy.serialization import deserialize_message
 
+from simops_core.franka_ros2 import arm_stopped_reason
 from simops_core.motion_supervisor import MotionSupervisor
 from simops_core.topics import TopicSpec
 from simops_ros.cdr_fields import CdrError, FieldReader
@@ -34,10 +35,7 @@ def stop_reason(robot_mode: int, current_errors: Mapping[str, bool]) -> str:
     """Why an arm in ``robot_mode`` is stopped, naming its errors set; '' when it is not."""
     if robot_mode != FrankaRobotState.ROBOT_MODE_REFLEX:
         return ''
-    errors = [name for name in ERROR_FLAGS if current_errors.get(name)]
-    return (f'the arm stopped itself (protective stop: {", ".join(errors) or "reflex"}); '
-            'recover it (simops-recover: franka_hardware\'s recovery steps), then call '
-            '~/enable')
+    return arm_stopped_reason([name for name in ERROR_FLAGS if current_errors.get(name)])
 
 
 def read_stop_reason(raw: bytes) -> str | None:
