@@ -68,6 +68,7 @@ from typing import Any
 
 import yaml
 
+from simops_core.bag_reader import METADATA_FILE
 from simops_core.command_line import ConfigError, UsageError
 from simops_core.paths import resolve_resource
 from simops_core.policy_card import CardError, load_policy_card
@@ -92,8 +93,6 @@ ACTUATOR_MODELS = ('none', 'linear', 'mlp')   # fit --actuator-model's kinds
 TRAIN_FIELDS = ('seed', 'goals', 'updates', 'eval_episodes', 'rounds', 'episodes',
                 'ppo_iterations', 'workers')
 DATASETS_FIELDS = ('paths', 'bags', 'expert_rounds', 'share', 'twist_at_cap', 'init_policy')
-BAG_METADATA = 'metadata.yaml'   # what makes a folder a rosbag2 recording
-TWIST_AT_CAP = ('exact', 'at-least')   # simops-train --twist-at-cap's choices
 GATE_FIELDS = ('grid', 'scenarios', 'episodes', 'seed', 'thresholds', 'workers')
 THRESHOLD_FIELDS = ('pass_mean', 'pass_min', 'marginal_mean')
 FEEDBACK_FIELDS = ('max_rounds', 'change')
@@ -289,6 +288,9 @@ def _datasets(check: Fields, path: Path, value: Any, robot: str, task: str
         if isinstance(share, bool) or not isinstance(share, (int, float)) or not (
                 0.0 < share < 1.0):
             check.fail('datasets.share', f'must be a fraction between 0 and 1, got {share!r}')
+    # imported here: the module imports torch, which only a datasets section needs
+    from simops_learning.dataset_train import TWIST_AT_CAP
+
     twist = (check.choice(table, 'twist_at_cap', TWIST_AT_CAP, 'datasets.twist_at_cap')
              if 'twist_at_cap' in table else Datasets.twist_at_cap)
     init = _policy(check, path, table.get('init_policy'), robot, task, 'datasets.init_policy')
@@ -314,13 +316,13 @@ def _folders(check: Fields, path: Path, table: dict[str, Any], key: str, what: s
 
 def _episodes(check: Fields, folder: Path) -> tuple[Path, ...]:
     """The rosbag2 recordings ``folder`` is (itself) or holds (its bag subfolders, sorted)."""
-    if (folder / BAG_METADATA).is_file():
+    if (folder / METADATA_FILE).is_file():
         return (folder,)
-    held = tuple(sorted(p for p in folder.iterdir() if (p / BAG_METADATA).is_file())
+    held = tuple(sorted(p for p in folder.iterdir() if (p / METADATA_FILE).is_file())
                  ) if folder.is_dir() else ()
     if not held:
         check.fail('datasets.bags', f'names {folder}, which neither is a rosbag2 recording nor '
-                                    f'holds one ({BAG_METADATA})')
+                                    f'holds one ({METADATA_FILE})')
     return held
 
 

@@ -72,6 +72,10 @@ UPDATES = 20000
 # evaluation's), one every SELECTION_EVERY updates: clones of the same frames land
 # anywhere between about 60 and 90 % by their length and seed.
 SELECTION_EVERY = 5000
+# how an operator twist at the teleop node's speed cap labels its step: exactly, or as a
+# lower bound (its direction, at least the cap)
+EXACT, AT_LEAST = 'exact', 'at-least'
+TWIST_AT_CAP = (EXACT, AT_LEAST)
 SELECTION_EPISODES = 20
 
 
@@ -371,7 +375,7 @@ def train_datasets_and_export(args: argparse.Namespace,
     config = DatasetTrainConfig(tuple(Path(d) for d in args.dataset), weights,
                                 Path(args.init_policy) if args.init_policy else None,
                                 turn=args.augment == 'turn',
-                                twist_cap=(teleop_speed_cap() if args.twist_at_cap == 'at-least'
+                                twist_cap=(teleop_speed_cap() if args.twist_at_cap == AT_LEAST
                                            else None), pick=pick,
                                 selection_episodes=args.select_episodes,
                                 expert_rounds=args.expert_rounds,

@@ -48,6 +48,7 @@ from simops_core.tasks import DEFAULT_TASK, TASK_NAMES, TASKS
 from simops_learning.dataset_train import (
     SELECTION_EPISODES,
     SELECTION_EVERY,
+    TWIST_AT_CAP,
     train_datasets_and_export,
 )
 from simops_learning.dataset_train import UPDATES as DATASET_UPDATES
@@ -350,7 +351,7 @@ def _main(argv: list[str] | None) -> int:
                         help='with --dataset: "turn" shows each frame labelled by a decision '
                              'at a random heading (the scene turned about the vertical through '
                              'the grasp point); "none" as recorded (default: turn)')
-    parser.add_argument('--twist-at-cap', choices=('exact', 'at-least'), default='exact',
+    parser.add_argument('--twist-at-cap', choices=TWIST_AT_CAP, default=TWIST_AT_CAP[0],
                         help='with --dataset: an operator twist at the teleop node\'s speed '
                              'cap labels the step "exact"ly, or as a lower bound ("at-least": '
                              'its direction, at least the cap), for demonstrations mixed with '
