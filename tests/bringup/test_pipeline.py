@@ -88,8 +88,9 @@ def pipeline(*args: object) -> subprocess.CompletedProcess[str]:
     ({'feedback': {'max_rounds': -1}}, "field 'feedback.max_rounds' must be a whole number"),
     ({'feedback': {'change': ['gravity']}}, "field 'feedback.change' lists what the loop"),
     ({'feedback': {'change': ['reward']}},
-     "field 'feedback.change' lists reward, the penalties PPO fine-tunes on: it needs task "
-     'pick_place and train.ppo_iterations >= 1'),
+     "field 'feedback.change' lists reward, and simops-train refuses the improve stage's "
+     'training with it: --reward-terms shape the reward PPO fine-tunes on; add --task '
+     'pick_place and --ppo-iterations N, without --dataset'),
     ({'feedback': {'rounds': 3}}, "field 'feedback.rounds' is not a known field"),
     ({'calibration': {'bags': ['bags/excite'], 'fit': {'weights': 'heavy'}}},
      "field 'calibration.fit.weights' must be one of"),
@@ -133,10 +134,14 @@ def pipeline(*args: object) -> subprocess.CompletedProcess[str]:
       'policy': str(REPO / 'models/policy/fr3_pick_place.pt')},
      "field 'datasets' train a policy, and the file gives a trained one to gate"),
     ({'task': 'pick_place', 'datasets': {'paths': ['bags/excite']}, 'train': {'rounds': 3}},
-     "field 'train.rounds' trains without datasets"),
+     "field 'train' asks simops-train for what it refuses: --rounds counts DAgger's rounds"),
+    ({'task': 'pick_place', 'datasets': {'paths': ['bags/excite']},
+      'train': {'ppo_iterations': 2}, 'feedback': {'change': ['reward']}},
+     "field 'train' asks simops-train for what it refuses: --ppo-iterations fine-tunes"),
     ({'task': 'pick_place', 'datasets': {'paths': ['bags/excite']},
       'feedback': {'change': ['randomization', 'scenarios']}},
-     "field 'feedback.change' lists scenarios; with datasets"),
+     "field 'feedback.change' lists scenarios, and simops-train refuses the improve stage's "
+     'training with it: --scenarios plays events'),
 ])
 def test_each_malformed_pipeline_file_gets_one_line(tmp_path: Path, changes: dict,
                                                     message: str) -> None:

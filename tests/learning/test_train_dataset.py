@@ -297,6 +297,12 @@ def test_simops_train_co_trains_with_the_expert_and_its_card_says_so(tmp_path: P
     (('--task', 'pick_place', '--dataset', '{tmp}'), 'not a LeRobot dataset'),
     (('--task', 'pick_place', '--dataset', '{root}', '--init-policy', '{card}'),
      'not a TorchScript policy'),
+    (('--task', 'pick_place', '--dataset', '{root}', '--rounds', '2'),
+     'with --dataset the expert\'s rounds are --expert-rounds'),
+    (('--task', 'pick_place', '--dataset', '{root}', '--ppo-iterations', '2'),
+     'a --dataset is cloned'),
+    (('--task', 'pick_place', '--dataset', '{root}', '--scenarios', 'estop'),
+     'a --dataset is cloned as recorded'),
 ])
 def test_bad_datasets_get_one_line_and_exit_2(tmp_path: Path, args: tuple[str, ...],
                                               message: str) -> None:

@@ -62,7 +62,7 @@ field (:class:`PipelineError`, exit 2).
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -75,6 +75,7 @@ from simops_core.policy_card import CardError, load_policy_card
 from simops_core.robot_spec import load_robot_spec
 from simops_core.tasks import DEFAULT_TASK, TASK_NAMES, TASKS
 from simops_core.yaml_fields import Fields
+from simops_learning.training_options import TrainingAsked, refusal
 from simops_sim.randomization import (
     RandomizationError,
     default_randomization,
@@ -244,12 +245,11 @@ def load_pipeline(path: str | Path, robots: tuple[str, ...]) -> Pipeline:
     if not isinstance(change, list) or not change or any(c not in CHANGES for c in change):
         check.fail('feedback.change', f'lists what the loop may change, some of '
                                       f'{", ".join(CHANGES)}; got {change!r}')
-    if 'reward' in change and (task != 'pick_place' or not counts.get('ppo_iterations')):
-        check.fail('feedback.change', 'lists reward, the penalties PPO fine-tunes on: it needs '
-                                      'task pick_place and train.ppo_iterations >= 1')
     datasets = _datasets(check, path, root.get('datasets'), robot, task)
-    if datasets is not None:
-        _check_with_datasets(check, policy, counts, change)
+    if datasets is not None and policy is not None:
+        check.fail('datasets', 'train a policy, and the file gives a trained one to gate '
+                               '(policy); choose one')
+    _check_trainings(check, task, counts, change, datasets is not None)
     return Pipeline(
         path, robot, task, bags, holdout, sim_params, counts, tuple(grid),
         _count(check, gate, 'episodes', 'gate.episodes') if 'episodes' in gate else 30,
@@ -326,21 +326,25 @@ def _episodes(check: Fields, folder: Path) -> tuple[Path, ...]:
     return held
 
 
-def _check_with_datasets(check: Fields, policy: Path | None, train: dict[str, int],
-                         change: list[str]) -> None:
-    """What a pipeline that clones datasets cannot also ask (simops-train refuses it)."""
-    if policy is not None:
-        check.fail('datasets', 'train a policy, and the file gives a trained one to gate '
-                               '(policy); choose one')
-    for key in ('rounds', 'ppo_iterations'):
-        if key in train:
-            check.fail(f'train.{key}', 'trains without datasets; with datasets the DAgger '
-                                       'rounds are datasets.expert_rounds')
-    refused = [c for c in change if c != 'randomization']
-    if refused:
-        check.fail('feedback.change', f'lists {", ".join(refused)}; with datasets, which '
-                                      f'are cloned as recorded, the loop may change the '
-                                      f'randomization only')
+def _check_trainings(check: Fields, task: str, train: dict[str, int], change: list[str],
+                     datasets: bool) -> None:
+    """The loop's trainings as simops-train judges them (:mod:`~simops_learning.training_options`).
+
+    The train stage's (``train``'s options, the datasets), and the improve stage's with each
+    change ``change`` lets it make: ``scenarios`` plays the failing ones (``--scenarios``),
+    ``reward`` adds PPO's penalties (``--reward-terms``).
+    """
+    asked = TrainingAsked(task, dataset=datasets, rounds='rounds' in train,
+                          ppo_iterations=train.get('ppo_iterations', 0))
+    problem = refusal(asked)
+    if problem:
+        check.fail('train', f'asks simops-train for what it refuses: {problem}')
+    for name in change:
+        problem = refusal(replace(asked, scenarios=name == 'scenarios',
+                                  reward_terms=name == 'reward'))
+        if problem:
+            check.fail('feedback.change', f'lists {name}, and simops-train refuses the '
+                                          f'improve stage\'s training with it: {problem}')
 
 
 def _scenarios(check: Fields, value: Any, task: str) -> tuple[str, ...]:

@@ -58,6 +58,7 @@ from simops_learning.pick_train import PickTrainConfig, train_pick_and_export
 from simops_learning.reach_env import WORKSPACE_HIGH, WORKSPACE_LOW, FR3ReachEnv
 from simops_learning.reward_terms import parse_reward_terms
 from simops_learning.seeding import seeded_torch
+from simops_learning.training_options import TrainingAsked, refusal
 from simops_sim.randomization import (
     DomainRandomization,
     default_randomization,
@@ -249,19 +250,20 @@ def train(config: TrainConfig, log: Any = print) -> tuple[PosturePolicy, dict[st
     return policy, metadata
 
 
-def dataset_usage(args: Any) -> str | None:
-    """What is wrong with the --dataset, --weight and --init-policy arguments, if anything."""
-    if args.init_policy and args.task != 'pick_place':
-        return '--init-policy fine-tunes a pick_place policy; add --task pick_place'
+def usage_problem(args: Any) -> str | None:
+    """What is wrong with the command line's options, if anything (before defaults fill in).
+
+    Which options go together is :func:`~simops_learning.training_options.refusal`'s rule;
+    then the values, and the files that must exist.
+    """
+    problem = refusal(TrainingAsked(
+        args.task, dataset=bool(args.dataset), rounds=args.rounds is not None,
+        ppo_iterations=args.ppo_iterations, scenarios=bool(args.scenarios),
+        reward_terms=bool(args.reward_terms), init_policy=bool(args.init_policy)))
+    if problem:
+        return problem
     if args.init_policy and not Path(args.init_policy).exists():
         return f'no such policy: {args.init_policy}'
-    if args.reward_terms and (args.task != 'pick_place' or args.ppo_iterations < 1
-                              or args.dataset):
-        return ('--reward-terms shape the reward PPO fine-tunes on; add --task pick_place and '
-                '--ppo-iterations N, without --dataset')
-    if args.scenarios and args.dataset:
-        return ('--scenarios plays events in the expert\'s training rollouts; a --dataset '
-                'is cloned as recorded')
     if not 0.0 < args.scenario_share <= 1.0:
         return f'--scenario-share is a fraction in (0, 1], got {args.scenario_share:g}'
     if args.select_episodes < 0:
@@ -272,8 +274,6 @@ def dataset_usage(args: Any) -> str | None:
     if not args.dataset:
         return ('--weight goes with --dataset' if args.weight else
                 '--expert-rounds goes with --dataset' if args.expert_rounds else None)
-    if args.task != 'pick_place':
-        return '--dataset trains the pick_place decision network; add --task pick_place'
     if args.weight and (len(args.weight) != len(args.dataset) or min(args.weight) <= 0):
         return (f'give one positive --weight per --dataset ({len(args.dataset)} datasets, '
                 f'{len(args.weight)} weights)')
@@ -302,8 +302,9 @@ def _main(argv: list[str] | None) -> int:
     parser.add_argument('--task', choices=TASK_NAMES, default=DEFAULT_TASK,
                         help='reach (IK expert, posture network) or pick_place (grasp expert, '
                              'DAgger with a randomisation curriculum); the cards say it')
-    parser.add_argument('--rounds', type=int, default=PickTrainConfig.rounds,
-                        help='pick_place: DAgger rounds')
+    parser.add_argument('--rounds', type=int,
+                        help=f'pick_place: DAgger rounds (default {PickTrainConfig.rounds}; '
+                             'with --dataset, --expert-rounds)')
     parser.add_argument('--episodes', type=int, default=PickTrainConfig.episodes,
                         help='pick_place: episodes per round (DAgger\'s, or --expert-rounds\')')
     parser.add_argument('--ppo-iterations', type=int, default=0,
@@ -381,6 +382,12 @@ def _main(argv: list[str] | None) -> int:
                              'that simops-validate writes); fields it leaves out keep the '
                              'task\'s built-in ranges; default: those')
     args = parser.parse_args(argv)
+    problem = usage_problem(args)
+    if problem:
+        print(f'simops-train: error: {problem}', file=sys.stderr)
+        return EXIT_USAGE
+    if args.rounds is None:
+        args.rounds = PickTrainConfig.rounds
     if args.updates is None:
         args.updates = (DATASET_UPDATES if args.dataset and not args.expert_rounds
                         else PickTrainConfig.updates
@@ -390,10 +397,6 @@ def _main(argv: list[str] | None) -> int:
         print('simops-train: error: --goals must be >= 10, --updates, --eval-episodes, '
               '--workers, --rounds and --episodes >= 1 and --ppo-iterations >= 0',
               file=sys.stderr)
-        return EXIT_USAGE
-    dataset_error = dataset_usage(args)
-    if dataset_error:
-        print(f'simops-train: error: {dataset_error}', file=sys.stderr)
         return EXIT_USAGE
     try:
         if args.sim_params:
