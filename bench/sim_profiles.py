@@ -5,7 +5,9 @@ the same episodes (seeded goals and cubes); only the MuJoCo options differ. Per 
 single-env control steps/s (the time in ``env.step`` alone: the simulator's cost, the
 policy's inference left out; with it, as training pays it, too), the policy's success over
 the episodes, and the gate's batched path (episodes/s, 20 envs stepped together, inference
-included). The last line is the ratio of the env-alone rates.
+included). The profiles take turns, episode by episode (and batch by batch), so a machine
+whose speed drifts during the run slows both alike. The last line is the ratio of the
+env-alone rates.
 
     .venv/bin/python bench/sim_profiles.py [--task pick_place] [--episodes 20]
 """
@@ -27,32 +29,42 @@ from simops_sim.sim_profiles import TRAINING, VALIDATION, sim_profile
 POLICIES = {'reach': 'models/policy/fr3_reach.pt', 'pick_place': 'models/policy/fr3_pick_place.pt'}
 
 
-def measure(task: str, profile: str, episodes: int) -> tuple[float, float, float, float]:
-    """(env steps/s, with inference, success fraction, batched episodes/s) of ``profile``."""
-    policy = resolve_resource(POLICIES[task])
-    kind = env_class(task)
-    env = kind(card_path=policy.with_suffix('.yaml'), profile=profile)
-    model = load_policy(policy, env.card)
-    stepping = 0.0
+class Profiled:
+    """One profile's env, policy and tallies: env-alone and overall time (s), steps, wins."""
 
-    def step(action: np.ndarray) -> tuple:
-        nonlocal stepping
-        begun = time.perf_counter()
-        out = original(action)
-        stepping += time.perf_counter() - begun
-        return out
+    def __init__(self, task: str, profile: str) -> None:
+        policy = resolve_resource(POLICIES[task])
+        self.kind, self.card, self.profile = env_class(task), policy.with_suffix('.yaml'), profile
+        self.env = self.kind(card_path=self.card, profile=profile)
+        self.model = load_policy(policy, self.env.card)
+        self.stepping = self.overall = self.batched = 0.0
+        self.steps = self.successes = self.episodes = self.batched_episodes = 0
+        original = self.env.step
 
-    original, env.step = env.step, step
-    started = time.perf_counter()
-    results = run_episodes(env, model.infer, range(episodes), seed=0)
-    steps = sum(r.steps for r in results)
-    rate, overall = steps / stepping, steps / (time.perf_counter() - started)
-    success = sum(r.success for r in results) / episodes
-    envs = [kind(card_path=policy.with_suffix('.yaml'), profile=profile)
-            for _ in range(BATCH)]
-    started = time.perf_counter()
-    run_episodes_batched(envs, model.infer, range(2 * BATCH), seed=1)
-    return rate, overall, success, 2 * BATCH / (time.perf_counter() - started)
+        def step(action: np.ndarray) -> tuple:
+            begun = time.perf_counter()
+            out = original(action)
+            self.stepping += time.perf_counter() - begun
+            return out
+
+        self.env.step = step
+        self.batch = [self.kind(card_path=self.card, profile=profile) for _ in range(BATCH)]
+
+    def episode(self, index: int) -> None:
+        """Episode ``index`` (seed 0) in the single env."""
+        started = time.perf_counter()
+        (result,) = run_episodes(self.env, self.model.infer, range(index, index + 1), seed=0)
+        self.overall += time.perf_counter() - started
+        self.steps += result.steps
+        self.successes += result.success
+        self.episodes += 1
+
+    def batch_round(self, index: int) -> None:
+        """``BATCH`` episodes (seed 1) from ``index`` on, the gate's envs stepped together."""
+        started = time.perf_counter()
+        run_episodes_batched(self.batch, self.model.infer, range(index, index + BATCH), seed=1)
+        self.batched += time.perf_counter() - started
+        self.batched_episodes += BATCH
 
 
 def main() -> None:
@@ -61,16 +73,22 @@ def main() -> None:
     parser.add_argument('--episodes', type=int, default=20, help='single-env episodes')
     args = parser.parse_args()
     print(f'{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}; task {args.task}, '
-          f'the shipped policy')
-    rates = {}
-    for profile in (TRAINING, VALIDATION):
-        options = ', '.join(f'{k} {v}' for k, v in sim_profile(profile).as_dict().items())
-        rate, overall, success, batched = measure(args.task, profile, args.episodes)
-        rates[profile] = rate
-        print(f'{profile} ({options}):\n  {rate:6.0f} env steps/s ({overall:.0f} with the '
-              f'policy\'s inference), success {success:.0%} of {args.episodes} episodes, gate '
-              f'batch {batched:.1f} episodes/s')
-    print(f'training/validation steps/s ratio {rates[TRAINING] / rates[VALIDATION]:.2f}')
+          f'the shipped policy; the two profiles take turns, episode by episode')
+    runs = [Profiled(args.task, profile) for profile in (TRAINING, VALIDATION)]
+    for index in range(args.episodes):
+        for run in runs:
+            run.episode(index)
+    for index in range(0, 2 * BATCH, BATCH):
+        for run in runs:
+            run.batch_round(index)
+    for run in runs:
+        options = ', '.join(f'{k} {v}' for k, v in sim_profile(run.profile).as_dict().items())
+        print(f'{run.profile} ({options}):\n  {run.steps / run.stepping:6.0f} env steps/s '
+              f'({run.steps / run.overall:.0f} with the policy\'s inference), success '
+              f'{run.successes / run.episodes:.0%} of {run.episodes} episodes, gate batch '
+              f'{run.batched_episodes / run.batched:.1f} episodes/s')
+    training, validation = (run.steps / run.stepping for run in runs)
+    print(f'training/validation steps/s ratio {training / validation:.2f}')
 
 
 if __name__ == '__main__':
