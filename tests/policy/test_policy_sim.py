@@ -28,6 +28,12 @@ from simops_core.observation import JointIndex
 JOINT_STATES = TOPICS['joint_states'].name
 
 
+LPF_CUTOFF = 5.0   # Hz, the policy node's low-pass in these tests
+# rad/s of sim time: a constant policy's 0.02 rad a tick at 20 Hz, of which the first-order
+# low-pass passes 1 - exp(-2 pi fc / rate) of each step once the targets move steadily
+POLICY_SPEED = 0.4 * (1.0 - np.exp(-2.0 * np.pi * LPF_CUTOFF / 20.0))
+
+
 def watch_arm(probe: RosProbe) -> Callable[[], tuple[float, np.ndarray]]:
     """Subscribe to the joint states; a function giving the newest one's stamp (sim time, s)
     and the arm's position (rad)."""
@@ -47,7 +53,8 @@ def run_policy(tmp_path: Path, model: Path, *parameters: str) -> NodeProcess:
     On the simulator's clock, as the sim graph runs it: its deadlines are on sim time, and a
     trajectory's header.stamp is a time on that clock.
     """
-    args = [arg for parameter in ('ramp_time:=0.5', 'start_enabled:=true',
+    args = [arg for parameter in ('ramp_time:=0.5', f'lpf_cutoff_hz:={LPF_CUTOFF}',
+                                  'start_enabled:=true',
                                   'use_sim_time:=true', f'model_path:={model}', *parameters)
             for arg in ('-p', parameter)]
     return NodeProcess.ros2_run('simops_policy', 'policy', '--ros-args', *args,
@@ -74,11 +81,11 @@ def test_both_command_interfaces_reach_the_simulator(ros_probe: RosProbe, tmp_pa
         assert sim.stop() == 0, sim.output
     assert [m.data for m in ros_probe.messages(STATE)][-1] == 'RUNNING'
     # The nodes run on sim time, which a busy machine slows; the arm follows the policy's
-    # 0.4 rad/s of sim time. (Measured from RUNNING, the window held the ramp and the lag's
+    # speed in sim time. (Measured from RUNNING, the window held the ramp and the lag's
     # rise: about half the speed, 0.3676 rad in 1.841 s on a loaded Jazzy run.)
     assert t1 - t0 > 0.5, (t0, t1)
     speed = (end - start) / (t1 - t0)
-    assert np.all((speed > 0.3) & (speed < 0.5)), (interface, t1 - t0, speed)
+    assert np.all(np.abs(speed / POLICY_SPEED - 1.0) < 0.25), (interface, t1 - t0, speed)
 
 
 def test_ctrl_c_ends_the_policy_on_sim_time_cleanly(ros_probe: RosProbe,
@@ -109,10 +116,11 @@ def test_ctrl_c_ends_the_policy_on_sim_time_cleanly(ros_probe: RosProbe,
 def test_on_a_slow_simulator_the_policy_ticks_on_sim_time(ros_probe: RosProbe, tmp_path: Path,
                                                           interface: str) -> None:
     """A simulator slower than the wall clock (a busy machine; here ``realtime_factor:=0.25``):
-    the policy ticks every 50 ms of sim time, so the arm moves at the policy's 0.4 rad/s of
-    sim time. Ticking on the wall clock, it sent 20 targets per second of wall time, four
-    times the speed in sim time, and the trajectory's first segment, reached from the lagging
-    measured state, tripped the simulator's velocity reflex (a protective stop)."""
+    the policy ticks every 50 ms of sim time, so the arm moves at the policy's speed in sim
+    time (:data:`POLICY_SPEED`, 0.317 rad/s). Ticking on the wall clock, it sent 20 targets
+    per second of wall time, four times the speed in sim time, and the trajectory's first
+    segment, reached from the lagging measured state, tripped the simulator's velocity reflex
+    (a protective stop)."""
     installed_executable('simops_sim', 'sim')
     model, _ = write_policy(tmp_path, [0.4] * 7 + [0.0])
     measured = watch_arm(ros_probe)
@@ -131,7 +139,7 @@ def test_on_a_slow_simulator_the_policy_ticks_on_sim_time(ros_probe: RosProbe, t
     assert [m.data for m in ros_probe.messages(STATE)][-1] == 'RUNNING', node.output[-2000:]
     assert 0.5 < t1 - t0 < 1.5, (t0, t1)   # 4 s of wall time at a quarter of real time
     speed = (end - start) / (t1 - t0)
-    assert np.all((speed > 0.3) & (speed < 0.5)), (interface, t1 - t0, speed)
+    assert np.all(np.abs(speed / POLICY_SPEED - 1.0) < 0.25), (interface, t1 - t0, speed)
 
 
 def test_a_paused_simulator_holds_the_policy_on_sim_time_and_resuming_runs_it(
