@@ -13,6 +13,7 @@ from pathlib import Path
 
 from simops_bringup.pipeline_file import Pipeline
 from simops_learning.reward_terms import format_reward_terms
+from simops_learning.training_options import FINE_TUNED_TASK
 
 PARAMS = 'pipeline.yaml'    # the pipeline file's sections, DVC's params file in the run folder
 CALIBRATION = 'calibration.yaml'
@@ -82,16 +83,14 @@ def inputs(pipeline: Pipeline) -> Inputs:
     return Inputs()
 
 
-FINE_TUNED = ('pick_place',)   # the tasks simops-train fine-tunes from a policy's weights
-
-
 def train_command(pipeline: Pipeline, out_stem: str, ranges: str = RANDOMIZATION,
                   init: str | None = None, scenarios: tuple[str, ...] = (),
                   reward_terms: Mapping[str, float] | None = None) -> str:
     """``simops-train`` into ``out_stem`` (.pt and its card) with the training ranges file.
 
-    ``init``: the policy to fine-tune from, for the tasks of :data:`FINE_TUNED` (the others
-    train from scratch); ``scenarios``: events its rounds play (``--scenarios``);
+    ``init``: the policy to fine-tune from, for the task simops-train fine-tunes
+    (:data:`~simops_learning.training_options.FINE_TUNED_TASK`; the others train from
+    scratch); ``scenarios``: events its rounds play (``--scenarios``);
     ``reward_terms``: PPO's penalties by failure mode (``--reward-terms``).
     """
     physics = inputs(pipeline).physics
@@ -104,7 +103,8 @@ def train_command(pipeline: Pipeline, out_stem: str, ranges: str = RANDOMIZATION
                    f'--out {out_stem}' + (f' --sim-params {quoted(physics[0])}' if physics
                                           else '')
                    + f' --sim-profile {pipeline.training_sim} --randomization {ranges}'
-                   + (f' --init-policy {init}' if init and pipeline.task in FINE_TUNED else '')
+                   + (f' --init-policy {init}' if init and pipeline.task == FINE_TUNED_TASK
+                      else '')
                    + dataset_options(pipeline)
                    + (f' --scenarios {" ".join(scenarios)}' if scenarios else '')
                    + (f' --reward-terms {" ".join(format_reward_terms(reward_terms))}'

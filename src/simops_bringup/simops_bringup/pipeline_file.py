@@ -75,7 +75,7 @@ from simops_core.policy_card import CardError, load_policy_card
 from simops_core.robot_spec import load_robot_spec
 from simops_core.tasks import DEFAULT_TASK, TASK_NAMES, TASKS
 from simops_core.yaml_fields import Fields
-from simops_learning.training_options import TrainingAsked, refusal
+from simops_learning.training_options import FINE_TUNED_TASK, TrainingAsked, refusal
 from simops_sim.randomization import (
     RandomizationError,
     default_randomization,
@@ -269,7 +269,7 @@ def _datasets(check: Fields, path: Path, value: Any, robot: str, task: str
         return None
     table = check.mapping(value, 'datasets')
     check.known(table, DATASETS_FIELDS, 'datasets')
-    if task != 'pick_place':
+    if task != FINE_TUNED_TASK:
         check.fail('datasets', f'train the pick_place decision network (simops-train '
                                f'--dataset); this pipeline is {robot} {task}')
     folders = _folders(check, path, table, 'paths', 'LeRobot dataset folders')
