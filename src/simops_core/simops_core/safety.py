@@ -31,7 +31,7 @@ a step (holds stop at once, by design).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -67,6 +67,17 @@ class PositionBased:
     offset: np.ndarray
     deceleration: np.ndarray
     period: float
+    # what steps() computes from the fields alone, once (the same arithmetic): offset + a T,
+    # (offset + a T)^2 - offset^2 and 2 a
+    _head: np.ndarray = field(init=False, repr=False, compare=False)
+    _base: np.ndarray = field(init=False, repr=False, compare=False)
+    _twice: np.ndarray = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        head = self.offset + self.deceleration * self.period
+        object.__setattr__(self, '_head', head)
+        object.__setattr__(self, '_base', head**2 - self.offset**2)
+        object.__setattr__(self, '_twice', 2.0 * self.deceleration)
 
     def steps(self, target: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The largest steps (rad) up and down (both >= 0) from ``target`` (7,) rad.
@@ -74,15 +85,12 @@ class PositionBased:
         The largest ``u = s / T`` with ``u + offset <= sqrt(2 a (d - u T))``:
         ``u = -(offset + a T) + sqrt((offset + a T)^2 - offset^2 + 2 a d)``, 0 when negative.
         """
-        a, period, offset = self.deceleration, self.period, self.offset
-        head = offset + a * period
-        base = head**2 - offset**2
+        return self._largest(self.upper - target), self._largest(target - self.lower)
 
-        def largest(distance: np.ndarray) -> np.ndarray:
-            root = np.sqrt(base + 2.0 * a * np.maximum(distance, 0.0))
-            return np.maximum(root - head, 0.0) * period
-
-        return largest(self.upper - target), largest(target - self.lower)
+    def _largest(self, distance: np.ndarray) -> np.ndarray:
+        """The largest step (rad, >= 0) towards a limit ``distance`` (7,) rad away."""
+        root = np.sqrt(self._base + self._twice * np.maximum(distance, 0.0))
+        return np.maximum(root - self._head, 0.0) * self.period
 
 
 @dataclass(frozen=True)
@@ -249,15 +257,16 @@ def brake(state: SafetyState, limits: SafetyLimits) -> tuple[SafetyState, bool]:
 def step(state: SafetyState, action: np.ndarray, measured: np.ndarray, blend: float,
          limits: SafetyLimits, mapping: ActionMapping) -> SafetyOutput:
     """Run the pipeline once; see the module docstring. ``blend`` in [0, 1] ramps in."""
-    if not (np.all(np.isfinite(action)) and np.all(np.isfinite(measured))):
+    if not (np.isfinite(action).all() and np.isfinite(measured).all()):
         return SafetyOutput(hold(state), np.zeros_like(action, dtype=float), fault=True)
-    clipped = np.clip(action.astype(float), -mapping.clip, mapping.clip)
+    clipped = np.minimum(np.maximum(action.astype(float), -mapping.clip), mapping.clip)
     reference = measured if mapping.reference == 'measured' else state.target
     candidate = reference + clipped[mapping.arm_index] * mapping.scale
     blend = min(max(blend, 0.0), 1.0)
     candidate = state.anchor + blend * (candidate - state.anchor)
     filtered = state.filtered + mapping.lpf_alpha * (candidate - state.filtered)
-    filtered = np.where(np.isfinite(filtered), filtered, state.target)  # overflow: stay
+    if not np.isfinite(filtered).all():
+        filtered = np.where(np.isfinite(filtered), filtered, state.target)  # overflow: stay
 
     wanted = filtered - state.target
     low, high = -limits.max_step, limits.max_step
@@ -278,15 +287,14 @@ def step(state: SafetyState, action: np.ndarray, measured: np.ndarray, blend: fl
 
     gripper = state.gripper
     if mapping.gripper_index is not None:
-        command = min(max(clipped[mapping.gripper_index], -1.0), 1.0)
+        command = min(max(float(clipped[mapping.gripper_index]), -1.0), 1.0)
         wanted_width = limits.gripper_min + (command + 1.0) / 2.0 * (
             limits.gripper_max - limits.gripper_min)
         wanted_width = state.gripper_anchor + blend * (wanted_width - state.gripper_anchor)
-        gripper = float(_guard(np.float64(wanted_width), np.float64(state.gripper),
-                               np.float64(limits.gripper_max_step),
-                               np.float64(limits.gripper_min), np.float64(limits.gripper_max)))
-    new_state = replace(state, target=target, step=target - state.target, filtered=filtered,
-                        gripper=gripper)
+        gripper = _guard_width(wanted_width, state.gripper, limits)
+    new_state = SafetyState(target=target, step=target - state.target, filtered=filtered,
+                            anchor=state.anchor, gripper=gripper,
+                            gripper_anchor=state.gripper_anchor)
     return SafetyOutput(new_state, clipped, fault=False)
 
 
@@ -300,5 +308,14 @@ def _guard(wanted: np.ndarray, previous: np.ndarray, max_step: np.ndarray, lower
            upper: np.ndarray) -> np.ndarray:
     """Stage 6: within ``max_step`` of ``previous`` (inside the box), then inside the box."""
     wanted = np.where(np.isnan(wanted), previous, wanted)
-    near = np.clip(wanted, previous - max_step, previous + max_step)
-    return np.clip(near, lower, upper)
+    near = np.minimum(np.maximum(wanted, previous - max_step), previous + max_step)
+    return np.minimum(np.maximum(near, lower), upper)
+
+
+def _guard_width(wanted: float, previous: float, limits: SafetyLimits) -> float:
+    """:func:`_guard` of a gripper width (m): one ``gripper_max_step`` from ``previous``."""
+    if wanted != wanted:   # NaN
+        wanted = previous
+    near = min(max(wanted, previous - limits.gripper_max_step),
+               previous + limits.gripper_max_step)
+    return min(max(near, limits.gripper_min), limits.gripper_max)
