@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from franka_msgs.msg import FrankaRobotState
 from policy_helpers import (
     COMMANDS,
     MUTE_QOS,
@@ -162,6 +163,40 @@ def test_estop_latches_hold_until_enable(ros_probe: RosProbe, tmp_path: Path) ->
     assert states(ros_probe)[-4:] == ['ESTOP', 'HOLD', 'RAMPING', 'RUNNING']
     assert np.any(moving[-1, :7] != held[0, :7])
     assert_safe(moving)
+
+
+def test_the_arms_user_stop_faults_until_released_and_enabled(ros_probe: RosProbe,
+                                                               tmp_path: Path) -> None:
+    """The arm's user stop pressed (robot mode USER_STOPPED, no error set): the node latches
+    FAULT and holds; ``~/enable`` while it is pressed faults again; released (idle) and
+    enabled, it runs again."""
+    model, _ = write_policy(tmp_path, [0.3] * 7 + [0.0])
+    watch(ros_probe)
+    robot = ros_probe.publisher(TOPICS['robot_state'].name, FrankaRobotState,
+                                qos('robot_state'))
+
+    def mode(value: int, duration: float) -> None:   # the broadcaster's stream, at 100 Hz
+        for _ in range(round(duration / 0.01)):
+            robot.publish(FrankaRobotState(robot_mode=value))
+            time.sleep(0.01)
+
+    with running(tmp_path, model) as node:
+        wait_state(ros_probe, node, 'RUNNING')
+        mode(FrankaRobotState.ROBOT_MODE_USER_STOPPED, 0.5)
+        wait_state(ros_probe, node, 'FAULT')
+        held_from = len(ros_probe.messages(COMMANDS))
+        assert call_enable(ros_probe, True).success
+        mode(FrankaRobotState.ROBOT_MODE_USER_STOPPED, 0.5)
+        faulted_again = states(ros_probe)[-1]
+        held = targets(ros_probe)[held_from:]
+        mode(FrankaRobotState.ROBOT_MODE_IDLE, 0.3)
+        assert states(ros_probe)[-1] == 'FAULT'           # latched until ~/enable
+        assert call_enable(ros_probe, True).success
+        wait_state(ros_probe, node, 'RUNNING')
+        output = node.output
+    assert faulted_again == 'FAULT'
+    assert len(held) >= 5 and np.all(held[:, :7] == held[0, :7]), 'moved while user-stopped'
+    assert "the arm's user stop is pressed; release it, recover it" in output
 
 
 def test_stale_state_holds_then_resumes(ros_probe: RosProbe, tmp_path: Path) -> None:

@@ -103,6 +103,9 @@ def test_the_arm_stop_reason_from_the_bytes_or_else_from_the_whole_message() -> 
     data = serialize_message(stopped)
     assert 'protective stop: joint_velocity_violation' in read_stop_reason(data)
     assert read_stop_reason(serialize_message(FrankaRobotState(robot_mode=2))) == ''
+    user_stopped = serialize_message(FrankaRobotState(robot_mode=5))   # no error set
+    assert "the arm's user stop is pressed" in read_stop_reason(user_stopped)
+    assert read_stop_reason(serialize_message(FrankaRobotState(robot_mode=1))) == ''   # idle
     assert read_stop_reason(data[:300]) is None            # neither reader can decode it
     # another encapsulation id: the reader refuses it, rclpy's whole message decides
     assert read_stop_reason(b'\x00\x03' + data[2:]) == read_stop_reason(data)

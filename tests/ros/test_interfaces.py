@@ -85,6 +85,7 @@ def test_fields_match_the_published_definitions() -> None:
         assert fields(service.Request) == request, service
         assert fields(service.Response) == {'success': 'boolean', 'error': 'string'}
     assert FrankaRobotState.ROBOT_MODE_REFLEX == 4
+    assert FrankaRobotState.ROBOT_MODE_USER_STOPPED == 5
     assert FrankaRobotState.ROBOT_MODE_AUTOMATIC_ERROR_RECOVERY == 6
     errors = list(fields(Errors))
     assert len(errors) == 36 and set(fields(Errors).values()) == {'boolean'}

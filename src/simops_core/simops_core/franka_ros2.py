@@ -31,6 +31,10 @@ HARDWARE_COMPONENT = 'FrankaHardwareInterface'   # franka_bringup's ros2_control
 ARM_CONTROLLER = 'fr3_arm_controller'            # franka_fr3_moveit_config's JTC
 
 
+RECOVER_THEN_ENABLE = ('recover it (simops-recover: franka_hardware\'s recovery steps), then '
+                      'call ~/enable')
+
+
 def arm_stopped_reason(errors: Sequence[str]) -> str:
     """Why a node holds in FAULT while its arm is in reflex mode, naming the ``errors`` set.
 
@@ -38,8 +42,17 @@ def arm_stopped_reason(errors: Sequence[str]) -> str:
     :class:`~simops_ros.arm_stop.ArmStop` and the envs' arm-stop scenario say it alike.
     """
     return (f'the arm stopped itself (protective stop: {", ".join(errors) or "reflex"}); '
-            'recover it (simops-recover: franka_hardware\'s recovery steps), then call '
-            '~/enable')
+            f'{RECOVER_THEN_ENABLE}')
+
+
+def user_stopped_reason() -> str:
+    """Why a node holds in FAULT while its arm's user stop is pressed (robot mode USER_STOPPED).
+
+    The arm aborts the motion and holds where it is (libfranka: "Move command aborted: User
+    Stop pressed!"); released, it is idle until error recovery (franka_gazebo's model of the
+    arm: franka_gazebo/include/franka_gazebo/statemachine.h:52-66, 73-78 at 09be037).
+    """
+    return f"the arm's user stop is pressed; release it, {RECOVER_THEN_ENABLE}"
 # A ros2_controllers forward command controller on the arms' position interfaces (loaded by
 # the user beside franka_bringup's; the simulator loads it inactive): positions streamed on
 # its ~/commands are tracked by the arm's own joint-impedance loop.

@@ -1,7 +1,8 @@
 """Whether the arm has stopped itself, read from franka_robot_state_broadcaster's robot state.
 
-A Franka arm in reflex mode (a protective stop) ignores commands until error recovery, so a
-node that kept commanding it would resume, after the recovery, far from where the arm
+A Franka arm in reflex mode (a protective stop) ignores commands until error recovery, and so
+does one whose user stop was pressed (robot mode USER_STOPPED, then idle once released), so
+a node that kept commanding it would resume, after the recovery, far from where the arm
 stopped. :class:`ArmStop` polls the newest ``franka_msgs/FrankaRobotState`` once per control
 tick (no per-message callback at the broadcaster's 1 kHz) and, while the arm is stopped,
 latches the node's FAULT, so it holds until ``~/enable`` after the recovery (an enable
@@ -20,7 +21,7 @@ from franka_msgs.msg import Errors, FrankaRobotState
 from rclpy.node import Node
 from rclpy.serialization import deserialize_message
 
-from simops_core.franka_ros2 import arm_stopped_reason
+from simops_core.franka_ros2 import arm_stopped_reason, user_stopped_reason
 from simops_core.motion_supervisor import MotionSupervisor
 from simops_core.topics import TopicSpec
 from simops_ros.cdr_fields import CdrError, FieldReader
@@ -32,7 +33,13 @@ READ_STATE = FieldReader(FrankaRobotState, ('robot_mode', 'current_errors'))
 
 
 def stop_reason(robot_mode: int, current_errors: Mapping[str, bool]) -> str:
-    """Why an arm in ``robot_mode`` is stopped, naming its errors set; '' when it is not."""
+    """Why an arm in ``robot_mode`` is stopped; '' when it is not.
+
+    Reflex mode (a protective stop) names the errors set; USER_STOPPED is the arm's user
+    stop, pressed (libfranka reports no error for it).
+    """
+    if robot_mode == FrankaRobotState.ROBOT_MODE_USER_STOPPED:
+        return user_stopped_reason()
     if robot_mode != FrankaRobotState.ROBOT_MODE_REFLEX:
         return ''
     return arm_stopped_reason([name for name in ERROR_FLAGS if current_errors.get(name)])
