@@ -130,6 +130,24 @@ def frozen_heap(request: pytest.FixtureRequest) -> Iterator[None]:
         gc.unfreeze()
 
 
+@pytest.fixture(autouse=True)
+def signal_dispositions() -> Iterator[None]:
+    """SIGINT and SIGTERM are handled after a test as before it; one left ignored fails it.
+
+    An ignored signal survives exec: a SIGINT left ignored in the pytest process
+    (``run_node``'s exit does that, by design, in a node's own process) made a later
+    ``simops-validate`` deaf to the Ctrl-C its test sent, and the test hung. A handler a
+    test installs (a command's ``main`` run in-process) is only put back.
+    """
+    before = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    yield
+    ignored = [sig.name for sig, handler in before.items()
+               if signal.getsignal(sig) == signal.SIG_IGN != handler]
+    for sig, handler in before.items():
+        signal.signal(sig, handler)
+    assert not ignored, f'the test left {", ".join(ignored)} ignored for every later command'
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
     """A test marked ``ros_free`` (its fixtures too) starts its commands with

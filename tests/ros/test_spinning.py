@@ -9,6 +9,7 @@ subscription's callback raises that error from inside the same ``spin_once``.
 from __future__ import annotations
 
 import re
+import signal
 import threading
 import time
 from pathlib import Path
@@ -122,6 +123,7 @@ def test_run_node_freezes_start_up_objects_before_it_spins() -> None:
 
     frozen: list[int] = []
     gc.unfreeze()
+    interrupt = signal.getsignal(signal.SIGINT)
     try:
         code = run_node('freeze_probe', 'a node that spins once',
                         lambda: rclpy.create_node('freeze_probe'), args=['freeze_probe'],
@@ -129,6 +131,8 @@ def test_run_node_freezes_start_up_objects_before_it_spins() -> None:
                         signals=SignalHandlerOptions.NO)
     finally:
         gc.unfreeze()
+        # run_node ignores SIGINT as it ends (a node's process is ending): not pytest's
+        signal.signal(signal.SIGINT, interrupt)
     assert code == 0
     assert frozen and frozen[0] > 10_000, frozen   # rclpy alone brings tens of thousands
     assert gc.get_freeze_count() == 0   # handed back once the node is destroyed
