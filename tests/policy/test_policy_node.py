@@ -168,8 +168,8 @@ def test_estop_latches_hold_until_enable(ros_probe: RosProbe, tmp_path: Path) ->
 def test_the_arms_user_stop_faults_until_released_and_enabled(ros_probe: RosProbe,
                                                                tmp_path: Path) -> None:
     """The arm's user stop pressed (robot mode USER_STOPPED, no error set): the node latches
-    FAULT and holds; ``~/enable`` while it is pressed faults again; released (idle) and
-    enabled, it runs again."""
+    FAULT and holds; ``~/enable`` while it is pressed, or released but idle, faults again;
+    once the arm moves again (MOVE, after recovery) and is enabled, the node runs again."""
     model, _ = write_policy(tmp_path, [0.3] * 7 + [0.0])
     watch(ros_probe)
     robot = ros_probe.publisher(TOPICS['robot_state'].name, FrankaRobotState,
@@ -189,14 +189,19 @@ def test_the_arms_user_stop_faults_until_released_and_enabled(ros_probe: RosProb
         mode(FrankaRobotState.ROBOT_MODE_USER_STOPPED, 0.5)
         faulted_again = states(ros_probe)[-1]
         held = targets(ros_probe)[held_from:]
-        mode(FrankaRobotState.ROBOT_MODE_IDLE, 0.3)
+        mode(FrankaRobotState.ROBOT_MODE_IDLE, 0.3)        # released: idle until recovery
+        assert call_enable(ros_probe, True).success
+        mode(FrankaRobotState.ROBOT_MODE_IDLE, 0.5)
+        idle_again = states(ros_probe)[-1]
+        mode(FrankaRobotState.ROBOT_MODE_MOVE, 0.3)        # recovered
         assert states(ros_probe)[-1] == 'FAULT'           # latched until ~/enable
         assert call_enable(ros_probe, True).success
         wait_state(ros_probe, node, 'RUNNING')
         output = node.output
-    assert faulted_again == 'FAULT'
+    assert faulted_again == idle_again == 'FAULT'
     assert len(held) >= 5 and np.all(held[:, :7] == held[0, :7]), 'moved while user-stopped'
     assert "the arm's user stop is pressed; release it, recover it" in output
+    assert "the arm's user stop was released and the arm is idle; recover it" in output
 
 
 def test_stale_state_holds_then_resumes(ros_probe: RosProbe, tmp_path: Path) -> None:

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from rclpy.serialization import serialize_message
 from sensor_msgs.msg import PointCloud2, PointField, Range
 
-from simops_ros.arm_stop import read_stop_reason
+from simops_ros.arm_stop import read_robot_mode, stop_reason
 from simops_ros.cdr_fields import CdrError, FieldReader
 
 ERROR_NAMES = tuple(Errors.get_fields_and_field_types())
@@ -101,11 +101,20 @@ def test_the_arm_stop_reason_from_the_bytes_or_else_from_the_whole_message() -> 
     stopped = FrankaRobotState(robot_mode=FrankaRobotState.ROBOT_MODE_REFLEX)
     stopped.current_errors.joint_velocity_violation = True
     data = serialize_message(stopped)
-    assert 'protective stop: joint_velocity_violation' in read_stop_reason(data)
-    assert read_stop_reason(serialize_message(FrankaRobotState(robot_mode=2))) == ''
-    user_stopped = serialize_message(FrankaRobotState(robot_mode=5))   # no error set
-    assert "the arm's user stop is pressed" in read_stop_reason(user_stopped)
-    assert read_stop_reason(serialize_message(FrankaRobotState(robot_mode=1))) == ''   # idle
-    assert read_stop_reason(data[:300]) is None            # neither reader can decode it
+
+    def reason(raw: bytes, user_stopped: bool = False) -> str | None:
+        state = read_robot_mode(raw)
+        return None if state is None else stop_reason(*state, user_stopped)
+
+    assert 'protective stop: joint_velocity_violation' in reason(data)
+    assert reason(serialize_message(FrankaRobotState(robot_mode=2))) == ''
+    assert reason(data[:300]) is None            # neither reader can decode it
     # another encapsulation id: the reader refuses it, rclpy's whole message decides
-    assert read_stop_reason(b'\x00\x03' + data[2:]) == read_stop_reason(data)
+    assert reason(b'\x00\x03' + data[2:]) == reason(data)
+    # the user stop: pressed (no error set); released, the arm is idle until it moves again
+    user_stopped = serialize_message(FrankaRobotState(robot_mode=5))
+    assert "the arm's user stop is pressed" in reason(user_stopped)
+    idle = serialize_message(FrankaRobotState(robot_mode=1))
+    assert reason(idle) == ''
+    assert "user stop was released and the arm is idle" in reason(idle, user_stopped=True)
+    assert reason(serialize_message(FrankaRobotState(robot_mode=2)), user_stopped=True) == ''

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pytest
 from action_msgs.msg import GoalStatus
 from control_msgs.action import FollowJointTrajectory
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
@@ -32,9 +33,11 @@ from sim_helpers import (
     topic,
 )
 from std_msgs.msg import Float64MultiArray
+from std_srvs.srv import SetBool
 from test_follow_action import Goal, client_for
 
 from simops_core.robot_spec import load_robot_spec
+from simops_ros.franka_recovery import RecoveryError
 
 SPEC = load_robot_spec('fr3')
 ROBOT_STATE = '/franka_robot_state_broadcaster/robot_state'
@@ -162,3 +165,67 @@ def test_the_policy_faults_when_the_arm_stops_itself_and_resumes_only_after_reco
         assert wait_until(lambda: 'RUNNING' in states(ros_probe)[-3:], 10), states(ros_probe)
         assert policy.stop() == 0, policy.output
         assert sim.stop() == 0, sim.output
+
+
+def press_user_stop(probe: RosProbe, pressed: bool) -> str:
+    """Press (or release) the simulated arm's user stop with the sim's ``~/user_stop``.
+
+    A lost response is sent again (pressing twice says so); the robot mode confirms it.
+    """
+    client = probe.node.create_client(SetBool, '/sim/user_stop')
+    assert client.wait_for_service(timeout_sec=10.0)
+    mode = (FrankaRobotState.ROBOT_MODE_USER_STOPPED if pressed
+            else FrankaRobotState.ROBOT_MODE_IDLE)
+    for _ in range(3):
+        future = client.call_async(SetBool.Request(data=pressed))
+        if wait_until(future.done, 3.0):
+            break
+        client.remove_pending_request(future)
+    assert wait_until(lambda: robot_state(probe).robot_mode == mode, 5), robot_state(probe)
+    return future.result().message if future.done() else ''
+
+
+def test_the_user_stop_holds_the_policy_and_the_arm_until_released_and_recovered(
+        ros_probe: RosProbe, tmp_path: Path) -> None:
+    """The arm's user stop, pressed while a policy runs: the arm holds where it is (robot
+    mode USER_STOPPED, no error set), the policy latches FAULT with the user stop's line, and
+    error recovery is refused while it stays pressed; released, the arm is idle and still
+    ignores commands until the recovery; then ``~/enable`` runs the policy again."""
+    model, _ = write_policy(tmp_path, [0.0, 0.2, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0])
+    subscribe_states(ros_probe)
+    ros_probe.subscribe(ROBOT_STATE, FrankaRobotState, qos_profile_system_default)
+    watch(ros_probe)
+    with start_sim(tmp_path) as sim, NodeProcess.ros2_run(
+            'simops_policy', 'policy', '--ros-args', '-p', f'model_path:={model}',
+            '-p', 'ramp_time:=0.5', '-p', 'start_enabled:=true',
+            log_path=tmp_path / 'policy.log') as policy:
+        wait_state(ros_probe, policy, 'RUNNING', timeout=30)
+        time.sleep(0.5)                                     # moving
+        assert 'pressed the user stop' in press_user_stop(ros_probe, True)
+        wait_state(ros_probe, policy, 'FAULT', timeout=10)
+        state = robot_state(ros_probe)
+        assert not any(getattr(state.current_errors, name)
+                       for name in state.current_errors.get_fields_and_field_types())
+        time.sleep(1.0)                                     # the arm comes to rest
+        held = settled(ros_probe)
+        with pytest.raises(RecoveryError, match='user stop still pressed'):
+            Recovery(ros_probe)()
+        assert robot_state(ros_probe).robot_mode == FrankaRobotState.ROBOT_MODE_USER_STOPPED
+        assert 'released the user stop' in press_user_stop(ros_probe, False)
+        assert call_enable(ros_probe, True).success          # the arm is idle: faults again
+        time.sleep(0.5)
+        assert states(ros_probe)[-1] == 'FAULT'
+        assert np.abs(settled(ros_probe) - held).max() < 1e-3
+        Recovery(ros_probe)()
+        assert wait_until(lambda: robot_state(ros_probe).robot_mode
+                          == FrankaRobotState.ROBOT_MODE_MOVE, 5)
+        assert call_enable(ros_probe, True).success
+        wait_state(ros_probe, policy, 'RUNNING', timeout=10)
+        assert wait_until(lambda: np.abs(measured(ros_probe)[1] - held).max() > 1e-3, 5)
+        assert policy.stop() == 0, policy.output
+        log = sim.output
+        assert sim.stop() == 0, log
+    assert "the arm's user stop is pressed; release it, recover it" in policy.output
+    assert "the arm's user stop was released and the arm is idle" in policy.output
+    assert 'user stop (pressed)' in log
+    assert 'error recovery refused: the user stop is still pressed' in log

@@ -45,13 +45,16 @@ def arm_stopped_reason(errors: Sequence[str]) -> str:
             f'{RECOVER_THEN_ENABLE}')
 
 
-def user_stopped_reason() -> str:
-    """Why a node holds in FAULT while its arm's user stop is pressed (robot mode USER_STOPPED).
+def user_stopped_reason(released: bool = False) -> str:
+    """Why a node holds in FAULT while its arm's user stop is pressed, or once ``released``.
 
-    The arm aborts the motion and holds where it is (libfranka: "Move command aborted: User
-    Stop pressed!"); released, it is idle until error recovery (franka_gazebo's model of the
-    arm: franka_gazebo/include/franka_gazebo/statemachine.h:52-66, 73-78 at 09be037).
+    Pressed (robot mode USER_STOPPED), the arm aborts the motion and holds where it is
+    (libfranka: "Move command aborted: User Stop pressed!"); released, it is idle until error
+    recovery (franka_gazebo's model of the arm: franka_gazebo/include/franka_gazebo/
+    statemachine.h:52-66, 73-78 at 09be037).
     """
+    if released:
+        return f"the arm's user stop was released and the arm is idle; {RECOVER_THEN_ENABLE}"
     return f"the arm's user stop is pressed; release it, {RECOVER_THEN_ENABLE}"
 # A ros2_controllers forward command controller on the arms' position interfaces (loaded by
 # the user beside franka_bringup's; the simulator loads it inactive): positions streamed on

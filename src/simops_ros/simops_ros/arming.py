@@ -52,7 +52,10 @@ def attach_motion_controls(node: Node, supervisor: MotionSupervisor, lock: threa
 
 
 class ModeReport:
-    """Publishes the supervisor's mode by name on ``topic`` (latched) and logs it, on change."""
+    """Publishes the supervisor's mode by name on ``topic`` (latched) and logs it, on change.
+
+    A FAULT whose reason changes (an ``~/enable`` refused by a new cause) is logged again.
+    """
 
     def __init__(self, node: Node, supervisor: MotionSupervisor, topic: str,
                  qos: QoSProfile) -> None:
@@ -60,14 +63,18 @@ class ModeReport:
         self._logger = node.get_logger()
         self._publisher = node.create_publisher(String, topic, qos)
         self._published: Mode | None = None
+        self._reason = ''
 
     def __call__(self) -> None:
         """Publish and log the mode if it changed since the last call."""
-        mode = self._supervisor.mode
+        mode, reason = self._supervisor.mode, self._supervisor.reason
         if mode is not self._published:
             self._published = mode
             self._publisher.publish(String(data=mode.value))
-            self._logger.info(f'{mode.value}: {self._supervisor.reason}')
+            self._logger.info(f'{mode.value}: {reason}')
+        elif mode is Mode.FAULT and reason != self._reason:
+            self._logger.info(f'{mode.value}: {reason}')
+        self._reason = reason
 
 
 def resume(node: Node, supervisor: MotionSupervisor, lock: threading.Lock,

@@ -77,6 +77,9 @@ class FrankaRecovery:
         sent = _answer(self._action.send_goal_async(ErrorRecovery.Goal()), timeout,
                        'error_recovery')
         result = _answer(sent.get_result_async(), timeout, 'error_recovery')
+        if result.status == GoalStatus.STATUS_ABORTED:   # libfranka's recovery threw
+            raise RecoveryError('error_recovery: the arm refused it (is its user stop still '
+                                'pressed? release it and try again)')
         if result.status != GoalStatus.STATUS_SUCCEEDED:
             raise RecoveryError(f'error_recovery: the action ended with status {result.status}')
 

@@ -49,7 +49,7 @@ from simops_core.franka_ros2 import ARM_CONTROLLER
 from simops_sim.controller_states import ACTIVE, ControllerStates
 from simops_sim.joint_commands import ArmCommand
 from simops_sim.physics import Physics
-from simops_sim.reflexes import ProtectiveStop
+from simops_sim.reflexes import PRESSED, RELEASED, USER_STOP, ProtectiveStop
 from simops_sim.stream_rule import MAX_CATCH_UP, StreamPacer
 from simops_sim.trajectory_plan import TrajectoryError, TrajectoryGoal, TrajectoryPlan
 
@@ -94,6 +94,10 @@ class LaneHost(Protocol):
 
     def warn(self, kind: str, text: str) -> None:
         """Report ``text``, throttled per ``kind``."""
+
+
+class RecoveryRefusedError(RuntimeError):
+    """Error recovery cannot run now (the user stop is pressed); the message says why."""
 
 
 @dataclass
@@ -281,10 +285,34 @@ class ArmLane:
     def recover(self) -> ProtectiveStop | None:
         """End the protective stop (ErrorRecovery); the arm holds where it stopped.
 
-        Returns the stop that ended, or None when none was in force.
+        Returns the stop that ended, or None when none was in force. Raises
+        :class:`RecoveryRefusedError` while the user stop is pressed (nothing changes).
         """
         with self.lock:
+            stop = self.physics.stop
+            if stop is not None and stop.pressed:
+                raise RecoveryRefusedError('the user stop is still pressed; release it first')
             return self.physics.clear_stop()
+
+    def user_stop(self, pressed: bool) -> str:
+        """Press or release the arm's user stop; what happened, in one line.
+
+        Pressed, the arm holds where it is and ignores commands (robot mode USER_STOPPED);
+        released, it stays stopped (IDLE) until :meth:`recover` (:mod:`simops_sim.reflexes`).
+        """
+        with self.lock:
+            physics, stop = self.physics, self.physics.stop
+            if pressed:
+                if stop is not None and stop.pressed:
+                    return 'the user stop is already pressed'
+                stop = ProtectiveStop(USER_STOP, '', physics.time, PRESSED)
+                physics.latch_stop(stop)
+                self._stopped(stop)
+                return 'pressed the user stop: the arm holds and ignores commands'
+            if stop is None or not stop.pressed:
+                return 'the user stop is not pressed'
+            physics.latch_stop(replace(stop, time=physics.time, text=RELEASED))
+            return 'released the user stop: the arm is idle until error recovery'
 
     def set_collision_torque(self, threshold: np.ndarray) -> None:
         """The collision reflex's threshold (7,) N*m (franka's set_full_collision_behavior)."""

@@ -9,8 +9,11 @@ world's ``/clock`` and ``/diagnostics`` stay with the simulator node.
 Per arm: ``joint_states``, ``ee_pose``, ``object_pose`` and franka's robot state out; the
 streamed ``joint_commands``, the position interface's ``position_commands`` (its
 controller's ``~/commands``), ``joint_trajectory`` and ``goal_pose`` in; the
-FollowJointTrajectory action; and the :mod:`simops_sim.companions` nodes (error recovery,
-franka_gripper). A bad command is rejected with a warning throttled per kind; the arm holds.
+FollowJointTrajectory action; ``~/user_stop`` (std_srvs/SetBool), the arm's user stop to
+press (true) and release (false), which a real arm has as a button (its robot mode and error
+recovery: :mod:`simops_sim.reflexes`); and the :mod:`simops_sim.companions` nodes (error
+recovery, franka_gripper). A bad command is rejected with a warning throttled per kind; the
+arm holds.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from rclpy.node import Node
 from rclpy.serialization import deserialize_message
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
+from std_srvs.srv import SetBool
 from trajectory_msgs.msg import JointTrajectory
 
 from simops_core.franka_ros2 import ARM_CONTROLLER, POSITION_CONTROLLER, FrankaRelease
@@ -96,6 +100,7 @@ class ArmPorts:
         node.create_subscription(PoseStamped, topics['goal_pose'].name, self._on_goal,
                                  subscription_qos(topics['goal_pose']))
         FollowJointTrajectoryServer(node, arm, spec, topics['joint_trajectory'])
+        node.create_service(SetBool, '~/user_stop', self._on_user_stop)
         self._robot_state = RobotStatePublisher(
             node, topics['robot_state'], spec, qos_from_spec(load_qos(release.convenience_qos)))
         self.companions = companion_nodes(arm, spec, node.get_namespace(), release)
@@ -104,6 +109,13 @@ class ArmPorts:
         self._pose_wire = PoseStampedEncoder(spec.base_frame)
 
     # --- ROS callbacks (executor thread) -------------------------------------------------
+
+    def _on_user_stop(self, request: SetBool.Request,
+                      response: SetBool.Response) -> SetBool.Response:
+        response.message = self._arm.user_stop(bool(request.data))
+        response.success = True
+        self._node.get_logger().warning(response.message)
+        return response
 
     def _reject(self, key: str, exc: CommandError) -> None:
         topic = self._topics[key].name

@@ -18,6 +18,12 @@ same way, on the same limits (the robot spec's, one source):
 
 Errors are named as franka_msgs' ``Errors`` fields. Arrays are (7,) in the spec's arm order;
 rad, rad/s, N*m. A NaN counts as beyond every limit.
+
+The arm's user stop latches the same way (:data:`USER_STOP`, no ``Errors`` field: libfranka
+sets none for it): pressed, the arm holds where it is (robot mode USER_STOPPED); released,
+it stays stopped (robot mode IDLE) until error recovery, which is refused while it is
+pressed (franka_gazebo's model of the arm: franka_gazebo/include/franka_gazebo/
+statemachine.h:52-66, 73-78 at 09be037).
 """
 
 from __future__ import annotations
@@ -31,6 +37,8 @@ from simops_core.robot_spec import RobotSpec
 
 SPEED_TOLERANCE = 0.01    # fraction a command may exceed the velocity limit by (rounding)
 POSITION_TOLERANCE = 1e-3  # rad a measured position may lie beyond a limit (joint-limit softness)
+USER_STOP = 'user_stop'    # a stop's ``error`` for the user stop; its text: pressed or released
+PRESSED, RELEASED = 'pressed', 'released'
 
 
 @dataclass(frozen=True)
@@ -38,7 +46,8 @@ class ProtectiveStop:
     """A latched stop: the franka_msgs ``Errors`` field ``error``, the joint, sim ``time`` (s).
 
     ``text`` says what was beyond which limit, e.g. ``fr3_joint4 at 3.1 rad/s beyond its
-    2.62 rad/s limit``.
+    2.62 rad/s limit``. The user stop's ``error`` is :data:`USER_STOP`, its ``text``
+    :data:`PRESSED` or :data:`RELEASED`, its joint ''.
     """
 
     error: str
@@ -46,8 +55,20 @@ class ProtectiveStop:
     time: float
     text: str
 
+    @property
+    def user_stop(self) -> bool:
+        """Whether this is the arm's user stop (pressed or released, not yet recovered)."""
+        return self.error == USER_STOP
+
+    @property
+    def pressed(self) -> bool:
+        """Whether this is the arm's user stop, still pressed (error recovery is refused)."""
+        return self.user_stop and self.text == PRESSED
+
     def message(self) -> str:
         """One line for a log, a diagnostics status or an action result."""
+        if self.user_stop:
+            return f'user stop ({self.text}) at t={self.time:.3f} s'
         return f'protective stop ({self.error}): {self.text} at t={self.time:.3f} s'
 
 

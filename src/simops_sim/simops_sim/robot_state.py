@@ -12,9 +12,10 @@ simulator knows, the rest stays zero:
 - ``measured_joint_state`` (q, dq, tau_J as on ``joint_states``, without their noise) and
   ``desired_joint_state`` (the controller's q_d and dq_d; no tau_J_d);
 - ``tau_ext_hat_filtered`` (effort): the joint torques the contacts apply, unfiltered;
-- ``robot_mode``: MOVE, or REFLEX during a protective stop;
+- ``robot_mode``: MOVE, REFLEX during a protective stop, USER_STOPPED while the user stop
+  is pressed and IDLE once it is released, until error recovery (:func:`robot_mode`);
 - ``current_errors``: the protective stop in force; ``last_motion_errors``: the latest
-  stop, kept after error recovery as libfranka keeps it.
+  stop, kept after error recovery as libfranka keeps it (the user stop sets none).
 
 Beside it, the broadcaster's convenience topics that carry what the simulator knows, each
 sent only while someone subscribes (the real broadcaster sends them all at
@@ -46,6 +47,7 @@ from simops_core.robot_spec import RobotSpec
 from simops_core.topics import TopicSpec
 from simops_ros.qos import qos_profile
 from simops_sim.arm_lane import FollowState
+from simops_sim.reflexes import ProtectiveStop
 from simops_sim.serialized_messages import RobotStateEncoder
 
 CONVENIENCE = {'current_pose': PoseStamped, 'measured_joint_states': JointState,
@@ -76,11 +78,9 @@ class RobotStatePublisher:
                 state.actual_q, state.actual_qd, state.actual_effort, state.desired_q,
                 state.desired_qd, state.contact), strict=True):
             row[:] = values
-        mode = (FrankaRobotState.ROBOT_MODE_MOVE if state.stop is None
-                else FrankaRobotState.ROBOT_MODE_REFLEX)
         self._publisher.publish(self._wire.encode(
-            state.stamp_ns, state.time, mode, state.stop and state.stop.error,
-            state.last_stop and state.last_stop.error))
+            state.stamp_ns, state.time, robot_mode(state.stop), _error(state.stop),
+            _error(state.last_stop)))
         self._publish_convenience(state)
 
     def _publish_convenience(self, state: FollowState) -> None:
@@ -110,3 +110,18 @@ class RobotStatePublisher:
         p.x, p.y, p.z = map(float, pos)
         o.w, o.x, o.y, o.z = map(float, quat)
         return msg
+
+
+def robot_mode(stop: ProtectiveStop | None) -> int:
+    """The ``robot_mode`` of an arm with ``stop`` in force (None: it moves)."""
+    if stop is None:
+        return FrankaRobotState.ROBOT_MODE_MOVE
+    if stop.user_stop:
+        return (FrankaRobotState.ROBOT_MODE_USER_STOPPED if stop.pressed
+                else FrankaRobotState.ROBOT_MODE_IDLE)
+    return FrankaRobotState.ROBOT_MODE_REFLEX
+
+
+def _error(stop: ProtectiveStop | None) -> str | None:
+    """The ``Errors`` field ``stop`` sets (None: none; the user stop sets none)."""
+    return None if stop is None or stop.user_stop else stop.error
