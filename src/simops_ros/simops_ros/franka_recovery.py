@@ -31,6 +31,10 @@ from simops_core.franka_ros2 import (
 from simops_ros.background import BackgroundNode
 
 POLL = 0.01   # s between looks at a pending answer
+# s without an answer to the recovery goal before it goes again: a server can answer before
+# its writer has matched this client's reader (DDS discovery is not symmetric), and that
+# answer is lost for good; the recovery is idempotent, so a second goal is safe
+RESEND = 2.0
 
 
 class RecoveryError(Exception):
@@ -74,9 +78,17 @@ class FrankaRecovery:
         if not self._action.wait_for_server(timeout_sec=timeout):
             raise NoAnswerError(f'error_recovery: no action server {self._action_name} '
                                 f'within {timeout:g} s')
-        sent = _answer(self._action.send_goal_async(ErrorRecovery.Goal()), timeout,
-                       'error_recovery')
-        result = _answer(sent.get_result_async(), timeout, 'error_recovery')
+        deadline = time.monotonic() + timeout
+        while True:
+            goal = self._action.send_goal_async(ErrorRecovery.Goal())
+            resend = min(deadline, time.monotonic() + RESEND)
+            while not goal.done() and time.monotonic() < resend:
+                time.sleep(POLL)
+            if goal.done():
+                break
+            if time.monotonic() >= deadline:
+                raise NoAnswerError(f'error_recovery: no answer within {timeout:g} s')
+        result = _answer(goal.result().get_result_async(), timeout, 'error_recovery')
         if result.status == GoalStatus.STATUS_ABORTED:   # libfranka's recovery threw
             raise RecoveryError('error_recovery: the arm refused it (is its user stop still '
                                 'pressed? release it and try again)')
