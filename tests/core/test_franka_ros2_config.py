@@ -12,7 +12,16 @@ from pathlib import Path
 import pytest
 import yaml
 
-from simops_core.franka_ros2 import FrankaReleaseError, franka_release, release_names
+from simops_core.franka_ros2 import (
+    ROBOT_MODE_IDLE,
+    ROBOT_MODE_MOVE,
+    ROBOT_MODE_REFLEX,
+    ROBOT_MODE_USER_STOPPED,
+    ArmModeWatch,
+    FrankaReleaseError,
+    franka_release,
+    release_names,
+)
 from simops_core.paths import resolve_resource
 from simops_sim.controller_states import (
     BEST_EFFORT,
@@ -139,3 +148,20 @@ def test_the_command_mode_follows_the_claimed_interfaces_as_franka_hardware_pick
     control.on_error()
     control.restart()
     assert control.controller_law() == 'joint_trajectory'
+
+
+def test_the_arm_mode_watch_reads_stops_and_the_user_stop_until_the_arm_moves_again() -> None:
+    """Reflex mode names its errors; USER_STOPPED is a stop with none; released (IDLE), the
+    user stop's arm stays stopped until it is read moving; an IDLE arm never stopped is not."""
+    watch = ArmModeWatch()
+    assert watch.read(ROBOT_MODE_IDLE, []) == ''              # not started yet: no stop
+    assert watch.read(ROBOT_MODE_MOVE, []) == ''
+    assert 'protective stop: joint_reflex)' in watch.read(ROBOT_MODE_REFLEX, ['joint_reflex'])
+    assert 'protective stop: reflex)' in watch.read(ROBOT_MODE_REFLEX, [])
+    assert watch.read(ROBOT_MODE_MOVE, []) == ''
+    assert "user stop is pressed; release it, recover it" in watch.read(
+        ROBOT_MODE_USER_STOPPED, [])
+    assert 'released and the arm is idle; recover it' in watch.read(ROBOT_MODE_IDLE, [])
+    assert 'released and the arm is idle' in watch.read(ROBOT_MODE_IDLE, [])
+    assert watch.read(ROBOT_MODE_MOVE, []) == ''              # recovered
+    assert watch.read(ROBOT_MODE_IDLE, []) == ''              # idle again, no user stop

@@ -104,6 +104,36 @@ def test_the_arms_own_stop_faults_the_node_until_its_recovery_and_enable(
     assert joint1[-1] > joint1[ticks.enable - 1] + 0.01   # enabled, it turns again
 
 
+def test_the_user_stop_faults_the_node_with_its_own_line_until_release_recovery_and_enable(
+        env: FR3ReachEnv) -> None:
+    """user_stop: the arm halts where it is (robot mode USER_STOPPED, no error set); the node
+    reads it as it reads franka's robot state and latches FAULT with the user stop's line;
+    released and recovered, ~/enable ramps the node in again."""
+    ticks = scenario('user_stop').ticks(PERIOD)
+    turning = STILL.copy()
+    turning[0] = 0.5
+    env.reset(seed=0, options={'scenario': scenario('user_stop'),
+                               'goal': np.array([0.7, 0.3, 0.45])})
+    infos, joint1, reasons = [], [], []
+    for _ in range(ticks.enable + 4):
+        _, _, terminated, _, info = env.step(turning)
+        assert not terminated
+        infos.append(info)
+        joint1.append(float(env.physics.data.qpos[0]))
+        reasons.append(env.supervisor.reason)
+    modes = [info['mode'] for info in infos]   # infos[k]: tick k + 1
+    assert modes[ticks.start - 2] == 'RUNNING'
+    assert set(modes[ticks.start - 1:ticks.enable - 1]) == {'FAULT'}
+    assert modes[ticks.enable - 1] == 'RAMPING'
+    assert reasons[ticks.start - 1].startswith("the arm's user stop is pressed; release it")
+    stops = [info['protective_stop'] for info in infos]
+    assert all(s.startswith('user stop (pressed)') for s in stops[ticks.start - 1:ticks.end - 1])
+    assert not any(stops[ticks.end - 1:])
+    stopped = joint1[ticks.start + 3:ticks.end - 1]
+    assert np.ptp(stopped) < 1e-3                          # it holds where it stopped
+    assert joint1[-1] > joint1[ticks.enable - 1] + 0.01    # enabled, it turns again
+
+
 def test_a_push_moves_the_flange_and_ends(env: FR3ReachEnv) -> None:
     push = scenario('push_arm')
     ticks = push.ticks(PERIOD)

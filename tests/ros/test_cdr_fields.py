@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 from rclpy.serialization import serialize_message
 from sensor_msgs.msg import PointCloud2, PointField, Range
 
-from simops_ros.arm_stop import read_robot_mode, stop_reason
+from simops_core.franka_ros2 import ArmModeWatch
+from simops_ros.arm_stop import read_robot_mode
 from simops_ros.cdr_fields import CdrError, FieldReader
 
 ERROR_NAMES = tuple(Errors.get_fields_and_field_types())
@@ -102,19 +103,15 @@ def test_the_arm_stop_reason_from_the_bytes_or_else_from_the_whole_message() -> 
     stopped.current_errors.joint_velocity_violation = True
     data = serialize_message(stopped)
 
-    def reason(raw: bytes, user_stopped: bool = False) -> str | None:
+    def reason(raw: bytes) -> str | None:
         state = read_robot_mode(raw)
-        return None if state is None else stop_reason(*state, user_stopped)
+        return None if state is None else ArmModeWatch().read(*state)
 
+    assert read_robot_mode(data) == (4, ['joint_velocity_violation'])
     assert 'protective stop: joint_velocity_violation' in reason(data)
     assert reason(serialize_message(FrankaRobotState(robot_mode=2))) == ''
+    assert "the arm's user stop is pressed" in reason(serialize_message(
+        FrankaRobotState(robot_mode=5)))
     assert reason(data[:300]) is None            # neither reader can decode it
     # another encapsulation id: the reader refuses it, rclpy's whole message decides
     assert reason(b'\x00\x03' + data[2:]) == reason(data)
-    # the user stop: pressed (no error set); released, the arm is idle until it moves again
-    user_stopped = serialize_message(FrankaRobotState(robot_mode=5))
-    assert "the arm's user stop is pressed" in reason(user_stopped)
-    idle = serialize_message(FrankaRobotState(robot_mode=1))
-    assert reason(idle) == ''
-    assert "user stop was released and the arm is idle" in reason(idle, user_stopped=True)
-    assert reason(serialize_message(FrankaRobotState(robot_mode=2)), user_stopped=True) == ''

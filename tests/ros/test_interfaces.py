@@ -28,6 +28,7 @@ from franka_msgs.srv import (
 from ros_helpers import NodeProcess, RosProbe, wait_until
 from trajectory_msgs.msg import JointTrajectoryPoint
 
+from simops_core import franka_ros2
 from simops_ros.rclpy_compat import DISTRO
 
 PROCS = Path(__file__).parents[1] / 'procs'
@@ -85,7 +86,11 @@ def test_fields_match_the_published_definitions() -> None:
         assert fields(service.Request) == request, service
         assert fields(service.Response) == {'success': 'boolean', 'error': 'string'}
     assert FrankaRobotState.ROBOT_MODE_REFLEX == 4
-    assert FrankaRobotState.ROBOT_MODE_USER_STOPPED == 5
+    # the modes simops_core.franka_ros2 (ROS-free) reads are franka_msgs' own
+    assert (franka_ros2.ROBOT_MODE_IDLE, franka_ros2.ROBOT_MODE_MOVE,
+            franka_ros2.ROBOT_MODE_REFLEX, franka_ros2.ROBOT_MODE_USER_STOPPED) == (
+        FrankaRobotState.ROBOT_MODE_IDLE, FrankaRobotState.ROBOT_MODE_MOVE,
+        FrankaRobotState.ROBOT_MODE_REFLEX, FrankaRobotState.ROBOT_MODE_USER_STOPPED)
     assert FrankaRobotState.ROBOT_MODE_AUTOMATIC_ERROR_RECOVERY == 6
     errors = list(fields(Errors))
     assert len(errors) == 36 and set(fields(Errors).values()) == {'boolean'}

@@ -31,6 +31,9 @@ HARDWARE_COMPONENT = 'FrankaHardwareInterface'   # franka_bringup's ros2_control
 ARM_CONTROLLER = 'fr3_arm_controller'            # franka_fr3_moveit_config's JTC
 
 
+# franka_msgs/msg/FrankaRobotState's robot modes (libfranka's RobotMode, in its order):
+# the arm idle, moving, in reflex mode (a protective stop), user-stopped
+ROBOT_MODE_IDLE, ROBOT_MODE_MOVE, ROBOT_MODE_REFLEX, ROBOT_MODE_USER_STOPPED = 1, 2, 4, 5
 RECOVER_THEN_ENABLE = ('recover it (simops-recover: franka_hardware\'s recovery steps), then '
                       'call ~/enable')
 
@@ -38,8 +41,7 @@ RECOVER_THEN_ENABLE = ('recover it (simops-recover: franka_hardware\'s recovery 
 def arm_stopped_reason(errors: Sequence[str]) -> str:
     """Why a node holds in FAULT while its arm is in reflex mode, naming the ``errors`` set.
 
-    ``errors``: the franka_msgs ``Errors`` fields set (none: ``reflex``). The policy node's
-    :class:`~simops_ros.arm_stop.ArmStop` and the envs' arm-stop scenario say it alike.
+    ``errors``: the franka_msgs ``Errors`` fields set (none: ``reflex``).
     """
     return (f'the arm stopped itself (protective stop: {", ".join(errors) or "reflex"}); '
             f'{RECOVER_THEN_ENABLE}')
@@ -56,6 +58,38 @@ def user_stopped_reason(released: bool = False) -> str:
     if released:
         return f"the arm's user stop was released and the arm is idle; {RECOVER_THEN_ENABLE}"
     return f"the arm's user stop is pressed; release it, {RECOVER_THEN_ENABLE}"
+
+
+class ArmModeWatch:
+    """Whether an arm is stopped, from the robot modes a node reads in turn (no ROS).
+
+    The policy, teleop and excite nodes (:class:`~simops_ros.arm_stop.ArmStop`, from franka's
+    robot state) and the envs' arm-stop scenarios (from the simulated arm's mode) ask it
+    alike, and latch FAULT with its reason while it gives one.
+    """
+
+    def __init__(self) -> None:
+        self._user_stopped = False   # read pressed since the arm was last read moving
+
+    def read(self, robot_mode: int, errors: Sequence[str]) -> str:
+        """Why the arm in ``robot_mode`` is stopped ('' when it is not).
+
+        Reflex mode names the ``Errors`` fields set in ``errors``; USER_STOPPED is the user
+        stop, pressed (libfranka sets no error for it); after it, any mode but MOVE (IDLE,
+        once released) is still the user stop's, until error recovery lets the arm move.
+        """
+        if robot_mode == ROBOT_MODE_USER_STOPPED:
+            self._user_stopped = True
+            return user_stopped_reason()
+        if robot_mode == ROBOT_MODE_MOVE:
+            self._user_stopped = False
+        if robot_mode == ROBOT_MODE_REFLEX:
+            return arm_stopped_reason(errors)
+        if self._user_stopped:
+            return user_stopped_reason(released=True)
+        return ''
+
+
 # A ros2_controllers forward command controller on the arms' position interfaces (loaded by
 # the user beside franka_bringup's; the simulator loads it inactive): positions streamed on
 # its ~/commands are tracked by the arm's own joint-impedance loop.

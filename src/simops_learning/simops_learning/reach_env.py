@@ -45,7 +45,7 @@ import gymnasium as gym
 import mujoco
 import numpy as np
 
-from simops_core.franka_ros2 import arm_stopped_reason
+from simops_core.franka_ros2 import ArmModeWatch
 from simops_core.motion_supervisor import Decision, MotionSupervisor, stand_still
 from simops_core.paths import ROBOT_SCENE, resolve_resource
 from simops_core.policy_card import CardError, PolicyCard, load_policy_card
@@ -63,8 +63,8 @@ from simops_learning.reach_card import HISTORY, parse_card, reach_card
 from simops_sim.perception import Perception, SensorNoise
 from simops_sim.physics import Physics
 from simops_sim.randomization import Conditions, DomainRandomization
-from simops_sim.reflexes import ProtectiveStop
-from simops_sim.scenarios import ScenarioRun
+from simops_sim.reflexes import PRESSED, USER_STOP, ProtectiveStop, robot_mode, stop_errors
+from simops_sim.scenarios import ARM_STOPS, ScenarioRun
 from simops_sim.sim_profiles import VALIDATION, apply_profile, sim_profile, steps_per_period
 from simops_sim.trajectory_plan import TrajectoryPlan, point_goal
 
@@ -210,6 +210,7 @@ class FR3ReachEnv(gym.Env):
                                     self._own_rng() if scenario is not None else None)
         self.physics.push(self._pushed_body(), np.zeros(3))
         self.supervisor = MotionSupervisor(start_enabled=True, ramp_time=ramp)
+        self._arm_modes = ArmModeWatch()
         self.policy_step.forget()
         self._tick_inputs()
         return self._decide(), self._info(fault=False)
@@ -340,13 +341,19 @@ class FR3ReachEnv(gym.Env):
             self.physics.set_goal_pose(self.goal, np.array([1.0, 0.0, 0.0, 0.0]))
         scenario.drive(self.supervisor, tick)
         physics = self.physics
-        if scenario.arm_stopped(tick):   # the arm's own stop: the node reads it and faults
+        if scenario.arm_stopped(tick):   # the arm's own stop, or its user stop pressed
             if physics.stop is None:
-                physics.latch_stop(ProtectiveStop(ARM_STOP_ERROR, '', physics.time,
-                                                  'the arm stopped itself (a scenario)'))
-            self.supervisor.fault(arm_stopped_reason((ARM_STOP_ERROR,)))
+                physics.latch_stop(
+                    ProtectiveStop(USER_STOP, '', physics.time, PRESSED)
+                    if scenario.event == USER_STOP else
+                    ProtectiveStop(ARM_STOP_ERROR, '', physics.time,
+                                   'the arm stopped itself (a scenario)'))
         elif scenario.arm_recovers(tick):   # its error recovery; it holds where it stopped
             physics.clear_stop()
+        if scenario.event in ARM_STOPS:   # the node reads the arm's mode, as on franka's state
+            reason = self._arm_modes.read(robot_mode(physics.stop), stop_errors(physics.stop))
+            if reason:
+                self.supervisor.fault(reason)
         self._measure(joints=not scenario.joint_states_lost(tick),
                       scene=not scenario.object_pose_lost(tick))
 

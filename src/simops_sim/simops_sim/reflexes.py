@@ -33,6 +33,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from simops_core.franka_ros2 import (
+    ROBOT_MODE_IDLE,
+    ROBOT_MODE_MOVE,
+    ROBOT_MODE_REFLEX,
+    ROBOT_MODE_USER_STOPPED,
+)
 from simops_core.robot_spec import RobotSpec
 
 SPEED_TOLERANCE = 0.01    # fraction a command may exceed the velocity limit by (rounding)
@@ -70,6 +76,21 @@ class ProtectiveStop:
         if self.user_stop:
             return f'user stop ({self.text}) at t={self.time:.3f} s'
         return f'protective stop ({self.error}): {self.text} at t={self.time:.3f} s'
+
+
+
+def robot_mode(stop: ProtectiveStop | None) -> int:
+    """Franka's ``robot_mode`` of an arm with ``stop`` in force (None: it moves)."""
+    if stop is None:
+        return ROBOT_MODE_MOVE
+    if stop.user_stop:
+        return ROBOT_MODE_USER_STOPPED if stop.pressed else ROBOT_MODE_IDLE
+    return ROBOT_MODE_REFLEX
+
+
+def stop_errors(stop: ProtectiveStop | None) -> list[str]:
+    """The franka_msgs ``Errors`` fields ``stop`` sets (the user stop sets none)."""
+    return [] if stop is None or stop.user_stop else [stop.error]
 
 
 class Reflexes:

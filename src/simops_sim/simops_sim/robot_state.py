@@ -13,7 +13,8 @@ simulator knows, the rest stays zero:
   ``desired_joint_state`` (the controller's q_d and dq_d; no tau_J_d);
 - ``tau_ext_hat_filtered`` (effort): the joint torques the contacts apply, unfiltered;
 - ``robot_mode``: MOVE, REFLEX during a protective stop, USER_STOPPED while the user stop
-  is pressed and IDLE once it is released, until error recovery (:func:`robot_mode`);
+  is pressed and IDLE once it is released, until error recovery
+  (:func:`simops_sim.reflexes.robot_mode`);
 - ``current_errors``: the protective stop in force; ``last_motion_errors``: the latest
   stop, kept after error recovery as libfranka keeps it (the user stop sets none).
 
@@ -47,7 +48,7 @@ from simops_core.robot_spec import RobotSpec
 from simops_core.topics import TopicSpec
 from simops_ros.qos import qos_profile
 from simops_sim.arm_lane import FollowState
-from simops_sim.reflexes import ProtectiveStop
+from simops_sim.reflexes import ProtectiveStop, robot_mode, stop_errors
 from simops_sim.serialized_messages import RobotStateEncoder
 
 CONVENIENCE = {'current_pose': PoseStamped, 'measured_joint_states': JointState,
@@ -112,16 +113,7 @@ class RobotStatePublisher:
         return msg
 
 
-def robot_mode(stop: ProtectiveStop | None) -> int:
-    """The ``robot_mode`` of an arm with ``stop`` in force (None: it moves)."""
-    if stop is None:
-        return FrankaRobotState.ROBOT_MODE_MOVE
-    if stop.user_stop:
-        return (FrankaRobotState.ROBOT_MODE_USER_STOPPED if stop.pressed
-                else FrankaRobotState.ROBOT_MODE_IDLE)
-    return FrankaRobotState.ROBOT_MODE_REFLEX
-
-
 def _error(stop: ProtectiveStop | None) -> str | None:
-    """The ``Errors`` field ``stop`` sets (None: none; the user stop sets none)."""
-    return None if stop is None or stop.user_stop else stop.error
+    """The one ``Errors`` field ``stop`` sets, or None."""
+    errors = stop_errors(stop)
+    return errors[0] if errors else None

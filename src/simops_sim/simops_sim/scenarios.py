@@ -2,7 +2,8 @@
 
 A :class:`Scenario` is what ``config/scenarios.yaml``, their one source, names: a push on the
 arm or the cube, a goal moved mid-episode, joint states that stop coming, an object pose that
-stops coming, or the node's e-stop followed by recovery. The env plays it
+stops coming, the node's e-stop followed by recovery, the arm's own protective stop, or
+its user stop pressed, then released and recovered. The env plays it
 (:class:`~simops_learning.reach_env.FR3ReachEnv`, ``reset(options={'scenario': ...})``) at
 control ticks: :meth:`Scenario.ticks` turns its times into tick indices (tick ``k`` is at
 ``k * period`` s after the episode's start, when the node reads its inputs and commands).
@@ -24,10 +25,13 @@ from simops_core.tasks import TASK_NAMES
 from simops_core.yaml_fields import Fields, named_tables
 
 SCENARIOS_FILE = 'config/scenarios.yaml'
-PUSH, GOAL_MOVED, STALE_JOINT_STATES, OBJECT_POSE_DROPOUT, ESTOP, ARM_STOP = (
-    'push', 'goal_moved', 'stale_joint_states', 'object_pose_dropout', 'estop', 'arm_stop')
-EVENTS = (PUSH, GOAL_MOVED, STALE_JOINT_STATES, OBJECT_POSE_DROPOUT, ESTOP, ARM_STOP)
-OPERATED = (ESTOP, ARM_STOP)   # events after which the operator calls ~/enable
+PUSH, GOAL_MOVED, STALE_JOINT_STATES, OBJECT_POSE_DROPOUT, ESTOP, ARM_STOP, USER_STOP = (
+    'push', 'goal_moved', 'stale_joint_states', 'object_pose_dropout', 'estop', 'arm_stop',
+    'user_stop')
+EVENTS = (PUSH, GOAL_MOVED, STALE_JOINT_STATES, OBJECT_POSE_DROPOUT, ESTOP, ARM_STOP,
+          USER_STOP)
+ARM_STOPS = (ARM_STOP, USER_STOP)   # events that stop the arm itself, until its recovery
+OPERATED = (ESTOP, *ARM_STOPS)      # events after which the operator calls ~/enable
 BODIES = ('flange', 'object')
 SCENARIO_FIELDS = ('event', 'at', 'tasks', 'duration', 'force', 'body', 'enable_after')
 TICK_TOLERANCE = 1e-9   # s: a time this close above a tick counts as that tick
@@ -141,7 +145,8 @@ def _scenario(check: Fields, name: str, where: str, table: dict[str, Any]) -> Sc
         'at': check.number(table, 'at', f'{where}.at', 0.0), 'tasks': tuple(tasks)}
     needed = {PUSH: ('duration', 'force', 'body'), STALE_JOINT_STATES: ('duration',),
               OBJECT_POSE_DROPOUT: ('duration',), ESTOP: ('duration', 'enable_after'),
-              ARM_STOP: ('duration', 'enable_after'), GOAL_MOVED: ()}[event]
+              ARM_STOP: ('duration', 'enable_after'), USER_STOP: ('duration', 'enable_after'),
+              GOAL_MOVED: ()}[event]
     for key in ('duration', 'force', 'body', 'enable_after'):
         if key in table and key not in needed:
             check.fail(f'{where}.{key}', f'means nothing to a {event} event')
@@ -196,12 +201,18 @@ class ScenarioRun:
         return self.event == OBJECT_POSE_DROPOUT and self.ticks.active(tick)
 
     def arm_stopped(self, tick: int) -> bool:
-        """Whether the arm is in its own protective stop at ``tick`` (until its recovery)."""
-        return self.event == ARM_STOP and self.ticks.active(tick)
+        """Whether the arm is stopped at ``tick``, until its recovery.
+
+        Its own protective stop (``arm_stop``), or its user stop pressed (``user_stop``).
+        """
+        return self.event in ARM_STOPS and self.ticks.active(tick)
 
     def arm_recovers(self, tick: int) -> bool:
-        """Whether the arm's error recovery clears its stop at ``tick``."""
-        return self.event == ARM_STOP and tick == self.ticks.end
+        """Whether the arm's error recovery clears its stop at ``tick``.
+
+        A user stop is released first, in the same tick.
+        """
+        return self.event in ARM_STOPS and tick == self.ticks.end
 
     def drive(self, supervisor: MotionSupervisor, tick: int) -> None:
         """The e-stop and the operator at ``tick``: pressed, released, then ``~/enable``.
