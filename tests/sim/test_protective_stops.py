@@ -138,6 +138,13 @@ def test_a_goal_into_the_table_ends_in_the_collision_reflex(ros_probe: RosProbe,
         assert node.stop() == 0, node.output
 
 
+def running_policy(tmp_path: Path, model: Path) -> NodeProcess:
+    """The policy node on ``model``, enabled at start, ramping in over 0.5 s."""
+    return NodeProcess.ros2_run('simops_policy', 'policy', '--ros-args',
+                                '-p', f'model_path:={model}', '-p', 'ramp_time:=0.5',
+                                '-p', 'start_enabled:=true', log_path=tmp_path / 'policy.log')
+
+
 def test_the_policy_faults_when_the_arm_stops_itself_and_resumes_only_after_recovery(
         ros_probe: RosProbe, tmp_path: Path) -> None:
     """A constant policy tilting joint 2 forward presses the hand onto the table: the arm's
@@ -147,10 +154,7 @@ def test_the_policy_faults_when_the_arm_stops_itself_and_resumes_only_after_reco
     model, _ = write_policy(tmp_path, [0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0])
     subscribe_states(ros_probe)
     watch(ros_probe)
-    with start_sim(tmp_path) as sim, NodeProcess.ros2_run(
-            'simops_policy', 'policy', '--ros-args', '-p', f'model_path:={model}',
-            '-p', 'ramp_time:=0.5', '-p', 'start_enabled:=true',
-            log_path=tmp_path / 'policy.log') as policy:
+    with start_sim(tmp_path) as sim, running_policy(tmp_path, model) as policy:
         wait_state(ros_probe, policy, 'RUNNING', timeout=30)
         wait_state(ros_probe, policy, 'FAULT', timeout=20)
         assert 'the arm stopped itself (protective stop: joint_reflex)' in policy.output
@@ -195,10 +199,7 @@ def test_the_user_stop_holds_the_policy_and_the_arm_until_released_and_recovered
     subscribe_states(ros_probe)
     ros_probe.subscribe(ROBOT_STATE, FrankaRobotState, qos_profile_system_default)
     watch(ros_probe)
-    with start_sim(tmp_path) as sim, NodeProcess.ros2_run(
-            'simops_policy', 'policy', '--ros-args', '-p', f'model_path:={model}',
-            '-p', 'ramp_time:=0.5', '-p', 'start_enabled:=true',
-            log_path=tmp_path / 'policy.log') as policy:
+    with start_sim(tmp_path) as sim, running_policy(tmp_path, model) as policy:
         wait_state(ros_probe, policy, 'RUNNING', timeout=30)
         time.sleep(0.5)                                     # moving
         assert 'pressed the user stop' in press_user_stop(ros_probe, True)
