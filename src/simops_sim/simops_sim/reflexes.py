@@ -78,7 +78,6 @@ class ProtectiveStop:
         return f'protective stop ({self.error}): {self.text} at t={self.time:.3f} s'
 
 
-
 def robot_mode(stop: ProtectiveStop | None) -> int:
     """Franka's ``robot_mode`` of an arm with ``stop`` in force (None: it moves)."""
     if stop is None:
