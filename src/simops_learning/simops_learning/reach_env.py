@@ -63,8 +63,8 @@ from simops_learning.reach_card import HISTORY, parse_card, reach_card
 from simops_sim.perception import Perception, SensorNoise
 from simops_sim.physics import Physics
 from simops_sim.randomization import Conditions, DomainRandomization
-from simops_sim.reflexes import PRESSED, USER_STOP, ProtectiveStop, robot_mode, stop_errors
-from simops_sim.scenarios import ARM_STOPS, ScenarioRun
+from simops_sim.reflexes import ProtectiveStop, robot_mode, stop_errors, user_stop_pressed
+from simops_sim.scenarios import ARM_STOPS, USER_STOP, ScenarioRun
 from simops_sim.sim_profiles import VALIDATION, apply_profile, sim_profile, steps_per_period
 from simops_sim.trajectory_plan import TrajectoryPlan, point_goal
 
@@ -344,7 +344,7 @@ class FR3ReachEnv(gym.Env):
         if scenario.arm_stopped(tick):   # the arm's own stop, or its user stop pressed
             if physics.stop is None:
                 physics.latch_stop(
-                    ProtectiveStop(USER_STOP, '', physics.time, PRESSED)
+                    user_stop_pressed(physics.time)
                     if scenario.event == USER_STOP else
                     ProtectiveStop(ARM_STOP_ERROR, '', physics.time,
                                    'the arm stopped itself (a scenario)'))

@@ -49,7 +49,7 @@ from simops_core.franka_ros2 import ARM_CONTROLLER
 from simops_sim.controller_states import ACTIVE, ControllerStates
 from simops_sim.joint_commands import ArmCommand
 from simops_sim.physics import Physics
-from simops_sim.reflexes import PRESSED, RELEASED, USER_STOP, ProtectiveStop
+from simops_sim.reflexes import RELEASED, ProtectiveStop, user_stop_pressed
 from simops_sim.stream_rule import MAX_CATCH_UP, StreamPacer
 from simops_sim.trajectory_plan import TrajectoryError, TrajectoryGoal, TrajectoryPlan
 
@@ -305,7 +305,7 @@ class ArmLane:
             if pressed:
                 if stop is not None and stop.pressed:
                     return 'the user stop is already pressed'
-                stop = ProtectiveStop(USER_STOP, '', physics.time, PRESSED)
+                stop = user_stop_pressed(physics.time)
                 physics.latch_stop(stop)
                 self._stopped(stop)
                 return 'pressed the user stop: the arm holds and ignores commands'

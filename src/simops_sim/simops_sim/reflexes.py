@@ -78,6 +78,11 @@ class ProtectiveStop:
         return f'protective stop ({self.error}): {self.text} at t={self.time:.3f} s'
 
 
+def user_stop_pressed(time: float) -> ProtectiveStop:
+    """The arm's user stop, pressed at sim ``time`` (s)."""
+    return ProtectiveStop(USER_STOP, '', time, PRESSED)
+
+
 def robot_mode(stop: ProtectiveStop | None) -> int:
     """Franka's ``robot_mode`` of an arm with ``stop`` in force (None: it moves)."""
     if stop is None:
