@@ -173,7 +173,7 @@ def _sent_speed(times: np.ndarray, positions: np.ndarray, velocities: np.ndarray
     if times[0] > KNOT_TOLERANCE:
         peak = np.abs(positions[0] - current) / times[0]
     if len(times) > 1:
-        between = np.abs(np.diff(positions, axis=0)) / np.diff(times)[:, None]
+        between = np.abs(positions[1:] - positions[:-1]) / (times[1:] - times[:-1])[:, None]
         peak = np.maximum(peak, between.max(axis=0))
     if velocities is not None:
         peak = np.maximum(peak, np.abs(velocities).max(axis=0))
@@ -213,11 +213,13 @@ class TrajectoryPlan:
         self.times, self.positions, self.velocities = times, pos, vel
         self.accelerations = acc
         self.end = start + float(times[-1])
-        # Per-step sampling runs at 1 kHz in Python: knots as floats, segment steps and
-        # slopes computed once (the same arithmetic as computing them per sample).
+        # Per-step sampling runs at 1 kHz in Python: knots as floats, segment lengths (s),
+        # steps and slopes computed once (the same arithmetic as computing them per sample;
+        # np.diff's, by slices: a stream makes a plan every period).
         self._knots = [float(x) for x in times]
-        self._steps = np.diff(pos, axis=0)
-        self._slopes = self._steps / np.diff(times)[:, None]
+        self._spans = times[1:] - times[:-1]
+        self._steps = pos[1:] - pos[:-1]
+        self._slopes = self._steps / self._spans[:, None]
 
     def peak_speed(self) -> np.ndarray:
         """Per joint, the fastest the trajectory moves as sent (7,) rad/s.
@@ -246,7 +248,7 @@ class TrajectoryPlan:
         """
         slopes = self._slopes
         if cycle > 0.0:
-            slopes = self._steps / np.maximum(np.diff(self._knots), cycle)[:, None]
+            slopes = self._steps / np.maximum(self._spans, cycle)[:, None]
         if self.velocities is None:
             return self.positions[1:], slopes
         return (np.vstack((self.positions[1:], self.positions[1:])),
