@@ -147,6 +147,32 @@ def test_a_command_faster_than_the_position_based_limit_at_its_end_stops_the_arm
     assert REFLEXES.command(np.abs(velocity), 4.0, (end[None, :], -velocity[None, :])) is None
 
 
+@given(st.lists(st.tuples(inside(), st.integers(0, 6), st.floats(0.9, 1.1),
+                          st.sampled_from([-1.0, 1.0])), min_size=1, max_size=3))
+def test_a_command_passes_exactly_the_segments_the_position_based_limits_allow(
+        drawn: list[tuple[tuple[np.ndarray, np.ndarray, np.ndarray], int, float, float]]
+        ) -> None:
+    """Segments ending anywhere, one joint of each about at the position-based limit at its
+    end (limits computed here, independently): the command check (and its stopping-distance
+    shortcut) refuses them exactly when one is beyond the limits, with the rounding slack."""
+    ends, velocities = [], []
+    for (position, velocity, _), joint, scale, sign in drawn:
+        low, high = allowed_velocity(position)
+        velocity = np.clip(velocity, low, high)
+        velocity[joint] = scale * (high[joint] if sign > 0 else low[joint])
+        ends.append(position)
+        velocities.append(velocity)
+    end, moving = np.array(ends), np.array(velocities)
+    slack = 1.0 + SPEED_TOLERANCE
+    bounds = [allowed_velocity(row) for row in end]
+    allowed = all(np.all(v <= np.array(high) * slack) and np.all(v >= np.array(low) * slack)
+                  for v, (low, high) in zip(moving, bounds, strict=True))
+    stop = REFLEXES.command(np.zeros(7), 5.0, (end, moving))
+    assert (stop is None) == allowed
+    if stop is not None:
+        assert stop.error == 'joint_velocity_violation' and 'position-based' in stop.text
+
+
 def test_set_full_collision_behavior_moves_the_collision_threshold() -> None:
     """franka's set_full_collision_behavior: its upper_torque_thresholds_nominal is the
     contact torque that trips joint_reflex from then on, in both checks."""

@@ -106,6 +106,18 @@ class Reflexes:
         self._upper = spec.position_upper + POSITION_TOLERANCE
         self._speed = spec.velocity
         self._position_based = spec.velocity_offset is not None
+        # A sufficient condition for the position-based limits, cheaper than computing them:
+        # a joint whose stopping distance (|qd| + v_offset)^2 / (2 a_dec) from where it is
+        # stays within its position limits is under both of them (velocity_bounds). (7,):
+        # the limits' centre and half-width, v_offset and 1 / (2 a_dec); without
+        # position-based limits nothing limits (an infinite half-width).
+        self._stop_centre, self._stop_half = np.zeros(7), np.full(7, np.inf)
+        self._offset, self._inverse = np.zeros(7), np.zeros(7)
+        if self._position_based:
+            self._stop_centre = (spec.position_upper + spec.position_lower) / 2.0
+            self._stop_half = (spec.position_upper - spec.position_lower) / 2.0
+            self._offset = np.asarray(spec.velocity_offset, float)
+            self._inverse = 0.5 / spec.deceleration
         self.set_collision_torque(spec.collision_torque)
 
     def set_collision_torque(self, threshold: np.ndarray) -> None:
@@ -139,6 +151,11 @@ class Reflexes:
         if segments is None or not self._position_based:
             return None
         ends, velocities = segments
+        speed = np.abs(velocities)
+        if (speed <= self._speed).all() and _stops_within(
+                ends, speed, self._stop_centre, self._stop_half, self._offset, self._inverse,
+                np.empty_like(speed)):
+            return None   # the usual case: every segment ends far enough from the limits
         low, high = self.spec.velocity_bounds(ends)
         excess = _position_based_excess(velocities, low, high)
         if not np.any(excess > 0.0):
@@ -214,20 +231,11 @@ class ReflexBank:
         self._position_based = [(reflexes[rows[0]].spec,
                                  slice(None) if len(rows) == everyone else np.array(rows))
                                 for rows in by_spec.values()]
-        # A sufficient condition for the position-based limits, cheaper than computing them:
-        # a joint whose stopping distance (|qd| + v_offset)^2 / (2 a_dec) from where it is
-        # stays within its position limits is under both of them (velocity_bounds). (n, 7):
-        # the limits' centre and half-width, v_offset and 1 / (2 a_dec); others never limit.
-        self._stop_centre, self._stop_half = np.zeros((everyone, 7)), np.full((everyone, 7),
-                                                                              np.inf)
-        self._offset, self._inverse = np.zeros((everyone, 7)), np.zeros((everyone, 7))
-        for i, r in enumerate(reflexes):
-            if r._position_based:
-                spec = r.spec
-                self._stop_centre[i] = (spec.position_upper + spec.position_lower) / 2.0
-                self._stop_half[i] = (spec.position_upper - spec.position_lower) / 2.0
-                self._offset[i] = spec.velocity_offset
-                self._inverse[i] = 0.5 / spec.deceleration
+        # each arm's stopping-distance terms (Reflexes.__init__), (n, 7)
+        self._stop_centre = np.array([r._stop_centre for r in reflexes])
+        self._stop_half = np.array([r._stop_half for r in reflexes])
+        self._offset = np.array([r._offset for r in reflexes])
+        self._inverse = np.array([r._inverse for r in reflexes])
         self._reach = np.zeros((everyone, 7))   # scratch
 
     def inside(self, measured: np.ndarray) -> np.ndarray:
@@ -240,12 +248,9 @@ class ReflexBank:
         if box.all():
             reach = self._reach
             np.abs(measured[1], out=reach)
-            reach += self._offset
-            np.square(reach, out=reach)
-            reach *= self._inverse
-            reach += np.abs(measured[0] - self._stop_centre)
-            if (reach <= self._stop_half).all():   # the usual case: far enough from the limits
-                return self._everyone
+            if _stops_within(measured[0], reach, self._stop_centre, self._stop_half,
+                             self._offset, self._inverse, reach):
+                return self._everyone   # the usual case: far enough from the limits
             for spec, rows in self._position_based:
                 if self._beyond_position_based(measured, spec, rows).any():
                     break
@@ -272,6 +277,24 @@ def _limits_key(spec: RobotSpec) -> bytes:
     return b''.join(np.ascontiguousarray(a, dtype=float).tobytes() for a in (
         spec.position_lower, spec.position_upper, spec.velocity, spec.velocity_offset,
         spec.deceleration))
+
+
+def _stops_within(position: np.ndarray, speed: np.ndarray, centre: np.ndarray,
+                  half: np.ndarray, offset: np.ndarray, inverse: np.ndarray,
+                  out: np.ndarray) -> bool:
+    """Whether every joint stops within its position limits (then it is under its limits).
+
+    ``position`` (..., 7) rad, ``speed`` (..., 7) rad/s (>= 0). The stopping distance
+    ``(speed + offset)^2 * inverse`` (``inverse`` = 1 / (2 a_dec)) from the position lies
+    within ``half`` of the limits' ``centre``; sufficient, not necessary (a joint near a
+    limit may still be under it). A NaN answers False. ``out``: scratch of ``speed``'s shape
+    (it may be ``speed`` itself).
+    """
+    np.add(speed, offset, out=out)
+    np.square(out, out=out)
+    out *= inverse
+    out += np.abs(position - centre)
+    return bool((out <= half).all())
 
 
 def _position_based_excess(velocity: np.ndarray, low: np.ndarray, high: np.ndarray
