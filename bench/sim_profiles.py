@@ -1,7 +1,8 @@
 """The training sim against the validation sim: env steps per second on the same task.
 
 Both profiles of ``config/sim_profiles.yaml`` run the same env, the same shipped policy and
-the same episodes (seeded goals and cubes); only the MuJoCo options differ. Per profile:
+the same episodes (seeded goals and cubes); only the profiles' options differ (MuJoCo's,
+and how often the pick env samples its safety figures). Per profile:
 single-env control steps/s (the time in ``env.step`` alone: the simulator's cost, the
 policy's inference left out; with it, as training pays it, too), the policy's success over
 the episodes, and the gate's batched path (episodes/s, 20 envs stepped together, inference

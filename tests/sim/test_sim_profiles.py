@@ -52,11 +52,14 @@ def test_apply_profile_writes_the_options() -> None:
 
 
 def test_envs_run_their_profile() -> None:
-    """Same control period, different physics steps; the pick env samples at 100 Hz in both."""
+    """Same control period, different physics steps; the pick env samples its safety figures
+    at 100 Hz in the validation sim and once a period (the profile's safety_sample) in the
+    training sim."""
     fast, faithful = FR3ReachEnv(profile='training'), FR3ReachEnv()
     assert fast.physics.timestep == 0.005 and fast.substeps == 10
     assert faithful.physics.timestep == 0.001 and faithful.substeps == 50
-    assert FR3PickPlaceEnv(profile='training').chunks() == (2,) * 5
+    assert sim_profile('training').safety_sample == 0.05
+    assert FR3PickPlaceEnv(profile='training').chunks() == (10,)
     assert FR3PickPlaceEnv().chunks() == (10,) * 5
     # the command delay is in time: 2 control periods are 20 and 100 steps
     for env in (fast, faithful):
@@ -88,6 +91,8 @@ def test_the_profiles_agree_on_a_reach() -> None:
     ('version: 1\nprofiles: {training: {substeps: 3}, validation: {}}',
      "'profiles.training.substeps'"),
     ('version: 1\nprofiles: {training: {}}', "'profiles.validation'"),
+    ('version: 1\nprofiles: {training: {safety_sample: 0}, validation: {}}',
+     "'profiles.training.safety_sample'"),
     ('version: 1\nprofiles: {training: {}, validation: {sensors: {blur: 1}}}',
      "'profiles.validation.sensors.blur'"),
     ('version: 1\nprofiles: {training: {}, validation: {sensors: {object_latency: 0.5}}}',

@@ -109,7 +109,8 @@ class FR3ReachEnv(gym.Env):
     metadata: dict[str, Any] = {'render_modes': []}  # noqa: RUF012 - gymnasium's API
     task = 'reach'           # the task (simops_core.tasks) of the default card layout
     card_history = HISTORY   # frames of the default card layout
-    sample_period: float | None = None   # s between two _sample calls (None: 1 period)
+    # s between two _sample calls (None: once a period); a profile's safety_sample overrides it
+    sample_period: float | None = None
 
     def __init__(self, card_path: str | Path | None = None,
                  sim_params_file: str | Path | None = None,
@@ -249,9 +250,14 @@ class FR3ReachEnv(gym.Env):
         return self._chunks
 
     def _period_chunks(self) -> tuple[int, ...]:
-        """:meth:`chunks`, worked out once: they depend on the profile and sensors only."""
-        size = (max(1, round(self.sample_period / self.physics.timestep))
-                if self.sample_period else self.substeps)
+        """:meth:`chunks`, worked out once: they depend on the profile and sensors only.
+
+        A task that samples its safety figures does so every ``sample_period``, or every
+        ``safety_sample`` of the profile that names one; at least once a period.
+        """
+        every = self.sample_period and (self.profile.safety_sample or self.sample_period)
+        size = (min(self.substeps, max(1, round(every / self.physics.timestep)))
+                if every else self.substeps)
         ends = set(range(size, self.substeps, size)) | {self.substeps}
         if self._late_steps:
             ends.add(self.substeps - self._late_steps)

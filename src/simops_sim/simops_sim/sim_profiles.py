@@ -5,7 +5,8 @@ One model serves both; a :class:`SimProfile` sets :class:`mujoco.MjOption` field
 source. :func:`apply_profile` writes them into a compiled model before anything else
 (:class:`~simops_sim.physics.Physics`, its command delay in steps) reads the model. A
 profile may also name its sensors (:class:`~simops_sim.perception.SensorNoise`): what the
-gate's envs read when asked to (``simops-validate --sensors``).
+gate's envs read when asked to (``simops-validate --sensors``); and how often the envs
+sample a task's safety figures (``safety_sample``).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ TRAINING, VALIDATION = 'training', 'validation'
 CONES = {'pyramidal': mujoco.mjtCone.mjCONE_PYRAMIDAL,
          'elliptic': mujoco.mjtCone.mjCONE_ELLIPTIC}
 OPTION_FIELDS = ('timestep', 'iterations', 'ls_iterations', 'cone')
+RECORDED_FIELDS = (*OPTION_FIELDS, 'safety_sample')
 
 
 class SimProfileError(ConfigError):
@@ -40,7 +42,9 @@ class SimProfile:
 
     ``timestep`` s; ``iterations`` and ``ls_iterations`` the solver's and its line search's;
     ``cone`` ``'pyramidal'`` or ``'elliptic'``; ``sensors``: the readings' errors when an env
-    is asked for them (None: exact readings).
+    is asked for them (None: exact readings); ``safety_sample``: s between the envs' samples
+    of a task's safety figures (peak joint speed, contact force), at most one a control
+    period (None: the task's own rate).
     """
 
     name: str
@@ -49,10 +53,11 @@ class SimProfile:
     ls_iterations: int | None = None
     cone: str | None = None
     sensors: SensorNoise | None = None
+    safety_sample: float | None = None
 
     def as_dict(self) -> dict[str, float | int | str]:
         """The options this profile sets (what a card or a report records)."""
-        return {key: value for key in OPTION_FIELDS
+        return {key: value for key in RECORDED_FIELDS
                 if (value := getattr(self, key)) is not None}
 
 
@@ -104,7 +109,7 @@ def sim_profile(name: str) -> SimProfile:
 def load_sim_profiles(path: str | Path = SIM_PROFILES_FILE) -> dict[str, SimProfile]:
     """Every profile of the file at ``path``, by name; each field checked."""
     check, out = named_tables(path, SimProfileError, 'sim profiles', 'profiles',
-                              (*OPTION_FIELDS, 'sensors'), _profile)
+                              (*RECORDED_FIELDS, 'sensors'), _profile)
     for name in (TRAINING, VALIDATION):
         if name not in out:
             check.fail(f'profiles.{name}', 'is missing')
@@ -116,9 +121,9 @@ def _profile(check: Fields, name: str, where: str, table: dict[str, Any]) -> Sim
     values: dict[str, Any] = {}
     if 'sensors' in table:
         values['sensors'] = _sensors(check, table['sensors'], f'{where}.sensors')
-    if 'timestep' in table:
-        values['timestep'] = check.number(table, 'timestep', f'{where}.timestep', 0.0,
-                                          strict=True)
+    for key in ('timestep', 'safety_sample'):
+        if key in table:
+            values[key] = check.number(table, key, f'{where}.{key}', 0.0, strict=True)
     for key in ('iterations', 'ls_iterations'):
         if key in table:
             value = table[key]
