@@ -50,9 +50,12 @@ def stream(rate: float, seconds: float, seed: int, home: np.ndarray
 
 
 def node_inputs(arrivals: np.ndarray, commands: Sequence[ArmCommand | TrajectoryGoal],
-                steps: int) -> tuple[np.ndarray, np.ndarray]:
+                steps: int, late: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """The controller inputs (steps, 14) of the node's stepper fed the same arrivals, and the
-    arm's measured position and velocity (steps, 14) before each step."""
+    arm's measured position and velocity (steps, 14) before each step.
+
+    ``late`` (steps,) s: how late each step runs on its schedule (None: every step on time).
+    """
     spec = load_robot_spec('fr3')
     world = World(mujoco.MjModel.from_xml_path(str(SCENE_XML)), {'': spec}, reflexes=False)
     stepper = Stepper(world, Timing('realtime', 1.0, PERIOD, 0.5, TIMEOUT, 1000.0, 0.0, 0.0,
@@ -63,7 +66,8 @@ def node_inputs(arrivals: np.ndarray, commands: Sequence[ArmCommand | Trajectory
     out, measured = np.empty((steps, 14)), np.empty((steps, 14))
     for k in range(steps):
         measured[k] = np.concatenate(lane.physics.arm_measured())
-        stepper.advance(0.0, (k + 1) * dt)   # the step starting at k dt runs at (k + 1) dt
+        # the step starting at k dt is due at (k + 1) dt
+        stepper.advance(0.0 if late is None else float(late[k]), (k + 1) * dt)
         out[k] = np.concatenate(lane.physics.arm_desired())
     return out, measured
 
@@ -147,6 +151,34 @@ def test_a_stream_received_in_bunches_keeps_its_period() -> None:
         pacer.followed(float(arrival), np.zeros(7))
     assert min(spans) >= 0.049, spans
     assert max(spans) <= 0.1, spans
+
+
+def test_a_simulator_catching_up_follows_a_sim_time_stream_as_one_on_time() -> None:
+    """A node ticking on sim time (20 Hz) drives a simulator that stalled 0.3 s and catches
+    up at 10 times the wall's pace: each target reaches it a few ms of wall time after the
+    previous one, when the simulator's clock reaches the node's next tick. The simulator
+    follows the stream as it does on time (its controller inputs equal to rounding),
+    each target over the stream's 50 ms of sim time; paced on the wall, the targets were
+    reached over 5 ms, at ten times the stream's speed (a protective stop on a 0.4 rad/s
+    stream, as the policy's Ctrl-C test met in CI)."""
+    spec = load_robot_spec('fr3')
+    dt, steps = 0.001, 1500
+    sent = 0.0101 + PERIOD * np.arange(24)   # sim time (s) of each tick's target
+    targets = spec.home + 0.02 * np.arange(1, sent.size + 1)[:, None]   # 0.4 rad/s
+    # the schedule: on time, then 0.3 s late at step 400, caught up at 10x the wall's pace
+    late = np.zeros(steps)
+    behind = 0.3 - 0.9 * dt * np.arange(steps - 400)
+    late[400:] = np.maximum(behind, 0.0)
+    wall = dt * (np.arange(steps) + 1) + late   # when each step runs (time.monotonic())
+    # a target arrives when the simulator's clock has reached the tick it was sent at
+    reached = np.ceil(sent / dt - 1).astype(int)
+    arrivals = wall[reached]
+    assert np.diff(arrivals).min() < 0.006   # in the catch-up, 5 ms of wall apart
+    commands = [ArmCommand(t.copy(), None) for t in targets]
+    on_time, _ = node_inputs(dt * (reached + 1), commands, steps)
+    caught_up, _ = node_inputs(arrivals, commands, steps, late)
+    np.testing.assert_allclose(caught_up, on_time, rtol=0.0, atol=1e-12)   # to rounding
+    assert np.abs(np.diff(on_time[:, :7], axis=0)).max() / dt < 0.5   # rad/s
 
 
 def test_a_fast_jittered_stream_is_followed_without_growing_lag() -> None:

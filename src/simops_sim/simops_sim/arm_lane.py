@@ -393,14 +393,17 @@ class ArmLane:
 
     # --- the physics thread, with the lock held ----------------------------------------------
 
-    def take_arrived(self, by: float) -> None:
+    def take_arrived(self, by: float, late: float = 0.0) -> None:
         """Apply every command that had arrived ``by`` (``time.monotonic()`` s).
 
-        :meth:`~simops_sim.stepper.Stepper.advance` says when that is. Physics thread.
+        :meth:`~simops_sim.stepper.Stepper.advance` says when that is, and how ``late`` (s)
+        the step runs on its schedule: the stream rule takes each arrival that much earlier,
+        on the schedule's clock. Physics thread.
         """
         inbox = self._inbox
         while inbox and inbox[0][0] <= by:
-            self._apply(*inbox.popleft())
+            arrival, number, command = inbox.popleft()
+            self._apply(arrival - late, number, command)
 
     def waiting(self) -> bool:
         """Whether a command waits (lockstep advances on one). Physics thread."""

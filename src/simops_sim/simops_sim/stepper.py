@@ -316,6 +316,12 @@ class Stepper:
           arrival, as on an arm that is never late, as the recording shows it and as
           ``fit``'s replay applies it (:func:`simops_sysid.replay.application_steps`);
           after a stall longer than :data:`MAX_CATCH_UP`, everything.
+
+        The stream rule paces a stream on the clock its plans run on, the schedule's (sim
+        time): with ``/clock`` a command taken at a step running ``late`` arrived ``late``
+        earlier on that clock. A simulator catching up on a hiccup runs faster than the wall,
+        so a node ticking on sim time sends its 50 ms of sim time in a few ms of wall time;
+        paced on the wall, each target was reached over a few ms, a protective stop.
         """
         with self.lock:
             if late:
@@ -323,10 +329,10 @@ class Stepper:
                 if late > MAX_CATCH_UP:
                     self.counters.overruns += 1
                     self._anchor = None
-            arrived = (due if self._system_ns is not None and late <= MAX_CATCH_UP
-                       else due + late)
+            on_stamps = self._system_ns is not None
+            arrived = due if on_stamps and late <= MAX_CATCH_UP else due + late
             for lane in self._lanes:
-                lane.take_arrived(arrived)
+                lane.take_arrived(arrived, 0.0 if on_stamps else late)
             return self._timed_step()
 
     def _wait_for_deadline(self) -> tuple[float, float]:

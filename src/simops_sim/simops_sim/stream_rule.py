@@ -1,7 +1,10 @@
 """The stream rule: how a streamed position target becomes a plan (no rclpy).
 
 Written once, run by the simulator node (:class:`simops_sim.arm_lane.ArmLane`) and by
-``fit``'s replay (:func:`simops_sysid.replay.physics_targets`) on the same arrivals.
+``fit``'s replay (:func:`simops_sysid.replay.physics_targets`) on the same arrivals. Arrivals
+are on the clock the plans run on: a recording's receive times for the replay; for the node,
+its schedule's (sim time: :meth:`simops_sim.stepper.Stepper.advance` takes a catching-up
+simulator's lateness off them).
 
 A target streamed on ``/joint_commands`` is reached linearly from the arm's current target,
 as JointTrajectoryController reaches a one-point trajectory, over the stream's *span*:
