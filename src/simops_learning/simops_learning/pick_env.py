@@ -173,8 +173,8 @@ class FR3PickPlaceEnv(FR3ReachEnv):
         return self.object_position()
 
     def _info(self, fault: bool) -> dict[str, Any]:
-        info = super()._info(fault)
         cube = self.object_position()
+        info = super()._info(fault, cube)
         grasped = self.grasped()
         lifted = grasped and cube[2] > CUBE_HALF + 0.005
         self.was_lifted |= lifted

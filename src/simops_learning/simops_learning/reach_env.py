@@ -435,8 +435,10 @@ class FR3ReachEnv(gym.Env):
         """What must reach the goal: the flange (3,) m, base frame, true."""
         return self.flange_position()
 
-    def _info(self, fault: bool) -> dict[str, Any]:
-        distance = float(np.linalg.norm(self._tracked() - self.goal))
+    def _info(self, fault: bool, tracked: np.ndarray | None = None) -> dict[str, Any]:
+        """The period's info; ``tracked``: :meth:`_tracked`'s position when already read."""
+        tracked = self._tracked() if tracked is None else tracked
+        distance = float(np.linalg.norm(tracked - self.goal))
         state = self.policy_step.state
         command = np.append(state.target, state.gripper) if state is not None else None
         stop = self.physics.stop
