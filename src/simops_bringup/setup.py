@@ -46,10 +46,10 @@ setup(
     license='Apache-2.0',
     entry_points={
         'console_scripts': [
-            'simops-demo = simops_bringup.demo.cli:main',
-            'simops-launch = simops_bringup.runner:main',
-            'simops-recover = simops_bringup.recover:main',
-            'simops-pipeline = simops_bringup.pipeline:main',
+            'simops-demo = simops_bringup:run_demo',
+            'simops-launch = simops_bringup:run_launch',
+            'simops-recover = simops_bringup:run_recover',
+            'simops-pipeline = simops_bringup:run_pipeline',
         ],
     },
 )

@@ -23,12 +23,12 @@ setup(
     license='Apache-2.0',
     entry_points={
         'console_scripts': [
-            'simops-train = simops_learning.train:main',
-            'simops-validate = simops_learning.validate:main',
-            'simops-promote = simops_learning.promote:main',
-            'simops-dataset = simops_learning.dataset_cli:cli',
-            'dataset = simops_learning.dataset_cli:cli',
-            'simops-rollout = simops_learning.rollout_cli:cli',
+            'simops-train = simops_learning:run_train',
+            'simops-validate = simops_learning:run_validate',
+            'simops-promote = simops_learning:run_promote',
+            'simops-dataset = simops_learning:run_dataset',
+            'dataset = simops_learning:run_dataset',
+            'simops-rollout = simops_learning:run_rollout',
         ],
     },
 )

@@ -23,7 +23,7 @@ setup(
     license='Apache-2.0',
     entry_points={
         'console_scripts': [
-            'policy = simops_policy.policy_node:main',
+            'policy = simops_policy:run_policy',
         ],
     },
 )

@@ -23,8 +23,8 @@ setup(
     license='Apache-2.0',
     entry_points={
         'console_scripts': [
-            'record = simops_recorder.record_node:main',
-            'repair = simops_recorder.repair:cli',
+            'record = simops_recorder:run_record',
+            'repair = simops_recorder:run_repair',
         ],
     },
 )

@@ -23,7 +23,7 @@ setup(
     license='Apache-2.0',
     entry_points={
         'console_scripts': [
-            'arm_setup = simops_ros.arm_setup:main',
+            'arm_setup = simops_ros:run_arm_setup',
         ],
     },
 )

@@ -23,7 +23,7 @@ setup(
     license='Apache-2.0',
     entry_points={
         'console_scripts': [
-            'sim = simops_sim.sim_node:main',
+            'sim = simops_sim:run_sim',
         ],
     },
 )

@@ -23,9 +23,9 @@ setup(
     license='Apache-2.0',
     entry_points={
         'console_scripts': [
-            'fit = simops_sysid.fit_cli:cli',
-            'excite = simops_sysid.excite_node:main',
-            'fit-fleet = simops_sysid.fleet:cli',
+            'fit = simops_sysid:run_fit',
+            'excite = simops_sysid:run_excite',
+            'fit-fleet = simops_sysid:run_fit_fleet',
         ],
     },
 )

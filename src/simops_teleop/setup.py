@@ -23,9 +23,9 @@ setup(
     license='Apache-2.0',
     entry_points={
         'console_scripts': [
-            'teleop = simops_teleop.teleop_node:main',
-            'simops-teleop-keyboard = simops_teleop.keyboard_teleop:main',
-            'simops-teleop-spacemouse = simops_teleop.spacemouse_teleop:main',
+            'teleop = simops_teleop:run_teleop',
+            'simops-teleop-keyboard = simops_teleop:run_teleop_keyboard',
+            'simops-teleop-spacemouse = simops_teleop:run_teleop_spacemouse',
         ],
     },
 )

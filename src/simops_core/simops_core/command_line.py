@@ -9,8 +9,11 @@ options are refused (argparse would otherwise take ``--mode`` for ``--model``).
 from __future__ import annotations
 
 import argparse
+import importlib
 import signal
 import sys
+from collections.abc import Callable
+from pathlib import Path
 from types import FrameType
 from typing import NoReturn
 
@@ -72,6 +75,24 @@ def fail(prog: str, code: int, message: str) -> int:
     """Print the one-line error ``prog: error: message`` to stderr and return ``code``."""
     print(f'{prog}: error: {" ".join(message.split())}', file=sys.stderr)
     return code
+
+
+def run_executable(target: str) -> int | None:
+    """Import ``target`` (``module:function``) and return what calling it returns.
+
+    Each package's executables (its ``setup.py`` console scripts) start here, from the
+    package's ``__init__``, which imports nothing heavy: a Ctrl-C during the seconds of
+    imports (torch, MuJoCo, rclpy) then ends as one anywhere later does, one line and
+    :data:`EXIT_INTERRUPTED`, never a traceback.
+    """
+    module, _, name = target.partition(':')
+    try:
+        function: Callable[[], int | None] = getattr(importlib.import_module(module), name)
+    except KeyboardInterrupt:
+        print(f'{Path(sys.argv[0]).name}: interrupted (Ctrl-C) while starting',
+              file=sys.stderr)
+        return EXIT_INTERRUPTED
+    return function()
 
 
 def terminate_as_interrupt() -> None:

@@ -14,6 +14,7 @@ from typing import Any
 
 import gymnasium
 
+from simops_core.command_line import run_executable
 from simops_core.tasks import TASKS
 
 ENTRY_POINTS = {   # task -> (env class, vector entry point)
@@ -33,3 +34,31 @@ def env_class(task: str) -> Any:
     """The env class of ``task`` (a name of :mod:`simops_core.tasks`), imported on demand."""
     module, _, name = ENTRY_POINTS[task][0].partition(':')
     return getattr(importlib.import_module(module), name)
+
+
+# The executables (setup.py's console scripts): each imports its module only when run.
+
+
+def run_train() -> int | None:
+    """``simops-train``: :mod:`simops_learning.train`."""
+    return run_executable('simops_learning.train:main')
+
+
+def run_validate() -> int | None:
+    """``simops-validate``: :mod:`simops_learning.validate`."""
+    return run_executable('simops_learning.validate:main')
+
+
+def run_promote() -> int | None:
+    """``simops-promote``: :mod:`simops_learning.promote`."""
+    return run_executable('simops_learning.promote:main')
+
+
+def run_dataset() -> int | None:
+    """``simops-dataset`` and ``dataset``: :mod:`simops_learning.dataset_cli`."""
+    return run_executable('simops_learning.dataset_cli:cli')
+
+
+def run_rollout() -> int | None:
+    """``simops-rollout``: :mod:`simops_learning.rollout_cli`."""
+    return run_executable('simops_learning.rollout_cli:cli')
