@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import argparse
 import os
+import platform
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -28,6 +30,16 @@ from simops_policy.model import load_policy
 from simops_sim.sim_profiles import TRAINING, VALIDATION, sim_profile
 
 POLICIES = {'reach': 'models/policy/fr3_reach.pt', 'pick_place': 'models/policy/fr3_pick_place.pt'}
+
+
+def processor() -> str:
+    """The CPU's model name (Linux's /proc/cpuinfo; elsewhere what ``platform`` knows)."""
+    cpuinfo = Path('/proc/cpuinfo')
+    if cpuinfo.exists():
+        for line in cpuinfo.read_text().splitlines():
+            if line.startswith('model name'):
+                return line.partition(':')[2].strip()
+    return platform.processor() or 'an unknown CPU'
 
 
 class Profiled:
@@ -73,8 +85,8 @@ def main() -> None:
     parser.add_argument('--task', choices=tuple(POLICIES), default='pick_place')
     parser.add_argument('--episodes', type=int, default=20, help='single-env episodes')
     args = parser.parse_args()
-    print(f'{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}; task {args.task}, '
-          f'the shipped policy; the two profiles take turns, episode by episode')
+    print(f'{processor()}, {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}; '
+          f'task {args.task}, the shipped policy; the two profiles take turns, episode by episode')
     runs = [Profiled(args.task, profile) for profile in (TRAINING, VALIDATION)]
     for index in range(args.episodes):
         for run in runs:
