@@ -34,14 +34,11 @@ demo: build
 	$(BIN)/simops-demo
 
 # The tests that touch ROS (`-m ros`: they start nodes and processes and time them) run one
-# at a time; the others (physics, fitting, training, files, and the `ros_free` tests whose
-# commands never import rclpy) on two workers, one per core. A PYTEST_ARGS selection may
-# leave one part empty (pytest's exit 5).
+# at a time, on Kilted and then on Jazzy; the others (physics, fitting, training, files, and
+# the `ros_free` tests whose commands never import rclpy) run beside them on two workers at
+# the lowest priority, in the time the ROS tests leave a core idle (tests/run_legs.sh).
 test: both-builds lint
-	$(BIN)/python -m pytest -m "not ros" -n 2 --dist worksteal --durations=15 $(PYTEST_ARGS) \
-		|| [ $$? -eq 5 ]
-	$(BIN)/python -m pytest -m ros --durations=30 $(PYTEST_ARGS) || [ $$? -eq 5 ]
-	$(MAKE) --no-print-directory test-jazzy
+	tests/run_legs.sh $(BIN) $(JBIN) $(PYTEST_ARGS)
 
 # Both workspaces, side by side (two jobs, each one's output printed when it ends): most of a
 # build is pip waiting on downloads and colcon compiling one distro's interfaces on one core.
@@ -147,12 +144,11 @@ build-jazzy: $(JAZZY_EDITABLE_STAMP) $(JAZZY_INTERFACES_STAMP)
 
 # The Jazzy leg runs the tests that touch ROS and are not marked slow: the slow ones (60 s
 # camera and lossless recordings, pick-and-place and parity through the graph, the dataset
-# round trip, fr3_duo, the sysid stand-in) run on Kilted only, so
-# `make test` stays near an hour on two cores. On Jazzy's Fast DDS 2.14 the 60 s camera recording also loses joint states
+# round trip, fr3_duo, the sysid stand-in) run on Kilted only, so the two ROS legs together
+# take about 37 minutes on two cores. On Jazzy's Fast DDS 2.14 the 60 s camera recording also loses joint states
 # beside the image bursts (217 of 60,000 in one run): a loss to remove, see CHANGELOG.md.
 test-jazzy: build-jazzy
-	AMENT_PREFIX_PATH=$$(ls -d $(abspath install-jazzy)/simops_* | paste -sd:) \
-		$(JBIN)/python -m pytest -m "ros and not slow" --durations=15 $(PYTEST_ARGS) || [ $$? -eq 5 ]
+	tests/run_legs.sh --jazzy $(JBIN) $(PYTEST_ARGS)
 
 clean:
 	rm -rf $(VENV) $(JAZZY_VENV) build install build-jazzy install-jazzy log
