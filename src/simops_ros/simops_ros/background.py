@@ -61,9 +61,12 @@ class BackgroundNode:
             self._turn.release()
 
     def action_client(self, action: type, name: str) -> Any:
-        """An ``ActionClient`` for ``action`` on ``name``, created while the spinner waits."""
+        """An ``ActionClient`` for ``action`` on ``name``, created while the spinner waits.
+
+        Its requests (a goal, a result, a cancel) are sent while the spinner waits too.
+        """
         with self.paused():
-            return ActionClient(self.node, action, name)
+            return _PausingActionClient(self, action, name)
 
     def close(self) -> None:
         """Shut the context down, join the spinner and destroy the node."""
@@ -72,3 +75,34 @@ class BackgroundNode:
         self._thread.join(timeout=5)
         self.executor.shutdown()
         self.node.destroy_node()
+
+
+class _PausingActionClient(ActionClient):
+    """An ``ActionClient`` whose requests go out while its :class:`BackgroundNode` pauses.
+
+    rclpy sends a request, then files its sequence number to match the answer; a spinner
+    that takes the answer in between drops it ("Ignoring unexpected goal response") and the
+    future never completes (ros2/rclpy#1123; the lock of ros2/rclpy#1308 is in the Kilted
+    wheels, its Jazzy backport ros2/rclpy#1519 is not in rclpy 7.1.6). Sent from the
+    spinner's own thread (a done callback), a request needs no pause: nothing spins then.
+    """
+
+    def __init__(self, owner: BackgroundNode, action: type, name: str) -> None:
+        self._owner = owner
+        super().__init__(owner.node, action, name)
+
+    def _paused(self, send: Any, *args: Any, **kwargs: Any) -> Any:
+        if threading.current_thread() is self._owner._thread:
+            return send(*args, **kwargs)
+        with self._owner.paused():
+            return send(*args, **kwargs)
+
+    def send_goal_async(self, goal: Any, feedback_callback: Any = None,
+                        goal_uuid: Any = None) -> Any:
+        return self._paused(super().send_goal_async, goal, feedback_callback, goal_uuid)
+
+    def _cancel_goal_async(self, goal_handle: Any) -> Any:
+        return self._paused(super()._cancel_goal_async, goal_handle)
+
+    def _get_result_async(self, goal_handle: Any) -> Any:
+        return self._paused(super()._get_result_async, goal_handle)
