@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `make test`'s legs: the tests that touch ROS (`-m ros`) on Kilted, then on Jazzy, one test
-# at a time; beside them, the others (physics, fitting, training, files) on two workers at
-# the lowest priority.
+# at a time; the others (physics, fitting, training, files) on two workers at the lowest
+# priority, meant to run beside them (withdrawn for now: see the wait below).
 #
 # The ROS tests time real nodes over DDS and mostly wait on the clock, leaving a core idle;
 # the others fill that idle time. They run in a session of their own whose autogroup is
@@ -53,17 +53,18 @@ trap 'pkill -TERM -s "$others" 2>/dev/null' EXIT
 trap 'exit 143' TERM
 # A Ctrl-C reaches pytest, which ends with exit 2 ("interrupted"), and this shell, which lets
 # it be since its command handled it: pytest's exit 2 ends the legs here.
+# Overlapping the legs failed 5 Jazzy discovery waits in one CI run (2026-12-03): until
+# their cause is found, the ROS legs start once the other tests have ended.
+wait "$others"
+others_status=$?
+cat "$others_log"
 "$bin/python" -m pytest -m ros --durations=30 "$@"
 kilted=$?
 [ "$kilted" -ne 2 ] || exit 2
 jazzy_leg "$jbin" "$@"
 jazzy=$?
 [ "$jazzy" -ne 2 ] || exit 2
-wait "$others"
-others_status=$?
 trap - EXIT
-echo "=== the tests that do not touch ROS ($others_log) ==="
-cat "$others_log"
 for status in "$others_status" "$kilted" "$jazzy"; do
     passed "$status" || exit "$status"
 done
