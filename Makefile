@@ -35,8 +35,8 @@ demo: build
 
 # The tests that touch ROS (`-m ros`: they start nodes and processes and time them) run one
 # at a time, on Kilted and then on Jazzy; the others (physics, fitting, training, files, and
-# the `ros_free` tests whose commands never import rclpy) run first on two workers at
-# the lowest priority (tests/run_legs.sh).
+# the `ros_free` tests whose commands never import rclpy) run first on two workers
+# (tests/run_legs.sh).
 test: both-builds lint
 	tests/run_legs.sh $(BIN) $(JBIN) $(PYTEST_ARGS)
 
