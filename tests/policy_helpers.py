@@ -21,7 +21,7 @@ from geometry_msgs.msg import PoseStamped
 from rclpy.qos import DurabilityPolicy, QoSProfile
 from ros_helpers import NodeProcess, RosProbe, wait_until
 from std_msgs.msg import Float64MultiArray, String
-from std_srvs.srv import SetBool
+from std_srvs.srv import SetBool, Trigger
 
 from simops_core.policy_card import file_sha256
 from simops_core.robot_spec import load_robot_spec
@@ -173,3 +173,39 @@ def call_enable(probe: RosProbe, on: bool, node: str = '/policy',
     return future.result()
 
 
+def call_reset(probe: RosProbe) -> None:
+    """Call the simulator's /sim/reset and require success."""
+    client = probe.node.create_client(Trigger, '/sim/reset')
+    assert client.wait_for_service(timeout_sec=10)
+    future = client.call_async(Trigger.Request())
+    assert wait_until(future.done, 10) and future.result().success
+
+
+def publish_goal(publisher: Any, goal: np.ndarray) -> None:
+    """Publish ``goal`` (3,) m in the arm's base frame on ``publisher`` (a PoseStamped one)."""
+    msg = PoseStamped()
+    msg.header.frame_id = SPEC.base_frame
+    msg.pose.position.x, msg.pose.position.y, msg.pose.position.z = (float(v) for v in goal)
+    msg.pose.orientation.w = 1.0
+    publisher.publish(msg)
+
+
+def first_contact(probe: RosProbe, tries: int = 5) -> None:
+    """Enable the policy until it runs on a reset state, then disable it and wait until DISABLED.
+
+    A lockstep simulator publishes a state only on a reset and on a step, so a reset state sent
+    before its writer matched the policy's reader never reaches the policy: this resets again
+    every 2 s until the policy runs. Call it once before a run's episodes (with a goal
+    published), so that no episode resets on a deadline: a reset landing after the policy
+    started would restart the arm mid-episode.
+    """
+    assert call_enable(probe, True).success
+    running = wait_until(lambda: states(probe)[-1:] == ['RUNNING'], 2.0)
+    for _ in range(tries):
+        if running:
+            break
+        call_reset(probe)
+        running = wait_until(lambda: states(probe)[-1:] == ['RUNNING'], 2.0)
+    assert running, f'the policy never ran: {states(probe)}'
+    assert call_enable(probe, False).success
+    assert wait_until(lambda: states(probe)[-1:] == ['DISABLED'], 10), states(probe)

@@ -17,10 +17,18 @@ import numpy as np
 import pytest
 from geometry_msgs.msg import PoseStamped
 from learning_helpers import CARD, POLICY
-from policy_helpers import SPEC, STATE, TOPICS, call_enable, qos, states
+from policy_helpers import (
+    STATE,
+    TOPICS,
+    call_enable,
+    call_reset,
+    first_contact,
+    publish_goal,
+    qos,
+    states,
+)
 from ros_helpers import NodeProcess, RosProbe, wait_until
 from std_msgs.msg import Float64MultiArray, String
-from std_srvs.srv import Trigger
 
 from simops_core.policy_step import StepSettings
 from simops_core.stamps import to_nanoseconds
@@ -32,7 +40,10 @@ EPISODES = 20
 COMPARED_COMMANDS = 20
 SEED = 7
 PERIOD_NS = 50_000_000
-SAFETY = StepSettings(ramp_time=0.0)
+# The node's staleness runs on the wall clock, the lockstep sim's periods on commands: a
+# state held up past the 0.1 s default by a slow step would make the node hold (an extra
+# period and a fresh ramp the env never takes). The env's states are never stale.
+SAFETY = StepSettings(ramp_time=0.0, stale_state_timeout=10.0)
 COMMANDS = TOPICS['joint_commands'].name
 ACTIONS = TOPICS['policy_action'].name
 EE_POSE = TOPICS['ee_pose'].name
@@ -55,13 +66,6 @@ def env_rollouts() -> tuple[list[bool], np.ndarray, np.ndarray]:
         obs, *_, info = env.step(recording(obs))
         commands.append(info['command'])
     return successes, np.array(commands), np.array(actions)
-
-
-def call_reset(probe: RosProbe) -> None:
-    client = probe.node.create_client(Trigger, '/sim/reset')
-    assert client.wait_for_service(timeout_sec=10)
-    future = client.call_async(Trigger.Request())
-    assert wait_until(future.done, 10) and future.result().success
 
 
 def end_of_period_poses(probe: RosProbe, since: int) -> list[PoseStamped]:
@@ -93,32 +97,26 @@ def test_graph_matches_env(ros_probe: RosProbe, tmp_path: Path) -> None:
             log_path=tmp_path / 'sim.log') as sim, \
         NodeProcess.ros2_run(
             'simops_policy', 'policy', '--ros-args', '-p', f'model_path:={POLICY}',
-            '-p', 'start_enabled:=false', '-p', 'stale_state_timeout:=10.0',
+            '-p', 'start_enabled:=false',
             *SAFETY.ros_args(), log_path=tmp_path / 'policy.log') as policy:
         assert wait_until(lambda: states(ros_probe)[-1:] == ['DISABLED'], 30), policy.output
         joint_states = TOPICS['joint_states'].name
         assert wait_until(lambda: ros_probe.node.count_subscribers(joint_states) >= 1
                           and ros_probe.node.count_publishers(joint_states) >= 1, 30)
+        call_reset(ros_probe)
+        publish_goal(goal_pub, episode_goal(SEED, 0))
+        first_contact(ros_probe)
         for episode in range(EPISODES):
             goal = episode_goal(SEED, episode)
             time.sleep(0.3)                     # in-flight commands land before the reset
             call_reset(ros_probe)
-            msg = PoseStamped()
-            msg.header.frame_id = SPEC.base_frame
-            msg.pose.position.x, msg.pose.position.y, msg.pose.position.z = goal
-            msg.pose.orientation.w = 1.0
-            goal_pub.publish(msg)
+            publish_goal(goal_pub, goal)
             time.sleep(0.3)                     # goal and the reset state reach the policy
             poses_before = len(ros_probe.messages(EE_POSE))
             commands_before = len(ros_probe.messages(COMMANDS))
             actions_before = len(ros_probe.messages(ACTIONS))
             assert call_enable(ros_probe, True).success
-            # A reset state published before discovery completed never reached the policy:
-            # the sim has not stepped (no command yet), so publishing it again is harmless.
-            for _ in range(5):
-                if wait_until(lambda: states(ros_probe)[-1:] == ['RUNNING'], 2.0):
-                    break
-                call_reset(ros_probe)
+            assert wait_until(lambda: states(ros_probe)[-1:] == ['RUNNING'], 30), policy.output
 
             def done(goal: np.ndarray = goal, since: int = poses_before) -> bool:
                 poses = end_of_period_poses(ros_probe, since)

@@ -17,10 +17,18 @@ from pathlib import Path
 import numpy as np
 import pytest
 from geometry_msgs.msg import PoseStamped
-from policy_helpers import SPEC, STATE, TOPICS, call_enable, qos, states
+from policy_helpers import (
+    STATE,
+    TOPICS,
+    call_enable,
+    call_reset,
+    first_contact,
+    publish_goal,
+    qos,
+    states,
+)
 from ros_helpers import REPO, NodeProcess, RosProbe, wait_until
 from std_msgs.msg import Float64MultiArray, String
-from std_srvs.srv import Trigger
 
 from simops_core.policy_step import StepSettings
 from simops_learning.pick_env import MAX_EPISODE_STEPS, FR3PickPlaceEnv
@@ -29,7 +37,11 @@ from simops_policy.model import load_policy
 
 POLICY = REPO / 'models/policy/fr3_pick_place.pt'
 CUBE = (0.5, 0.0, 0.0)          # x, y m and yaw rad: where the scene (and a reset) puts it
-SAFETY = StepSettings(ramp_time=0.0)
+REALTIME = StepSettings(ramp_time=0.0)
+# In lockstep the node's staleness runs on the wall clock, the sim's periods on commands: a
+# state held up past the 0.1 s default by a slow step would make the node hold (an extra
+# period and a fresh ramp the env never takes). The env's states are never stale.
+LOCKSTEP = StepSettings(ramp_time=0.0, stale_state_timeout=10.0)
 COMMANDS = TOPICS['joint_commands'].name
 OBJECT_POSE = TOPICS['object_pose'].name
 COMPARED_COMMANDS = 20
@@ -42,21 +54,6 @@ def episode_goal(episode: int) -> np.ndarray:
     return env.goal.copy()
 
 
-def call_reset(probe: RosProbe) -> None:
-    client = probe.node.create_client(Trigger, '/sim/reset')
-    assert client.wait_for_service(timeout_sec=10)
-    future = client.call_async(Trigger.Request())
-    assert wait_until(future.done, 10) and future.result().success
-
-
-def publish_goal(probe: RosProbe, publisher: object, goal: np.ndarray) -> None:
-    msg = PoseStamped()
-    msg.header.frame_id = SPEC.base_frame
-    msg.pose.position.x, msg.pose.position.y, msg.pose.position.z = (float(v) for v in goal)
-    msg.pose.orientation.w = 1.0
-    publisher.publish(msg)
-
-
 def placed(probe: RosProbe, since: int, goal: np.ndarray) -> bool:
     for msg in probe.messages(OBJECT_POSE)[since:]:
         p = msg.pose.position
@@ -65,8 +62,8 @@ def placed(probe: RosProbe, since: int, goal: np.ndarray) -> bool:
     return False
 
 
-def run_graph(probe: RosProbe, tmp_path: Path, episodes: int, sim_args: list[str]
-              ) -> tuple[list[bool], np.ndarray]:
+def run_graph(probe: RosProbe, tmp_path: Path, episodes: int, sim_args: list[str],
+              settings: StepSettings) -> tuple[list[bool], np.ndarray]:
     """Episodes through the graph; successes and episode 0's first commands (N, 8)."""
     probe.subscribe(COMMANDS, Float64MultiArray, 2000)
     probe.subscribe(OBJECT_POSE, PoseStamped, 20000)
@@ -77,21 +74,21 @@ def run_graph(probe: RosProbe, tmp_path: Path, episodes: int, sim_args: list[str
                               log_path=tmp_path / 'sim.log') as sim, \
         NodeProcess.ros2_run(
             'simops_policy', 'policy', '--ros-args', '-p', f'model_path:={POLICY}',
-            '-p', 'start_enabled:=false', '-p', 'stale_state_timeout:=10.0',
-            *SAFETY.ros_args(), log_path=tmp_path / 'policy.log') as policy:
+            '-p', 'start_enabled:=false',
+            *settings.ros_args(), log_path=tmp_path / 'policy.log') as policy:
         assert wait_until(lambda: states(probe)[-1:] == ['DISABLED'], 30), policy.output
+        call_reset(probe)
+        publish_goal(goal_pub, episode_goal(0))
+        first_contact(probe)
         for episode in range(episodes):
             goal = episode_goal(episode)
             time.sleep(0.3)                     # in-flight commands land before the reset
             call_reset(probe)
-            publish_goal(probe, goal_pub, goal)
+            publish_goal(goal_pub, goal)
             time.sleep(0.3)                     # the goal and the reset state reach the policy
             poses, commands = len(probe.messages(OBJECT_POSE)), len(probe.messages(COMMANDS))
             assert call_enable(probe, True).success
-            for _ in range(5):   # a reset state sent before discovery never reached the policy
-                if wait_until(lambda: states(probe)[-1:] == ['RUNNING'], 2.0):
-                    break
-                call_reset(probe)
+            assert wait_until(lambda: states(probe)[-1:] == ['RUNNING'], 30), policy.output
             def over(g: np.ndarray = goal, p: int = poses, c: int = commands) -> bool:
                 return (placed(probe, p, g)
                         or len(probe.messages(COMMANDS)) - c >= MAX_EPISODE_STEPS)
@@ -110,13 +107,13 @@ def run_graph(probe: RosProbe, tmp_path: Path, episodes: int, sim_args: list[str
 @pytest.mark.slow
 def test_the_shipped_policy_picks_and_places_through_the_graph(ros_probe: RosProbe,
                                                                tmp_path: Path) -> None:
-    successes, _ = run_graph(ros_probe, tmp_path, 10, [])
+    successes, _ = run_graph(ros_probe, tmp_path, 10, [], REALTIME)
     print(f'graph (realtime): {sum(successes)} of {len(successes)} placed')
     assert sum(successes) >= 8, successes
 
 
 def env_rollouts(episodes: int) -> tuple[list[bool], np.ndarray]:
-    env = FR3PickPlaceEnv(card_path=POLICY.with_suffix('.yaml'), safety=SAFETY)
+    env = FR3PickPlaceEnv(card_path=POLICY.with_suffix('.yaml'), safety=LOCKSTEP)
     model = load_policy(POLICY, env.card)
     successes, commands = [], []
     for episode in range(episodes):
@@ -136,7 +133,7 @@ def test_graph_in_lockstep_matches_the_env(ros_probe: RosProbe, tmp_path: Path) 
     env_success, env_commands = env_rollouts(10)
     graph_success, graph_commands = run_graph(
         ros_probe, tmp_path, 10, ['-p', 'sync_mode:=lockstep', '-p', 'control_period:=0.05',
-                                  '-p', 'lockstep_timeout:=3600.0'])
+                                  '-p', 'lockstep_timeout:=3600.0'], LOCKSTEP)
     print(f'graph {graph_success}, env {env_success}; first {COMPARED_COMMANDS} commands '
           f'differ by at most {np.abs(graph_commands - env_commands).max():.1e}')
     np.testing.assert_array_equal(graph_commands, env_commands)   # bit for bit
