@@ -100,8 +100,9 @@ def test_summary_table_shows_recovery_replay_goals_and_verdicts() -> None:
 
 def test_the_demo_pipeline_fits_the_excitation_and_gates_the_given_policy(
         tmp_path: Path) -> None:
-    """The file the demo writes is a pipeline file: fit with the policy episode held out,
-    the shipped policy copied (not trained), gated on the demo's grid and promoted."""
+    """The file the demo writes is a pipeline file: one fit of four grouped iterations with
+    the policy episode held out, the shipped policy copied (not trained), gated on the demo's
+    grid and promoted."""
     for bag in ('excite', 'policy'):
         (tmp_path / bag).mkdir()
     path = tmp_path / 'pipeline.yaml'
@@ -110,7 +111,7 @@ def test_the_demo_pipeline_fits_the_excitation_and_gates_the_given_policy(
     dvc = stages(load_pipeline(path, robot_names()))['stages']
     assert list(dvc) == ['calibrate', 'train', 'gate', 'promote']
     assert f'--holdout {tmp_path / "policy"}' in dvc['calibrate']['cmd']
-    assert dvc['calibrate']['cmd'].endswith('--weights fixed')
+    assert dvc['calibrate']['cmd'].endswith('--weights fixed --grouped-iters 4')
     assert 'simops-train' not in dvc['train']['cmd'] and 'cp ' in dvc['train']['cmd']
     assert all(f'{axis}=' in dvc['gate']['cmd'] for axis in GRID)
     assert '--sim-params calibration.yaml' in dvc['promote']['cmd']

@@ -36,8 +36,10 @@ RUN_FOLDER = 'pipeline'           # simops-pipeline's run folder in --out
 GRID = {'servo_gain': [0.8, 1, 1.25], 'delay': [0, 1, 2]}   # the demo's gate grid
 # One fit at fit's fixed error scales: on the stand-in the recording's own weights come out
 # as the fixed ones (0.06 against 0.05 N*m of effort per mrad), and a second fit would
-# double the demo's longest step.
-FIT_OPTIONS = {'weights': 'fixed'}
+# double the demo's longest step. Four grouped iterations, not fit's eight: on the demo's
+# recordings the objective is flat after four, and the same parameters come out (worst gain
+# error 0.76 % against 0.75 %, held-out RMS 0.335 mrad both) in 61 s of LM instead of 87 s.
+FIT_OPTIONS = {'weights': 'fixed', 'grouped_iters': 4}
 PIPELINE_TIMEOUT = 900.0          # s: fit and the gate on two cores, with margin
 REFUSAL_TIMEOUT = 60.0            # s for the launch to end on the policy node's refusal
 STEP_PIPELINE = 'step 3 (pipeline)'
