@@ -13,16 +13,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 from easyhid import HIDException
-from geometry_msgs.msg import PoseStamped
+from geometry_msgs.msg import PoseStamped, TwistStamped
 from policy_helpers import call_enable
 from ros_helpers import NodeProcess, RosProbe, installed_executable, wait_until
 from sensor_msgs.msg import Joy
-from sim_helpers import qos, start_sim, topic
+from sim_helpers import qos, stamp, start_sim, topic
 
 from simops_teleop.spacemouse_axes import BUTTONS, joy_fields
 from simops_teleop.spacemouse_teleop import stream
 
 PERIOD = 0.02   # s: the front end's default 50 Hz
+REST = 0.2      # s of the hand's poses without motion that make a rest
 
 
 @dataclass
@@ -89,37 +90,61 @@ def test_a_rate_the_teleop_node_cannot_use_is_refused(rate: str) -> None:
 
 def test_the_spacemouse_drives_the_arm_and_unplugging_it_brakes(
         ros_probe: RosProbe, tmp_path: Path) -> None:
-    """The front end's stream, over DDS, into the teleop node set up as teleop:=spacemouse."""
-    ros_probe.subscribe(topic('ee_pose').name, PoseStamped, qos('ee_pose'))
+    """The front end's stream, over DDS, into the teleop node set up as teleop:=spacemouse.
+
+    Nothing here is timed against the wall clock: the node's side of the stream is up when
+    it refuses a malformed Joy (its publisher matching the node's reader says nothing of the
+    reader matching it), the push is measured between two rests, and how long the node
+    servoed it on the node's own stamps.
+    """
+    ee, servoed = topic('ee_pose').name, topic('operator_twist').name
+    ros_probe.subscribe(ee, PoseStamped, qos('ee_pose'))
+    ros_probe.subscribe(servoed, TwistStamped, qos('operator_twist'))
     joys = ros_probe.publisher('/spacenav/joy', Joy, 10)
 
     def publish(axes: list[float], buttons: list[int]) -> None:
         joys.publish(Joy(axes=axes, buttons=buttons))
 
     def hand() -> np.ndarray:
-        p = ros_probe.messages(topic('ee_pose').name)[-1].pose.position
+        p = ros_probe.messages(ee)[-1].pose.position
         return np.array([p.x, p.y, p.z])
+
+    def at_rest() -> bool:   # the hand still (0.1 mm) over its last REST s of poses
+        poses = ros_probe.messages(ee)[-1000:]
+        recent = [m.pose.position for m in poses if stamp(m) >= stamp(poses[-1]) - REST]
+        spread = np.ptp([[p.x, p.y, p.z] for p in recent], axis=0)
+        return stamp(poses[-1]) - stamp(poses[0]) > REST and spread.max() < 1e-4
+
+    def pushed() -> list[float]:   # the node's stamps (s) of the ticks that servoed the push
+        return [stamp(m) for m in ros_probe.messages(servoed) if m.twist.linear.x > 0.0]
 
     with start_sim(tmp_path) as sim, NodeProcess.ros2_run(
             'simops_teleop', 'teleop', '--ros-args', '-p', 'joy_layout:=spacenav',
             '-p', 'deadman_button:=0', '-p', 'gripper_button:=1',
             '-r', '/joy:=/spacenav/joy', log_path=tmp_path / 'teleop.log') as teleop:
-        assert wait_until(lambda: ros_probe.messages(topic('ee_pose').name)
-                          and joys.get_subscription_count(), 60), teleop.output + sim.output
+        assert wait_until(lambda: ros_probe.messages(ee) and joys.get_subscription_count(),
+                          60), teleop.output + sim.output
+        assert wait_until(lambda: joys.publish(Joy()) or 'does not fit joy_layout'
+                          in teleop.output, 30, interval=0.1), teleop.output
         assert call_enable(ros_probe, True, node='/teleop').success
-        time.sleep(1.0)   # ramped in
+        assert wait_until(lambda: 'RUNNING' in teleop.output and at_rest(), 30), teleop.output
         start = hand()
         # the cap pushed forward by half, the left button (the dead-man) held, for 1 s
         worker = threading.Thread(target=stream, args=(
             Device(State(x=0.5, buttons=[1, 0]), 1.0).read, publish, PERIOD, (HIDException,)))
         worker.start()
         worker.join(5.0)
-        unplugged = hand()
-        moved = unplugged - start
-        assert moved[0] > 0.02 and np.abs(moved[1:]).max() < 0.2 * moved[0], (moved,
-                                                                            teleop.output)
-        time.sleep(0.3)   # braked within the input timeout and the braking
+        # the node braked on the released axes (or its input timeout), and the hand stopped
+        assert wait_until(lambda: pushed() and ros_probe.messages(servoed)[-1].twist.linear.x
+                          == 0.0 and at_rest(), 30), teleop.output + sim.output
+        push = pushed()
+        assert 0.8 < push[-1] - push[0] < 1.0 + 0.1, (
+            f'the node servoed the push for {push[-1] - push[0]:.3f} s of the 1 s it was held '
+            f'({len(push)} ticks)\n{teleop.output}')
         rest = hand()
+        moved = rest - start
+        assert moved[0] > 0.02 and np.abs(moved[1:]).max() < 0.2 * moved[0], (
+            f'the hand moved {moved} m\n{teleop.output}{sim.output}')
         time.sleep(0.5)
         assert np.linalg.norm(hand() - rest) < 1e-3, teleop.output
         assert teleop.stop() == 0, teleop.output
