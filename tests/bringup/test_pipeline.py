@@ -333,7 +333,7 @@ def test_ctrl_c_stops_the_running_stage_in_one_line(tmp_path: Path) -> None:
     with log.open('w') as out:
         proc = subprocess.Popen([str(installed_executable('simops_bringup', 'simops-pipeline')),
                                  'run', str(path), '--dir', str(tmp_path / 'run')], stdout=out,
-                                stderr=subprocess.STDOUT, cwd=REPO, start_new_session=True)
+                                stderr=subprocess.STDOUT, cwd=REPO, process_group=0)
     try:
         assert wait_until(lambda: "Running stage 'train'" in log.read_text(), 60), (
             log.read_text())

@@ -59,12 +59,23 @@ def test_joy_fields_are_spacenavs_layout() -> None:
 
 
 def test_a_lost_device_sends_released_axes_once_and_says_why() -> None:
+    """Five reads, then the device is gone: five held samples, one period apart at least
+    (a sleep only ever runs long), then released axes once, and why."""
+    held = State(x=0.5, buttons=[1, 0])
+    reads = iter([held] * 5)
+
+    def read() -> State:
+        state = next(reads, None)
+        if state is None:
+            raise HIDException('Failed to read from HID device: -1')
+        return state
+
     sent: list[tuple[list[float], list[int]]] = []
-    why = stream(Device(State(x=0.5, buttons=[1, 0]), 0.1).read,
-                 lambda a, b: sent.append((a, b)), PERIOD, (HIDException,))
+    began = time.monotonic()
+    why = stream(read, lambda a, b: sent.append((a, b)), PERIOD, (HIDException,))
+    assert time.monotonic() - began >= 5 * PERIOD
     assert why == 'Failed to read from HID device: -1'
-    assert 3 <= len(sent) <= 7 and all(s == ([0.5] + [0.0] * 5, [1, 0]) for s in sent[:-1])
-    assert sent[-1] == ([0.0] * 6, [0, 0])
+    assert sent == [([0.5] + [0.0] * 5, [1, 0])] * 5 + [([0.0] * 6, [0, 0])]
 
 
 def test_without_a_device_it_says_so_in_one_line() -> None:

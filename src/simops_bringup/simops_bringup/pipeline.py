@@ -256,10 +256,14 @@ def prepare(pipeline: Pipeline, folder: Path, dvc: str) -> None:
 
 def _run(dvc: str, folder: Path, pipeline: Pipeline) -> int:
     print(f'{PROG}: {pipeline.name} in {folder}', flush=True)
-    # DVC and the stages run in a session of their own: Ctrl-C reaches this process alone,
-    # which ends them all with SIGTERM (a tool taking SIGINT while it still imports, or in
-    # a worker, would print a traceback), and DVC's own stage lock is freed with them.
-    proc = subprocess.Popen([dvc, 'repro'], cwd=folder, env=_env(), start_new_session=True)
+    # DVC and the stages run in a process group of their own: Ctrl-C (to the terminal's
+    # foreground group) reaches this process alone, which ends them all with SIGTERM (a tool
+    # taking SIGINT while it still imports, or in a worker, would print a traceback), and
+    # DVC's own stage lock is freed with them. They stay in the caller's session, so they
+    # run at its priority: a session of their own would be an autogroup of its own, at
+    # full priority whatever `nice simops-pipeline run` asked, on kernels with autogroups.
+    proc = subprocess.Popen([dvc, 'repro'], cwd=folder, env=_env(), stdin=subprocess.DEVNULL,
+                            process_group=0)
     try:
         code = proc.wait()
     except KeyboardInterrupt:
@@ -287,7 +291,7 @@ def _run(dvc: str, folder: Path, pipeline: Pipeline) -> int:
 
 
 def _stop(proc: subprocess.Popen) -> None:
-    """End DVC's session, and return once no process of it is left.
+    """End DVC's process group, and return once no process of it is left.
 
     SIGTERM to every process in it (the tools end as on Ctrl-C), then SIGKILL to what is
     left after :data:`GRACE` s.
@@ -300,7 +304,7 @@ def _stop(proc: subprocess.Popen) -> None:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(0.1)
             try:
-                os.killpg(proc.pid, 0)   # anyone left in the session?
+                os.killpg(proc.pid, 0)   # anyone left in the group?
             except ProcessLookupError:
                 return
 
