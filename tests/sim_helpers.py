@@ -178,6 +178,12 @@ def measured(probe: RosProbe) -> tuple[float, np.ndarray]:
     return stamp(msg), JointIndex(FR3.arm_joints).select(msg.name, msg.position, np.zeros(7))
 
 
+def hand(probe: RosProbe) -> np.ndarray:
+    """The newest TCP position (3,) m, base frame, from the probe's /ee_pose."""
+    p = probe.messages(topic('ee_pose').name)[-1].pose.position
+    return np.array([p.x, p.y, p.z])
+
+
 def settled(probe: RosProbe, seconds: float = 0.5) -> np.ndarray:
     """The arm's position after ``seconds``, checked to be still (within 1 mrad)."""
     _, before = measured(probe)

@@ -14,7 +14,7 @@ from geometry_msgs.msg import PoseStamped, TwistStamped
 from policy_helpers import call_enable
 from ros_helpers import NodeProcess, RosProbe, wait_until
 from sensor_msgs.msg import JointState, Joy
-from sim_helpers import qos, settled, stamp, start_sim, subscribe_states, topic
+from sim_helpers import hand, qos, settled, stamp, start_sim, subscribe_states, topic
 from std_msgs.msg import Int8
 from std_srvs.srv import SetBool
 
@@ -25,12 +25,6 @@ from simops_core.robot_spec import load_robot_spec
 SPEC = load_robot_spec('fr3')
 RATE = 100.0     # Hz: teleop's default, and how often the test sends
 SPEED = 0.05     # m/s
-
-
-def hand(probe: RosProbe) -> np.ndarray:
-    """The newest TCP position (3,) m, base frame."""
-    p = probe.messages(topic('ee_pose').name)[-1].pose.position
-    return np.array([p.x, p.y, p.z])
 
 
 def send(publish: object, make: object, seconds: float) -> None:
