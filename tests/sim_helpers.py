@@ -114,6 +114,18 @@ def trajectory_publisher(probe: RosProbe) -> Any:
     return pub
 
 
+def until_refused(pub: Any, bad: Any, node: NodeProcess, line: str,
+                  timeout: float = 30.0) -> None:
+    """Publish ``bad`` every 0.1 s until ``node`` logs ``line``, its refusal of it.
+
+    The publisher matching the node's reader says nothing of the reader matching the
+    publisher (DDS matches each side on its own); once the node refuses a message, its side
+    is up and every message sent after is heard.
+    """
+    assert wait_until(lambda: pub.publish(bad) or line in node.output, timeout, interval=0.1), \
+        f'no {line!r} within {timeout:g} s:\n{node.output}'
+
+
 def drive_lockstep(probe: RosProbe, node: NodeProcess, commands: Sequence[np.ndarray],
                    period: float) -> list[JointState]:
     """Send ``commands`` one control period at a time; return the state after each period.
@@ -182,6 +194,48 @@ def hand(probe: RosProbe) -> np.ndarray:
     """The newest TCP position (3,) m, base frame, from the probe's /ee_pose."""
     p = probe.messages(topic('ee_pose').name)[-1].pose.position
     return np.array([p.x, p.y, p.z])
+
+
+def still(samples: Sequence[tuple[float, np.ndarray]], seconds: float, within: float) -> bool:
+    """Whether ``samples`` ((stamp s, values), oldest first) span more than ``seconds`` and
+    their values stayed within ``within`` of each other over the last ``seconds`` of stamps:
+    a rest judged on the node's clock, not the test's."""
+    if not samples or samples[-1][0] - samples[0][0] <= seconds:
+        return False
+    recent = [values for t, values in samples if t >= samples[-1][0] - seconds]
+    return float(np.ptp(recent, axis=0).max()) < within
+
+
+def hand_at_rest(probe: RosProbe, seconds: float = 0.2, within: float = 1e-4) -> bool:
+    """Whether the hand stayed within ``within`` m over its last ``seconds`` of /ee_pose."""
+    poses = probe.messages(topic('ee_pose').name)[-1000:]
+    return still([(stamp(m), np.array([m.pose.position.x, m.pose.position.y,
+                                       m.pose.position.z])) for m in poses], seconds, within)
+
+
+def joints_at_rest(probe: RosProbe, seconds: float = 0.2, within: float = 1e-4) -> bool:
+    """Whether the FR3 arm joints stayed within ``within`` rad over their last ``seconds`` of
+    /joint_states (the probe subscribed with :func:`subscribe_states`)."""
+    index = JointIndex(FR3.arm_joints)
+    states = probe.messages(topic('joint_states').name)[-1000:]
+    return still([(stamp(m), index.select(m.name, m.position, np.zeros(7))) for m in states],
+                 seconds, within)
+
+
+def servoed(probe: RosProbe, since: int = 0) -> list[tuple[float, np.ndarray]]:
+    """The twists a servo node reported on /teleop/operator_twist from message ``since`` on:
+    the node's stamp (s) and the twist (6,) m/s, rad/s in the base frame, one per tick."""
+    return [(stamp(m), np.array([m.twist.linear.x, m.twist.linear.y, m.twist.linear.z,
+                                 m.twist.angular.x, m.twist.angular.y, m.twist.angular.z]))
+            for m in probe.messages(topic('operator_twist').name)[since:]]
+
+
+def braked(probe: RosProbe, since: int) -> bool:
+    """Whether the node servoed a twist since message ``since`` of /teleop/operator_twist,
+    has servoed zero since, and the hand is at rest."""
+    ticks = servoed(probe, since)
+    return (any(np.any(twist) for _, twist in ticks) and not np.any(ticks[-1][1])
+            and hand_at_rest(probe))
 
 
 def settled(probe: RosProbe, seconds: float = 0.5) -> np.ndarray:
