@@ -145,8 +145,7 @@ build-jazzy: $(JAZZY_EDITABLE_STAMP) $(JAZZY_INTERFACES_STAMP)
 # The Jazzy leg runs the tests that touch ROS and are not marked slow: the slow ones (60 s
 # camera and lossless recordings, pick-and-place and parity through the graph, the dataset
 # round trip, fr3_duo, the sysid stand-in) run on Kilted only, so the two ROS legs together
-# take about 37 minutes on two cores. On Jazzy's Fast DDS 2.14 the 60 s camera recording also loses joint states
-# beside the image bursts (217 of 60,000 in one run): a loss to remove, see CHANGELOG.md.
+# take about 37 minutes on two cores.
 test-jazzy: build-jazzy
 	tests/run_legs.sh --jazzy $(JBIN) $(PYTEST_ARGS)
 

@@ -15,6 +15,7 @@ import random
 import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import IO
 
@@ -24,6 +25,14 @@ from simops_core.paths import resolve_resource
 DOMAIN_IDS = range(1, 101)
 LOCK_DIR = Path(tempfile.gettempdir())
 LOOPBACK_PROFILE = 'config/dds/fastdds_loopback.xml'
+# The variable naming the XML profile Fast DDS loads for every participant, by its major
+# version: 2.x (Humble's 2.6, Jazzy's 2.14) reads only FASTRTPS_DEFAULT_PROFILES_FILE (the one
+# name in the Jazzy wheel's libfastrtps.so.2.14), 3.x (Kilted) FASTDDS_DEFAULT_PROFILES_FILE;
+# rmw_fastrtps 9.3.0 (Kilted) still reads the old name, with a deprecation warning (#806).
+PROFILE_VARIABLES = {2: 'FASTRTPS_DEFAULT_PROFILES_FILE', 3: 'FASTDDS_DEFAULT_PROFILES_FILE'}
+# Fast DDS's major version by the ROS 2 distro that ships it (REP 2000), where no Python
+# distribution names it (a ROS install from apt).
+FAST_DDS_BY_DISTRO = {'humble': 2, 'jazzy': 2, 'kilted': 3, 'rolling': 3}
 
 
 class NoFreeDomainError(RuntimeError):
@@ -60,11 +69,37 @@ def claim_domain_id(lock_dir: Path = LOCK_DIR, seed: int | None = None) -> Domai
                             f'are claimed; stale locks live in {lock_dir}')
 
 
+def fast_dds_major(env: Mapping[str, str]) -> int | None:
+    """The major version of the Fast DDS in use, or None if nothing says.
+
+    From the installed wheels (``ros-fastdds`` 3.x on Kilted, ``ros-fastrtps`` 2.x on Jazzy),
+    else from ``ROS_DISTRO``.
+    """
+    for distribution in ('ros-fastdds', 'ros-fastrtps'):
+        try:
+            return int(version(distribution).split('.')[0])
+        except (PackageNotFoundError, ValueError):
+            continue
+    return FAST_DDS_BY_DISTRO.get(env.get('ROS_DISTRO', ''))
+
+
+def profile_variables(env: Mapping[str, str]) -> tuple[str, ...]:
+    """The environment variables that make the Fast DDS in use load a profile.
+
+    Its own, or both names when its version is unknown (a 3.x then warns that the old one is
+    deprecated).
+    """
+    major = fast_dds_major(env)
+    return (PROFILE_VARIABLES[major],) if major in PROFILE_VARIABLES else tuple(
+        PROFILE_VARIABLES.values())
+
+
 def isolated_env(domain_id: int, base: Mapping[str, str] | None = None) -> dict[str, str]:
     """Return ``base`` (default: os.environ) with DDS confined to loopback and ``domain_id``.
 
     Besides the discovery range, Fast DDS gets a transport profile that binds UDP to
-    127.0.0.1 and shared memory only (``config/dds/fastdds_loopback.xml``).
+    127.0.0.1 and shared memory only (``config/dds/fastdds_loopback.xml``), under the
+    variable its version reads (:func:`profile_variables`).
     """
     env = dict(os.environ if base is None else base)
     env['ROS_DOMAIN_ID'] = str(domain_id)
@@ -72,5 +107,8 @@ def isolated_env(domain_id: int, base: Mapping[str, str] | None = None) -> dict[
     env['ROS_STATIC_PEERS'] = ''
     env.pop('ROS_LOCALHOST_ONLY', None)  # deprecated; conflicts with the discovery range
     env['RMW_IMPLEMENTATION'] = 'rmw_fastrtps_cpp'
-    env['FASTDDS_DEFAULT_PROFILES_FILE'] = str(resolve_resource(LOOPBACK_PROFILE))
+    for name in PROFILE_VARIABLES.values():   # a caller's profile for another version
+        env.pop(name, None)
+    for name in profile_variables(env):
+        env[name] = str(resolve_resource(LOOPBACK_PROFILE))
     return env
