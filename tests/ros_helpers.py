@@ -7,6 +7,7 @@ talks to them through :class:`RosProbe`, a real rclpy node in the test process.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import signal
 import subprocess
@@ -36,6 +37,16 @@ def installed_executable(package: str, executable: str) -> Path:
                             f'{[str(p) for p in prefixes]}; run `make build`')
 
 
+def check_parameters_once(args: Sequence[str]) -> None:
+    """Raise ValueError when a ``-p name:=value`` after ``--ros-args`` names a parameter twice."""
+    ros = list(args[list(args).index('--ros-args') + 1:]) if '--ros-args' in args else []
+    names = [value.partition(':=')[0] for flag, value in itertools.pairwise(ros)
+             if flag in ('-p', '--param')]
+    twice = sorted({name for name in names if names.count(name) > 1})
+    if twice:
+        raise ValueError(f'parameters given twice (ROS takes the last silently): {twice}')
+
+
 class NodeProcess:
     """A subprocess in its own process group, with output captured to a log file.
 
@@ -59,7 +70,11 @@ class NodeProcess:
 
         The executable is looked up as ``<prefix>/lib/<package>/<executable>`` in the colcon
         install space, so tests exercise the installed entry points (``make build`` first).
+        A parameter given twice (``-p name:=...``) is refused: ROS would take the last one
+        silently, and a test's own value could be overridden by settings spliced after it
+        (``StepSettings.ros_args()``).
         """
+        check_parameters_once(args)
         return cls([str(installed_executable(package, executable)), *args], log_path, env)
 
     @classmethod

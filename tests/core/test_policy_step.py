@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from ros_helpers import check_parameters_once
 
 from simops_core.paths import resolve_resource
 from simops_core.policy_card import load_policy_card
@@ -66,3 +67,13 @@ def test_settings_become_node_parameters() -> None:
     assert StepSettings(ramp_time=0.0).ros_args() == [
         '-p', 'lpf_cutoff_hz:=5.0', '-p', 'velocity_scale:=0.5', '-p',
         'joint_limit_margin:=0.05', '-p', 'ramp_time:=0.0', '-p', 'stale_state_timeout:=0.1']
+
+
+def test_a_setting_given_twice_to_a_node_is_refused() -> None:
+    """The settings spliced into a node's arguments must not silently override a test's own
+    value of the same parameter (ROS takes the last ``-p``)."""
+    settings = StepSettings().ros_args()
+    check_parameters_once(['--ros-args', '-p', 'model_path:=p.pt', *settings])
+    with pytest.raises(ValueError, match=r"\['ramp_time'\]"):
+        check_parameters_once(['--ros-args', '-p', 'ramp_time:=0.0', *settings])
+    check_parameters_once(['-p', 'x:=1', '-p', 'x:=2'])   # not ROS arguments: the node's own

@@ -42,10 +42,10 @@ def running(tmp_path: Path, model: Path, *params: str, arm: bool = True,
             arm_rate: float = 250.0) -> Iterator[NodeProcess]:
     """The fake arm (if ``arm``, joint states at ``arm_rate`` Hz) and the policy node with
     ``params`` (name:=value)."""
-    args = ['--ros-args', '-p', f'model_path:={model}', '-p', 'ramp_time:=0.5',
-            '-p', 'start_enabled:=true']   # a simulated arm; params below may override
-    for param in params:
-        args += ['-p', param]
+    given = {'model_path': str(model), 'ramp_time': '0.5', 'start_enabled': 'true'}
+    given |= dict(param.split(':=', 1) for param in params)   # ``params`` override those
+    args = ['--ros-args', *(arg for name, value in given.items()
+                            for arg in ('-p', f'{name}:={value}'))]
     fake = (NodeProcess.python(REPO / 'tests/procs/policy_fake_arm.py', '--rate', str(arm_rate),
                                log_path=tmp_path / 'arm.log') if arm else None)
     try:
