@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -26,27 +25,12 @@ from tensordict import TensorDict
 
 from simops_learning.pick_env import MAX_EPISODE_STEPS, FR3PickPlaceEnv
 from simops_learning.pick_network import MOVE_UNIT, PickPolicy
+from simops_learning.ppo_settings import PPOConfig
 from simops_learning.seeding import seeded_torch
 from simops_sim.randomization import DomainRandomization
 from simops_sim.sim_profiles import TRAINING
 
 DECISION_SIZE = 4   # the grasp point's step (3, in MOVE_UNIT) and the gripper command
-
-
-@dataclass(frozen=True)
-class PPOConfig:
-    """PPO settings (RSL-RL's names): rollout length per env and iteration, and the update."""
-
-    num_envs: int = 8
-    num_steps_per_env: int = 64
-    critic_warmup: int = 20          # iterations that train only the critic, the actor frozen
-    learning_rate: float = 1e-5
-    num_learning_epochs: int = 4
-    num_mini_batches: int = 4
-    entropy_coef: float = 0.0
-    desired_kl: float = 0.01
-    init_std: float = 0.05
-    critic_hidden: tuple[int, ...] = (256, 256)
 
 
 class DecisionEnv(VecEnv):

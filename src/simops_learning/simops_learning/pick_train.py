@@ -41,7 +41,7 @@ from simops_learning.network import export_policy
 from simops_learning.pick_env import PICK_HISTORY, FR3PickPlaceEnv
 from simops_learning.pick_expert import PickExpert, PickGains
 from simops_learning.pick_network import MOVE_UNIT, PickPolicy
-from simops_learning.pick_ppo import PPOConfig, fine_tune
+from simops_learning.ppo_settings import PPOConfig
 from simops_learning.reward_terms import parse_reward_terms
 from simops_learning.seeding import seeded_torch
 from simops_sim.randomization import DomainRandomization, default_randomization
@@ -279,6 +279,7 @@ def train_pick(config: PickTrainConfig, log: Log = print) -> tuple[PickPolicy, d
                    generator)
         ppo_success = None
         if config.ppo_iterations:
+            from simops_learning.pick_ppo import fine_tune  # RSL-RL: imported only to run it
             ppo_success = fine_tune(policy, config.ppo_iterations, config.randomization,
                                     config.hidden, config.seed, config.ppo, log=log,
                                     sim_params=config.sim_params, profile=config.profile,
