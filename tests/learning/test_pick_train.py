@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import subprocess
+import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -203,3 +204,14 @@ def test_the_cli_refuses_reward_terms_without_ppo_or_with_a_bad_term(tmp_path: P
                                  capture_output=True, text=True, timeout=120, cwd=REPO)
         assert refused.returncode == 2 and message in refused.stderr, refused.stderr
         assert len(refused.stderr.strip().splitlines()) == 1, refused.stderr
+
+
+@pytest.mark.ros_free
+def test_simops_train_imports_rsl_rl_only_to_run_ppo() -> None:
+    """Reading simops-train's options and configuration leaves RSL-RL unimported."""
+    code = ('import sys, simops_learning.train; '
+            'print(sorted(m for m in sys.modules if m.split(".")[0] in {"rsl_rl", "tensordict"}))')
+    result = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True,
+                            timeout=120, cwd=REPO)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == '[]', result.stdout
