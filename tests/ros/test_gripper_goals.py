@@ -79,13 +79,14 @@ def test_each_width_worth_a_goal_is_sent_once_the_previous_goal_ends(
     server = GripperServer(late=0)
     try:
         discovered(server)
-        goals(0.08)
-        assert wait_until(lambda: server.executed == [0.04], 20), server.executed
-        goals(0.075)   # within the 1 cm hysteresis: no goal
+        goals(0.08)    # the first width is the hand's own (where the safety law starts)
+        goals(0.075)   # within the 1 cm hysteresis of it: no goal
         goals(0.02)
-        assert wait_until(lambda: server.executed == [0.04, 0.01], 10), server.executed
+        assert wait_until(lambda: server.executed == [0.01], 20), server.executed
+        goals(0.08)
+        assert wait_until(lambda: server.executed == [0.01, 0.04], 10), server.executed
         time.sleep(ANSWER_TIMEOUT + 0.5)
-        assert (goals.goals, goals.repeats, server.executed) == (2, 0, [0.04, 0.01])
+        assert (goals.goals, goals.repeats, server.executed) == (2, 0, [0.01, 0.04])
     finally:
         server.close()
 
@@ -95,6 +96,7 @@ def test_a_goal_answered_too_late_is_sent_again_and_the_gripper_goes_on(
     _, goals = client
     server = GripperServer(late=1)
     try:
+        goals(0.08)   # the hand's own opening
         goals(0.06)
         # the first request's answer comes after the client gave up on it; the repeat runs
         assert wait_until(lambda: server.executed == [0.03, 0.03], 20), server.executed

@@ -11,6 +11,14 @@ cannot act on; the newest width is sent once it is free. The caller (a control t
 stores the width: goals are sent from the node's executor every :data:`SEND_PERIOD`, so an
 action client call never delays a control period.
 
+The first width is taken as sent, not sent: it is the hand's own opening. Every width a node
+commands comes out of the safety law, which starts at the measured opening
+(:func:`simops_core.safety.start`) and moves it by at most ``gripper_max_step`` (5 mm) a
+period. A goal for it would do harm: franka_gripper grasps at any width below the hand's
+opening (:mod:`simops_sim.gripper_goal`), and an empty hand closes fully. On the stand-in,
+the pick policy's hand closed before it reached the cube whenever the hand read a hair wider
+than the opening the policy started from.
+
 A service response can be lost: rmw_fastrtps drops a response when the client's response
 reader has not matched within 100 ms (ros2/rmw_fastrtps#390, #467), which happens right
 after discovery, when the first goal goes out. A goal request unanswered for
@@ -67,6 +75,8 @@ class GripperGoals:
     def __call__(self, width: float) -> None:
         """Command the opening ``width`` (m); sent when it is worth a goal and none runs."""
         with self._lock:
+            if self._wanted is None:   # the hand's own opening: no goal (module docstring)
+                self._sent = width
             self._wanted = width
 
     def _send(self) -> None:
