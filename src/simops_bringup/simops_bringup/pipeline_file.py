@@ -82,6 +82,7 @@ from simops_sim.randomization import (
     parse_randomization,
 )
 from simops_sim.sim_profiles import TRAINING, VALIDATION, load_sim_profiles
+from simops_sysid.fit_weights import WEIGHTS
 
 PIPELINE_VERSION = 1
 TOP_LEVEL = ('version', 'robot', 'task', 'calibration', 'sims', 'policy', 'train',
@@ -365,8 +366,6 @@ def _scenarios(check: Fields, value: Any, task: str) -> tuple[str, ...]:
 
 def _fit_options(check: Fields, value: Any) -> dict[str, Any]:
     """``calibration.fit``: fit's ``--weights``, ``--grouped-iters`` and ``--full-iters``."""
-    from simops_sysid.fit_cli import WEIGHTS
-
     table = check.mapping(value or {}, 'calibration.fit')
     check.known(table, FIT_FIELDS, 'calibration.fit')
     options: dict[str, Any] = {}

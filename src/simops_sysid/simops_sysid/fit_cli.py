@@ -70,6 +70,7 @@ from simops_sysid import (
 )
 from simops_sysid.actuator_fit import ActuatorFitError
 from simops_sysid.fit_report import diagnose, write_report
+from simops_sysid.fit_weights import WEIGHTS
 from simops_sysid.lag import estimate_delay
 from simops_sysid.recording import (
     DataError,
@@ -108,7 +109,6 @@ EXIT_CODES = {
 }
 MAX_THREADS = 256
 MODES = ('auto', 'trajectory', 'torque')
-WEIGHTS = ('recording', 'fixed')
 REWEIGHTS = 4               # at most this many fits again with the errors' own weights
 REWEIGHT_TOLERANCE = 0.1    # until no signal's weight changes by more than this fraction
 DEFAULT_KINDS = controller_models.DEFAULT_KINDS['joint_trajectory']
