@@ -37,7 +37,7 @@ from simops_bringup.graph import build_graph
 from simops_core.robot_spec import RobotSpec
 from simops_core.waiting import wait_until
 
-EXCITE_SECONDS = 60.0      # s of excitation (the sysid acceptance's training length)
+EXCITE_SECONDS = 30.0      # s of excitation: six periods of its 5 s fundamental
 EXCITE_SEED = 0
 GOALS = ((0.5, 0.15, 0.3), (0.45, -0.2, 0.2), (0.6, 0.0, 0.4), (0.35, 0.25, 0.15),
          (0.55, -0.1, 0.35))  # m, base frame, inside the policy's training workspace
