@@ -94,7 +94,8 @@ def run_graph(probe: RosProbe, tmp_path: Path, episodes: int, sim_args: list[str
                         or len(probe.messages(COMMANDS)) - c >= MAX_EPISODE_STEPS)
             wait_until(over, MAX_EPISODE_STEPS * 0.05 * 4 + 10)
             assert call_enable(probe, False).success
-            assert wait_until(lambda: states(probe)[-1:] == ['DISABLED'], 10)
+            assert wait_until(lambda: states(probe)[-1:] == ['DISABLED'], 10), (
+                episode, states(probe)[-5:], policy.story(), sim.story(2000))
             successes.append(placed(probe, poses, goal))
             if episode == 0:
                 first = np.array([m.data for m in probe.messages(COMMANDS)[
