@@ -102,6 +102,33 @@ def test_stale_metadata_counts_raise(tmp_path: Path) -> None:
         read_bag(tmp_path / 'bag')
 
 
+def test_each_topic_comes_in_receive_order_as_the_mcap_reader_orders_it(tmp_path: Path) -> None:
+    """Messages stored out of receive order, some at the same time, over several chunks:
+    each topic is the MCAP library's own time order (ties in file order) restricted to it."""
+    from mcap.reader import make_reader
+
+    rng = np.random.default_rng(3)
+    times = rng.integers(0, 400, size=3000) * 1_000_000 + 1_700_000_000 * 10**9
+    strings = STORE.types['std_msgs/msg/String']
+    with Writer(tmp_path / 'bag', version=8, storage_plugin=StoragePlugin.MCAP) as writer:
+        topics = [writer.add_connection(f'/t{i}', 'std_msgs/msg/String', typestore=STORE)
+                  for i in range(2)]
+        for n, stamp in enumerate(times):
+            msg = strings(data=f'{n:05d}' + 'x' * 1000)   # 3 MB: several 1 MiB chunks
+            writer.write(topics[n % 2], int(stamp), STORE.serialize_cdr(msg, msg.__msgtype__))
+    expected: dict[str, list[tuple[int, bytes]]] = {'/t0': [], '/t1': []}
+    with next((tmp_path / 'bag').glob('*.mcap')).open('rb') as stream:
+        reader = make_reader(stream)
+        assert len(reader.get_summary().chunk_indexes) > 1
+        for _, channel, message in reader.iter_messages(log_time_order=True):
+            expected[channel.topic].append((message.log_time, bytes(message.data)))
+    bag = read_bag(tmp_path / 'bag')
+    for name, messages in expected.items():
+        assert list(zip(bag.topics[name].log_time, map(bytes, bag.topics[name].data),
+                        strict=True)) == messages
+        assert bag.topics[name].publish_time == bag.topics[name].log_time
+
+
 def write_robot_bag(path: Path, storage: StoragePlugin, trajectory: bool) -> dict[str, object]:
     """A bag as `ros2 bag record` would store it: JointState in shuffled joint order."""
     spec = load_robot_spec('fr3')
