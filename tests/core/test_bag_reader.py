@@ -129,6 +129,41 @@ def test_each_topic_comes_in_receive_order_as_the_mcap_reader_orders_it(tmp_path
         assert bag.topics[name].publish_time == bag.topics[name].log_time
 
 
+def test_joint_series_places_each_value_by_its_name_whatever_each_message_holds(
+        tmp_path: Path) -> None:
+    """Messages that differ in joint order, unknown names, and missing or short fields: each
+    value lands in its joint's column, the rest stay NaN, rows sorted by stamp."""
+    from simops_core.bag_series import joint_series
+
+    joints = ('a', 'b', 'c')
+    messages = [   # stamp ns, names, position, velocity, effort
+        (3, ['a', 'b', 'c'], [1.0, 2.0, 3.0], [4.0, 5.0, 6.0], []),
+        (1, ['c', 'x', 'a'], [7.0, 8.0, 9.0], [1.5], [2.5, 3.5, 4.5]),
+        (2, ['a', 'b', 'c'], [10.0, 11.0, 12.0], [13.0, 14.0, 15.0], []),
+        (4, ['b'], [16.0], [], [17.0]),
+    ]
+    nan = np.nan
+    expected = {   # by stamp: 1, 2, 3, 4
+        'position': [[9.0, nan, 7.0], [10.0, 11.0, 12.0], [1.0, 2.0, 3.0], [nan, 16.0, nan]],
+        'velocity': [[nan, nan, 1.5], [13.0, 14.0, 15.0], [4.0, 5.0, 6.0], [nan, nan, nan]],
+        'effort': [[4.5, nan, 2.5], [nan, nan, nan], [nan, nan, nan], [nan, 17.0, nan]]}
+    JointState = STORE.types['sensor_msgs/msg/JointState']  # noqa: N806
+    Header = STORE.types['std_msgs/msg/Header']  # noqa: N806
+    Time = STORE.types['builtin_interfaces/msg/Time']  # noqa: N806
+    with Writer(tmp_path / 'bag', version=8, storage_plugin=StoragePlugin.MCAP) as writer:
+        topic = writer.add_connection('/joint_states', 'sensor_msgs/msg/JointState',
+                                      typestore=STORE)
+        for n, (stamp, names, *fields) in enumerate(messages):
+            msg = JointState(header=Header(stamp=Time(sec=10, nanosec=stamp), frame_id=''),
+                             name=names, position=np.array(fields[0]),
+                             velocity=np.array(fields[1]), effort=np.array(fields[2]))
+            writer.write(topic, 10**10 + n, STORE.serialize_cdr(msg, msg.__msgtype__))
+    series = joint_series(read_bag(tmp_path / 'bag'), '/joint_states', joints)
+    assert np.allclose(series.t, 10.0 + 1e-9 * np.arange(1, 5), rtol=0, atol=1e-12)
+    for key, values in expected.items():
+        np.testing.assert_array_equal(getattr(series, key), np.array(values), err_msg=key)
+
+
 def write_robot_bag(path: Path, storage: StoragePlugin, trajectory: bool) -> dict[str, object]:
     """A bag as `ros2 bag record` would store it: JointState in shuffled joint order."""
     spec = load_robot_spec('fr3')

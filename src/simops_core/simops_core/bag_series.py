@@ -51,21 +51,31 @@ class CommandSeries:
     position: np.ndarray
 
 
-def joint_series(raw: RawBag, topic: str, joints: tuple[str, ...],
-                 store: Any = None) -> JointSeries:
-    """JointState messages of ``topic`` as arrays in ``joints`` order, sorted by stamp."""
-    msgs = list(raw.decode(topic, store))
+def joint_series(raw: RawBag, topic: str, joints: tuple[str, ...], store: Any = None,
+                 msgs: list[Any] | None = None) -> JointSeries:
+    """JointState messages of ``topic`` as arrays in ``joints`` order, sorted by stamp.
+
+    ``msgs``: the topic's messages, already decoded (``list(raw.decode(topic, store))``), for
+    a caller that reads them too; decoded here when None.
+    """
+    msgs = list(raw.decode(topic, store)) if msgs is None else msgs
     stamps = header_stamps(msgs, raw.topics[topic].log_time)
     shape = (len(msgs), len(joints))
     arrays = {key: np.full(shape, np.nan) for key in ('position', 'velocity', 'effort')}
     column = {name: i for i, name in enumerate(joints)}
-    for row, msg in enumerate(msgs):
-        cols = [column.get(name, -1) for name in msg.name]
-        for key, array in arrays.items():
-            values = getattr(msg, key)
-            for col, value in zip(cols, values, strict=False):
-                if col >= 0:
-                    array[row, col] = value
+    groups: dict[tuple[Any, ...], list[int]] = {}
+    for row, msg in enumerate(msgs):   # messages alike in names and lengths fill together
+        key = (tuple(msg.name), len(msg.position), len(msg.velocity), len(msg.effort))
+        groups.setdefault(key, []).append(row)
+    for (names, *lengths), rows in groups.items():
+        cols = np.array([column.get(name, -1) for name in names], dtype=int)
+        for (key, array), length in zip(arrays.items(), lengths, strict=True):
+            used = cols[:length]   # a name without a value, or a value without a name: unset
+            keep = used >= 0
+            if keep.any():
+                values = np.array([getattr(msgs[row], key)[:used.size] for row in rows],
+                                  dtype=float).reshape(len(rows), used.size)
+                array[np.ix_(rows, used[keep])] = values[:, keep]
     if not any(name in column for msg in msgs[:1] for name in msg.name):
         raise MissingTopicsError(raw.path, [f'{topic} joints {list(joints)}'], raw.info())
     order = np.argsort(stamps, kind='stable')

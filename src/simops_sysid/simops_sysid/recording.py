@@ -190,8 +190,10 @@ def _read_states(bag: str | Path, spec: RobotSpec, topics: dict[str, TopicSpec]
     states, commands = _listed_topics(bag, topics)
     raw = read_bag(bag, topics=[*states, *commands])
     store = message_typestore(raw)
-    topic, series = _joint_states(raw, states, spec, store)
-    stamps = np.array([to_seconds(m.header.stamp) for m in raw.decode(topic, store)])
+    topic = _joint_state_topic(raw, states, spec, store)
+    msgs = list(raw.decode(topic, store))   # decoded once: the arrays and the header stamps
+    series = joint_series(raw, topic, spec.joint_names, store, msgs)
+    stamps = np.array([to_seconds(m.header.stamp) for m in msgs])
     if np.any(np.diff(stamps) <= 0):
         k = int(np.flatnonzero(np.diff(stamps) <= 0)[0])
         raise DataError(f'{bag}: {topic} header stamps are not strictly increasing (message '
@@ -321,8 +323,8 @@ def _check_in_limits(where: str, field: str, values: np.ndarray, spec: RobotSpec
                         f'rad; this is not a recording of {spec.name}, or it is corrupt')
 
 
-def _joint_states(raw: RawBag, candidates: list[str], spec: RobotSpec, store: object
-                  ) -> tuple[str, object]:
+def _joint_state_topic(raw: RawBag, candidates: list[str], spec: RobotSpec, store: object
+                       ) -> str:
     """The JointState topic that names every arm joint (the most messages wins)."""
     found: dict[str, tuple[str, ...]] = {}
     best = None
@@ -337,7 +339,7 @@ def _joint_states(raw: RawBag, candidates: list[str], spec: RobotSpec, store: ob
         detail = '; '.join(f'{t} has {list(n)}' for t, n in found.items())
         raise DataError(f'{raw.path}: joint names do not match robot {spec.name} (expected '
                         f'{", ".join(spec.arm_joints)}): {detail}')
-    return best, joint_series(raw, best, spec.joint_names, store)
+    return best
 
 
 def _commands(raw: RawBag, topic: str, spec: RobotSpec, store: object, clock: ReceiveClock,
