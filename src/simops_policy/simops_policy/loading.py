@@ -65,13 +65,8 @@ def load_deployment(settings: Any) -> Deployment:
     model_path = _resolve('model_path', settings.model_path)
     card_path = _resolve('card_path', settings.card_path
                          or str(model_path.with_suffix('.yaml')))
-    # torch takes seconds to import: here, inside main()'s handlers, Ctrl-C during start-up
-    # ends the node cleanly instead of with a traceback.
-    from simops_policy.model import load_policy
-
     card = load_policy_card(card_path, spec.joint_names, spec.arm_joints)
     unvalidated = _check_promotion(settings, model_path, card_path)
-    model = load_policy(model_path, card)
     if card.robot != spec.name:
         raise ConfigError(f'card {card_path.name} is for robot {card.robot!r}, the spec is '
                           f'{spec.name!r}; set the robot parameter')
@@ -83,6 +78,11 @@ def load_deployment(settings: Any) -> Deployment:
                                  settings.joint_limit_margin, settings.ramp_time,
                                  settings.stale_state_timeout)
     step = PolicyStep(card, spec, step_settings)
+    # torch takes seconds to import: last, so every other problem is refused without it, and
+    # here, inside main()'s handlers, so Ctrl-C during start-up ends the node cleanly.
+    from simops_policy.model import load_policy
+
+    model = load_policy(model_path, card)
     return Deployment(spec, topics, release, card, model, step, unvalidated)
 
 
