@@ -39,7 +39,8 @@ def installed_executable(package: str, executable: str) -> Path:
 
 def check_parameters_once(args: Sequence[str]) -> None:
     """Raise ValueError when a ``-p name:=value`` after ``--ros-args`` names a parameter twice."""
-    ros = list(args[list(args).index('--ros-args') + 1:]) if '--ros-args' in args else []
+    argv = list(args)
+    ros = argv[argv.index('--ros-args') + 1:] if '--ros-args' in argv else []
     names = [value.partition(':=')[0] for flag, value in itertools.pairwise(ros)
              if flag in ('-p', '--param')]
     twice = sorted({name for name in names if names.count(name) > 1})
