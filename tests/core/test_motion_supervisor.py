@@ -46,6 +46,20 @@ def test_disable_without_a_target_stops_at_once() -> None:
     assert not decision.publish and sup.mode is Mode.DISABLED
 
 
+def test_a_second_disable_while_braking_keeps_braking() -> None:
+    sup = MotionSupervisor(start_enabled=True, ramp_time=0.0)
+    sup.tick(0.0, True, '', has_target=False)
+    assert sup.enable(False)[0]
+    assert sup.tick(0.1, True, '', has_target=True).brake
+    assert sup.enable(False)[0]                       # e.g. a resent request: still moving
+    braking = sup.tick(0.2, True, '', has_target=True)
+    assert braking.brake and braking.publish and sup.mode is Mode.STOPPING
+    sup.stopped()
+    assert sup.enable(False)[0]                       # at rest: nothing left to brake
+    assert not sup.tick(0.3, True, '', has_target=True).publish
+    assert sup.mode is Mode.DISABLED
+
+
 def test_estop_during_a_braking_stop_holds_and_latches() -> None:
     sup = MotionSupervisor(start_enabled=True, ramp_time=0.0)
     sup.tick(0.0, True, '', has_target=False)

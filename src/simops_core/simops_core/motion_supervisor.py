@@ -100,8 +100,8 @@ class MotionSupervisor:
         self._armed = on
         self._latched = None
         self._needs_ramp = True
-        if not on:
-            self._stopping = was_armed
+        if not on:   # a disable repeated while braking keeps braking
+            self._stopping = self._stopping or was_armed
             self.mode, self.reason = Mode.DISABLED, 'disabled by ~/enable'
             return True, 'disabled: braking to rest, then no more commands'
         self._stopping = False
