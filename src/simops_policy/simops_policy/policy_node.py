@@ -126,6 +126,7 @@ class PolicyNode(Node):
             with self._lock:
                 self.supervisor.fault(f'control tick failed: {exc}')
             self.get_logger().error(f'control tick failed: {exc!r}; FAULT, holding')
+        self._report_mode()   # after every tick, one that failed too
 
     def _overran(self, periods: int) -> None:
         with self._lock:
@@ -143,7 +144,7 @@ class PolicyNode(Node):
                 self.step.raw.goal_position[:] = self._goal
             ready, not_ready = self._readiness(looked_ns)
             if ready and not paced:
-                return self._report_mode()
+                return
             decision = self.supervisor.tick(now, ready, not_ready, self.step.state is not None)
         if decision.run:
             self._run_policy(decision)
@@ -155,7 +156,6 @@ class PolicyNode(Node):
             elif not decision.publish:   # DISABLED (only this thread times commands)
                 self._stats.restart_period()
             self.step.state = held if held is not None or decision.publish else None
-        self._report_mode()
 
     def _readiness(self, looked_ns: int) -> tuple[bool, str]:
         """Whether the card's inputs are present and fresh at ``looked_ns`` (before the take)."""
