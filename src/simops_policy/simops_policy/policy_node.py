@@ -34,6 +34,7 @@ from simops_ros.polled import Polled, PolledGroup, never_called
 from simops_ros.qos import qos_profile
 from simops_ros.scaffold import run_node
 from simops_ros.spinning import spin_threaded
+from simops_ros.thread_failure import THREAD_EXIT_CODES, ThreadFailure
 from simops_ros.throttled import KindWarnings
 
 NODE_NAME = 'policy'
@@ -52,12 +53,12 @@ class PolicyNode(Node):
         self._configure()
         self._lock = threading.Lock()      # goal, supervisor and statistics
         self._goal: np.ndarray | None = None   # base frame (3,) m, from the executor thread
-        self._running = threading.Event()
         self._stats, self._scheduling = LoopStats(self.period), 'default'
         self._create_interfaces()
+        self._running = threading.Event()
         self._running.set()
-        self._thread = threading.Thread(target=self._control_loop, name='control', daemon=True)
-        self._thread.start()
+        self.failed = ThreadFailure(self, self._running)   # a dead control thread stops it
+        self._thread = self.failed.start(self._control_loop, 'control')
         self.get_logger().info(f'{self.summary}, {self.rate:g} Hz on {self._command.topic}, '
                                f'{self.supervisor.mode.value}')
 
@@ -147,15 +148,13 @@ class PolicyNode(Node):
                 return
             decision = self.supervisor.tick(now, ready, not_ready, self.step.state is not None)
         if decision.run:
-            self._run_policy(decision)
-        else:
-            held = stand_still(self.supervisor, decision, self.step.state, self.step.limits,
-                               self._lock)
-            if held is not None:
-                self._publish_command(held)
-            elif not decision.publish:   # DISABLED (only this thread times commands)
-                self._stats.restart_period()
-            self.step.state = held if held is not None or decision.publish else None
+            return self._run_policy(decision)
+        held = stand_still(self.supervisor, decision, self.step.state, self.step.limits, self._lock)
+        if held is not None:
+            self._publish_command(held)
+        elif not decision.publish:   # DISABLED (only this thread times commands)
+            self._stats.restart_period()
+        self.step.state = held if held is not None or decision.publish else None
 
     def _readiness(self, looked_ns: int) -> tuple[bool, str]:
         """Whether the card's inputs are present and fresh at ``looked_ns`` (before the take)."""
@@ -239,11 +238,12 @@ class PolicyNode(Node):
 
 
 def main(args: list[str] | None = None) -> int:
-    """Run the policy node; return 0 on a clean shutdown and 2 on a configuration error."""
+    """Run the policy node; 0 on a clean shutdown, 1 if its control thread died, 2 on bad config."""
     return run_node(NODE_NAME, 'Run a TorchScript or .pt2 policy behind the safety pipeline. '
                     'Starts DISABLED unless start_enabled (simulators only); call ~/enable to '
                     'start, publish true on /simops/estop to stop.', PolicyNode, args,
-                    spin=spin_threaded, signals=SignalHandlerOptions.NO)   # control thread first
+                    THREAD_EXIT_CODES, spin=spin_threaded, signals=SignalHandlerOptions.NO,
+                    exit_code=lambda node: node.failed.exit_code)   # control thread first
 
 
 if __name__ == '__main__':

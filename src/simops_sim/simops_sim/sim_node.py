@@ -29,7 +29,6 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-import rclpy
 from diagnostic_msgs.msg import DiagnosticArray
 from rclpy.node import Node
 from rclpy.signals import SignalHandlerOptions
@@ -47,6 +46,7 @@ from simops_ros.diagnostics import diagnostic_array, status_name
 from simops_ros.qos import qos_profile
 from simops_ros.scaffold import run_node
 from simops_ros.spinning import spin_threaded
+from simops_ros.thread_failure import THREAD_EXIT_CODES, ThreadFailure
 from simops_ros.throttled import KindWarnings
 from simops_sim.arm_lane import Frame
 from simops_sim.arm_ports import ArmPorts, arm_topics
@@ -68,15 +68,15 @@ class SimNode(Node):
         super().__init__(NODE_NAME)
         self._warn = KindWarnings(self.get_logger())
         self.settings = declare_schema(self, NODE_NAME, apply=self._set_live)
-        self.failure: BaseException | None = None  # an unexpected error in the physics thread
         self.stepper = self._build_stepper()
         self._create_interfaces()
         self._running = threading.Event()
         self._running.set()
+        self.failed = ThreadFailure(self, self._running)   # a dead thread stops the node
         self.cameras = (SimCameras(self, self.stepper, self.settings, self._running,
-                                   self._fail) if self.settings.cameras else None)
-        self._thread = threading.Thread(target=self._run, name='physics', daemon=True)
-        self._thread.start()
+                                   lambda exc: self.failed(exc, 'camera'))
+                        if self.settings.cameras else None)
+        self._thread = self.failed.start(self._run, 'physics')
         self.get_logger().info(f'{Path(self.settings.model).name}: {self.stepper.summary()}')
 
     def _build_stepper(self) -> Stepper:
@@ -188,17 +188,7 @@ class SimNode(Node):
                                   'thread_priority')
         (self.get_logger().info if fifo or not self.settings.thread_priority
          else self.get_logger().warning)(line)
-        try:
-            self.stepper.run(self._running, self._publish, self._take_commands)
-        except Exception as exc:  # stop the node rather than run on without physics
-            self._fail(exc, 'physics')
-
-    def _fail(self, exc: BaseException, thread: str = 'camera') -> None:
-        """Stop the node after an unexpected error in the physics or the camera thread."""
-        if self.context.ok() and self._running.is_set():
-            self.failure = exc
-            self.get_logger().fatal(f'{thread} thread failed: {exc!r}')
-            rclpy.try_shutdown(context=self.context)
+        self.stepper.run(self._running, self._publish, self._take_commands)
 
     def stop(self) -> None:
         """Stop and join the physics thread, and close the viewer."""
@@ -230,9 +220,9 @@ def arm_prefixes(arms: Sequence[str]) -> list[str]:
 def main(args: list[str] | None = None) -> int:
     """Run the simulator node; 0 on a clean shutdown, 1 if a thread failed, 2 on bad config."""
     return run_node(NODE_NAME, 'Simulate the arm in MuJoCo behind the real arm\'s topics.',
-                    SimNode, args, {1: 'the physics or camera thread failed (see the log)'},
+                    SimNode, args, THREAD_EXIT_CODES,
                     spin=lambda node: spin_threaded(node, *node.companions),
-                    exit_code=lambda node: 1 if node.failure is not None else 0,
+                    exit_code=lambda node: node.failed.exit_code,
                     signals=SignalHandlerOptions.NO)   # the physics thread stops first
 
 

@@ -24,7 +24,6 @@ import time
 from typing import Any
 
 import numpy as np
-import rclpy
 from control_msgs.msg import JointJog
 from geometry_msgs.msg import TwistStamped
 from rclpy.node import Node
@@ -33,7 +32,7 @@ from std_msgs.msg import Int8
 from std_srvs.srv import SetBool
 
 from simops_core import safety
-from simops_core.command_line import EXIT_FAILED, EXIT_OK, ConfigError
+from simops_core.command_line import EXIT_OK, ConfigError
 from simops_core.franka_ros2 import franka_release
 from simops_core.motion_supervisor import MotionSupervisor, stand_still
 from simops_core.policy_step import StepSettings
@@ -45,6 +44,7 @@ from simops_ros.declarations import declare_schema
 from simops_ros.point_commands import ArmCommandPublisher
 from simops_ros.qos import qos_profile
 from simops_ros.scaffold import run_node
+from simops_ros.thread_failure import THREAD_EXIT_CODES, ThreadFailure
 from simops_sim.model_index import load_model
 from simops_teleop.joy_twist import joy_twist
 from simops_teleop.record_buttons import parse_record_buttons
@@ -115,10 +115,10 @@ class TeleopNode(Node):
         self._arm_stop = attach_motion_controls(self, self.supervisor, self._lock, topics)
         self._frames = ('', self.spec.base_frame)
         self._tcp_frame = f'{self.spec.name}_hand_tcp'
-        self.failure: BaseException | None = None   # what stopped the tick thread
+        self.failed = ThreadFailure(self)   # a dead tick thread stops the node
         schedule = TickSchedule.for_commands(self.period, s.input_timeout,
                                              self._publish.trajectory)
-        self._ticks = TickLoop(schedule, self._on_tick, self._fail)
+        self._ticks = TickLoop(schedule, self._on_tick, lambda exc: self.failed(exc, 'tick'))
         self._ticks.start()
         self.get_logger().info(
             f'servoing at {s.teleop_rate:g} Hz on {self._publish.topic} from '
@@ -176,13 +176,6 @@ class TeleopNode(Node):
             self._twist, self._in_tcp, self._jog = command, in_tcp_frame, jog
             self._twist_time = time.monotonic()
         self._ticks.input()
-
-    def _fail(self, exc: BaseException) -> None:   # the tick thread's: stop the node
-        if not self.context.ok():   # a tick that outlived a shutdown (Ctrl-C): no failure
-            return
-        self.failure = exc
-        self.get_logger().fatal(f'the tick thread failed: {exc!r}')
-        rclpy.try_shutdown(context=self.context)
 
     def stop(self) -> None:
         """Stop the tick thread (before the node is destroyed)."""
@@ -245,6 +238,6 @@ def main(args: list[str] | None = None) -> int:
     return run_node(NODE_NAME, 'Teleoperate the arm: twists from ~/delta_twist_cmds or /joy '
                     'to joint targets by moveit_servo\'s rules, through the safety pipeline. '
                     'Starts DISABLED; call ~/enable to start, publish true on /simops/estop '
-                    'to stop.', TeleopNode, args, {EXIT_OK: 'a clean shutdown', EXIT_FAILED:
-                                                   'the tick thread failed (see the log)'},
-                    exit_code=lambda node: EXIT_FAILED if node.failure else EXIT_OK)
+                    'to stop.', TeleopNode, args,
+                    {EXIT_OK: 'a clean shutdown', **THREAD_EXIT_CODES},
+                    exit_code=lambda node: node.failed.exit_code)
