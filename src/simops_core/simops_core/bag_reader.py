@@ -38,6 +38,16 @@ class BagError(ValueError):
     """A bag directory is missing, unreadable, inconsistent or lacks what was asked for."""
 
 
+# What the mcap library raises reading a torn, truncated or foreign file.
+MCAP_ERRORS = (McapError, OSError, EOFError, ValueError, IndexError, KeyError, struct.error)
+
+
+def mcap_error(file: Path, exc: Exception) -> BagError:
+    """The one line for an MCAP ``file`` that ``exc`` (of :data:`MCAP_ERRORS`) stopped."""
+    return BagError(f'{file}: cannot read MCAP ({type(exc).__name__}: {exc}); if the recorder '
+                    'crashed, run `ros2 run simops_recorder repair` on the bag directory')
+
+
 class MissingTopicsError(BagError):
     """The bag lacks topics the caller needs; the message names them and what it has."""
 
@@ -260,11 +270,8 @@ def _read_mcap(file: Path, wanted: set[str] | None, out: dict[str, RawTopic]) ->
                     topic.log_time.append(message.log_time)
                     topic.publish_time.append(message.publish_time)
                     topic.data.append(message.data)
-    except (McapError, OSError, EOFError, ValueError, IndexError, KeyError,
-            struct.error) as exc:
-        raise BagError(f'{file}: cannot read MCAP ({type(exc).__name__}: {exc}); if the '
-                       'recorder crashed, run `ros2 run simops_recorder repair` on the bag '
-                       'directory') from None
+    except MCAP_ERRORS as exc:
+        raise mcap_error(file, exc) from None
     for name, topic in out.items():
         _in_log_time_order(topic, starts.get(name, 0))
     if summary is not None:  # topics with no messages still belong to the bag

@@ -11,18 +11,18 @@ counts every message and checks the counts against ``metadata.yaml``.
 from __future__ import annotations
 
 import sqlite3
-import struct
 from collections.abc import Collection, Iterator
 from pathlib import Path
 from typing import NamedTuple
 
-from mcap.exceptions import McapError
 from mcap.reader import make_reader
 
 from simops_core.bag_reader import (
+    MCAP_ERRORS,
     STORAGE_SUFFIXES,
     BagError,
     bounded_order,
+    mcap_error,
     read_metadata,
     storage_files,
 )
@@ -73,11 +73,8 @@ def _mcap_messages(file: Path, wanted: set[str]) -> Iterator[StoredMessage]:
                     topics=list(wanted), log_time_order=bounded_order(reader)):
                 yield StoredMessage(channel.topic, message.log_time, message.publish_time,
                                     message.data)
-    except (McapError, OSError, EOFError, ValueError, IndexError, KeyError,
-            struct.error) as exc:
-        raise BagError(f'{file}: cannot read MCAP ({type(exc).__name__}: {exc}); if the '
-                       'recorder crashed, run `ros2 run simops_recorder repair` on the bag '
-                       'directory') from None
+    except MCAP_ERRORS as exc:
+        raise mcap_error(file, exc) from None
 
 
 def _sqlite3_messages(file: Path, wanted: set[str]) -> Iterator[StoredMessage]:
