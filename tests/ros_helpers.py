@@ -98,10 +98,11 @@ class NodeProcess:
         return self.log_path.read_text(errors='replace')
 
     def story(self, tail: int = 3000) -> str:
-        """For a failed assertion: the output's first ERROR lines (where a run went wrong,
-        often long before the repeated warnings that end it), then its last ``tail``
+        """For a failed assertion: the output's first ERROR and FATAL lines (where a run went
+        wrong, often long before the repeated warnings that end it), then its last ``tail``
         characters."""
-        errors = [line for line in self.output.splitlines() if '[ERROR]' in line][:8]
+        errors = [line for line in self.output.splitlines()
+                  if '[ERROR]' in line or '[FATAL]' in line][:8]
         return '\n'.join(['first errors:', *errors, '... last output:', self.output[-tail:]])
 
     def wait(self, timeout: float) -> int:
