@@ -35,9 +35,29 @@ def test_disabled_until_enable() -> None:
     assert sup.mode is Mode.DISABLED
 
 
+def test_disabled_is_never_reported_while_a_braking_stop_may_still_command() -> None:
+    """DISABLED means no command follows: a client waits for it, then resets the arm (the
+    reach gate's stand-in episodes did so on the DISABLED that enable(False) set before
+    the next tick braked, and a braking target after the reset tripped a protective stop)."""
+    sup = MotionSupervisor(start_enabled=True, ramp_time=0.0)
+    assert sup.tick(0.0, True, '', has_target=False).run
+    assert sup.enable(False)[0]
+    assert sup.mode is Mode.STOPPING                  # read between the call and a tick
+    tick, published = 0.1, []
+    for _ in range(3):
+        decision = sup.tick(tick, True, '', has_target=True)
+        published.append((sup.mode, decision.publish))
+        tick += 0.05
+    assert published == [(Mode.STOPPING, True)] * 3
+    sup.stopped()                                     # at rest: from here no command
+    assert sup.mode is Mode.DISABLED
+    assert not sup.tick(tick, True, '', has_target=True).publish
+
+
 def test_disable_without_a_target_stops_at_once() -> None:
     sup = MotionSupervisor(start_enabled=False, ramp_time=0.0)
     assert sup.enable(False)[0]                       # never armed: nothing to brake
+    assert sup.mode is Mode.DISABLED
     decision = sup.tick(0.0, True, '', has_target=True)
     assert not decision.publish and not decision.brake and sup.mode is Mode.DISABLED
     sup = MotionSupervisor(start_enabled=True, ramp_time=0.0)

@@ -17,9 +17,12 @@ FAULT      latched: out-of-domain state, failed inference, start       last targ
            outside the limits; cleared by ``~/enable``
 =========  ==========================================================  ===================
 
-A node starts DISABLED and publishes nothing until ``~/enable`` is called (or, on a simulator
-only, ``start_enabled`` is true). The e-stop holds at once, wins over every other input and
-latches HOLD on release; ``~/enable`` is refused while it is active.
+DISABLED is reported only once no command will follow (a client waits for it before it
+resets or moves the arm itself): ``~/enable`` off while a braking stop may still command
+reads STOPPING from that moment. A node starts DISABLED and publishes nothing until
+``~/enable`` is called (or, on a simulator only, ``start_enabled`` is true). The e-stop
+holds at once, wins over every other input and latches HOLD on release; ``~/enable`` is
+refused while it is active.
 """
 
 from __future__ import annotations
@@ -41,6 +44,9 @@ class Mode(enum.Enum):
     HOLD = 'HOLD'
     ESTOP = 'ESTOP'
     FAULT = 'FAULT'
+
+
+STOPPING_REASON = 'disabled by ~/enable: braking to rest'
 
 
 @dataclass(frozen=True)
@@ -102,7 +108,9 @@ class MotionSupervisor:
         self._needs_ramp = True
         if not on:   # a disable repeated while braking keeps braking
             self._stopping = self._stopping or was_armed
-            self.mode, self.reason = Mode.DISABLED, 'disabled by ~/enable'
+            # DISABLED says no command will follow: while a braking stop may, STOPPING
+            self.mode, self.reason = ((Mode.STOPPING, STOPPING_REASON) if self._stopping
+                                      else (Mode.DISABLED, 'disabled by ~/enable'))
             return True, 'disabled: braking to rest, then no more commands'
         self._stopping = False
         return True, f'enabled: ramping in over {self.ramp_time:g} s once inputs are ready'
@@ -131,7 +139,7 @@ class MotionSupervisor:
             self.mode = self._latched
             return held
         if self._stopping and has_target:
-            self.mode, self.reason = Mode.STOPPING, 'disabled by ~/enable: braking to rest'
+            self.mode, self.reason = Mode.STOPPING, STOPPING_REASON
             return Decision(run=False, publish=True, brake=True)
         if not self._armed:
             self._stopping = False
