@@ -46,7 +46,8 @@ class Mode(enum.Enum):
     FAULT = 'FAULT'
 
 
-STOPPING_REASON = 'disabled by ~/enable: braking to rest'
+DISABLED_REASON = 'disabled by ~/enable'
+STOPPING_REASON = f'{DISABLED_REASON}: braking to rest'
 
 
 @dataclass(frozen=True)
@@ -110,7 +111,7 @@ class MotionSupervisor:
             self._stopping = self._stopping or was_armed
             # DISABLED says no command will follow: while a braking stop may, STOPPING
             self.mode, self.reason = ((Mode.STOPPING, STOPPING_REASON) if self._stopping
-                                      else (Mode.DISABLED, 'disabled by ~/enable'))
+                                      else (Mode.DISABLED, DISABLED_REASON))
             return True, 'disabled: braking to rest, then no more commands'
         self._stopping = False
         return True, f'enabled: ramping in over {self.ramp_time:g} s once inputs are ready'
@@ -118,7 +119,7 @@ class MotionSupervisor:
     def stopped(self) -> None:
         """The braking stop reached rest: no more commands until :meth:`enable`."""
         self._stopping = False
-        self.mode, self.reason = Mode.DISABLED, 'disabled by ~/enable'
+        self.mode, self.reason = Mode.DISABLED, DISABLED_REASON
 
     def fault(self, reason: str) -> None:
         """Latch FAULT (hold) until :meth:`enable`."""

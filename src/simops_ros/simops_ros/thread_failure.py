@@ -11,6 +11,7 @@ exits :data:`~simops_core.command_line.EXIT_FAILED`, which a launch file reports
 from __future__ import annotations
 
 import threading
+import traceback
 from collections.abc import Callable
 
 import rclpy
@@ -65,7 +66,5 @@ class ThreadFailure:
 
 def _innermost(exc: BaseException) -> str:
     """``file:line`` where ``exc`` was raised."""
-    tb = exc.__traceback__
-    while tb is not None and tb.tb_next is not None:
-        tb = tb.tb_next
-    return '?' if tb is None else f'{tb.tb_frame.f_code.co_filename}:{tb.tb_lineno}'
+    frames = traceback.extract_tb(exc.__traceback__)
+    return f'{frames[-1].filename}:{frames[-1].lineno}' if frames else '?'
