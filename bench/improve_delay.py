@@ -9,7 +9,8 @@ verdict; the last line reads ``verdict X after N rounds``.
 
     .venv/bin/python bench/improve_delay.py [--dir DIR] [--episodes 30] [--rounds 3]
 
-About 15 minutes on two cores (the first training about 7, each round's fine-tune 4).
+About 11 minutes on two cores (the first training and each round's fine-tune about 5).
+Its verdicts are within the gate's noise: see ``bench/delay_sensitivity.py``.
 """
 
 from __future__ import annotations
