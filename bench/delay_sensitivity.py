@@ -31,18 +31,18 @@ from pathlib import Path
 
 import yaml
 
-from simops_sim.randomization import RANDOMIZATION_FILE
-
 REPO = Path(__file__).resolve().parents[1]
 BUDGET = ('--rounds', '10', '--episodes', '80', '--updates', '5000', '--workers', '2',
           '--seed', '0')
 
 
 def ranges_file(folder: Path, delay: int) -> Path:
-    """The task's training ranges with ``delay`` (control periods), written in ``folder``."""
-    ranges = yaml.safe_load((REPO / RANDOMIZATION_FILE).read_text())['pick_place']
+    """A ``--randomization`` file of ``delay`` (control periods), written in ``folder``.
+
+    simops-train takes every other range from the task's in ``config/randomization.yaml``.
+    """
     path = folder / f'ranges_delay{delay}.yaml'
-    path.write_text(yaml.safe_dump({'randomization': {**ranges, 'delay': delay}}))
+    path.write_text(yaml.safe_dump({'randomization': {'delay': delay}}))
     return path
 
 
