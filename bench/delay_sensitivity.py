@@ -8,6 +8,10 @@ Two pick-and-place policies, both ``simops-train --task pick_place`` at the task
 - **tuned**: fine-tuned from the naive one (``--init-policy``) with ``delay: --delay``
   (the improve stage's round 1 on a failing ``delay=3`` cell).
 
+With ``--in-flight`` the naive policy is an in-flight one (``simops-train --in-flight``: it
+reads its last actions, and the expert labels each state for where the commands still in the
+command delay take the arm); its fine-tune stays one.
+
 Each is gated by ``simops-validate`` on the delay axis (``--delays``, control periods of
 50 ms) over ``--episodes`` episodes per cell, once per goal seed of ``--seeds``. Per policy
 and delay it prints the success and the protective stops summed over the seeds (a gate
@@ -46,13 +50,15 @@ def ranges_file(folder: Path, delay: int) -> Path:
     return path
 
 
-def train(folder: Path, name: str, delay: int, init: Path | None) -> Path:
-    """``simops-train`` into ``folder/name/fr3_pick_place.pt``; its path."""
+def train(folder: Path, name: str, delay: int, init: Path | None, options: tuple[str, ...] = ()
+          ) -> Path:
+    """``simops-train`` into ``folder/name/fr3_pick_place.pt`` with ``options``; its path."""
     out = folder / name / 'fr3_pick_place'
     subprocess.run([str(REPO / '.venv/bin/simops-train'), '--task', 'pick_place',
                     '--robot', 'fr3', '--out', str(out), '--eval-episodes', '20',
                     '--randomization', str(ranges_file(folder, delay)), *BUDGET,
-                    *(('--init-policy', str(init)) if init else ())], cwd=REPO, check=True)
+                    *(('--init-policy', str(init)) if init else options)], cwd=REPO,
+                   check=True)
     return out.with_suffix('.pt')
 
 
@@ -75,11 +81,14 @@ def main() -> int:
     parser.add_argument('--delays', type=int, nargs='+', default=[0, 2, 3, 4, 5])
     parser.add_argument('--episodes', type=int, default=30, help='gate episodes per cell')
     parser.add_argument('--seeds', type=int, nargs='+', default=[0, 1])
+    parser.add_argument('--in-flight', action='store_true',
+                        help='train an in-flight naive policy (and so fine-tune one)')
     parser.add_argument('--dir', type=Path, help='work folder (default: a temporary one)')
     args = parser.parse_args()
     folder = args.dir or Path(tempfile.mkdtemp(prefix='delay_sensitivity_'))
     folder.mkdir(parents=True, exist_ok=True)
-    naive = args.naive or train(folder, 'naive', 0, None)
+    naive = args.naive or train(folder, 'naive', 0, None,
+                                ('--in-flight',) if args.in_flight else ())
     tuned = args.tuned or train(folder, 'tuned', args.delay, naive)
     stops = {}
     print(f'{"policy":6} {"delay":>5} {"success":>8} {"stops":>6}  ({len(args.seeds)} seeds x '

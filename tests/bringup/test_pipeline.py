@@ -64,6 +64,9 @@ def pipeline(*args: object) -> subprocess.CompletedProcess[str]:
     ({'calibration': {'sim_params': 'x.yaml'}}, "field 'calibration.sim_params' names"),
     ({'train': {'goals': 0}}, "field 'train.goals' must be a whole number >= 1"),
     ({'train': {'epochs': 3}}, "field 'train.epochs' is not a known field"),
+    ({'train': {'in_flight': 'yes'}}, "field 'train.in_flight' must be true or false"),
+    ({'train': {'in_flight': True}}, "field 'train' asks simops-train for what it refuses: "
+                                     '--in-flight trains a pick_place policy'),
     ({'gate': {'grid': {'gravity': [1.0]}}}, "field 'gate.grid' grid axis 'gravity=1.0'"),
     ({'gate': {'grid': {'delay': [0.5]}}}, "field 'gate.grid' delay is in whole"),
     ({'gate': {'thresholds': {'pass_mean': 1.5}}}, "field 'gate.thresholds' are success"),
@@ -266,6 +269,19 @@ def test_datasets_feed_every_training_of_the_loop_as_its_inputs(tmp_path: Path) 
     assert '--weight' not in cloned and '--expert' not in cloned and '--init' not in cloned
     plain = load_pipeline(pipeline_file(tmp_path, calibration={}), robot_names())
     assert '--dataset' not in stages(plain)['stages']['train']['cmd']
+
+
+def test_train_in_flight_trains_an_in_flight_policy_that_the_improve_stage_fine_tunes(
+        tmp_path: Path) -> None:
+    """train.in_flight: the train stage asks simops-train for --in-flight; the improve
+    stage's retraining fine-tunes the last policy, which keeps its kind (no flag)."""
+    loaded = load_pipeline(pipeline_file(tmp_path, task='pick_place', calibration={},
+                                         train={'rounds': 2, 'in_flight': True},
+                                         feedback={'max_rounds': 1}), robot_names())
+    assert loaded.in_flight and loaded.train == {'rounds': 2}
+    assert stages(loaded)['stages']['train']['cmd'].endswith('--rounds 2 --in-flight')
+    retrain = train_command(loaded, 'improve/round1/policy', 'ranges.yaml', 'last.pt')
+    assert '--init-policy last.pt' in retrain and '--in-flight' not in retrain, retrain
 
 
 def test_recorded_episodes_are_exported_and_a_new_one_retrains_and_gates_again(

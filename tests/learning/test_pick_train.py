@@ -16,12 +16,15 @@ from ros_helpers import REPO
 from simops_core.policy_card import file_sha256
 from simops_learning.pick_env import FR3PickPlaceEnv
 from simops_learning.pick_expert import PickExpert
+from simops_learning.pick_network import InFlightPolicy
 from simops_learning.pick_ppo import DecisionEnv, PPOConfig, fine_tune
 from simops_learning.pick_train import (
+    InitPolicyError,
     PickTrainConfig,
     episode_scenario,
     expert_action,
     new_policy,
+    start_policy,
     train_pick,
 )
 from simops_policy.model import load_policy
@@ -57,21 +60,65 @@ def test_dagger_fine_tunes_a_policy_from_its_weights_at_the_full_ranges() -> Non
 
 
 @pytest.mark.ros_free
-def test_the_cli_exports_policies_and_cards_the_node_loads(tmp_path: Path) -> None:
+@pytest.mark.parametrize(('options', 'history'), [((), 3), (('--in-flight',), 7)])
+def test_the_cli_exports_policies_and_cards_the_node_loads(
+        tmp_path: Path, options: tuple[str, ...], history: int) -> None:
+    """An in-flight policy's card observes 7 frames (its last actions), the others 3."""
     stem = tmp_path / 'pick'
     result = subprocess.run(
         [str(REPO / '.venv/bin/simops-train'), '--task', 'pick_place', '--rounds', '1',
          '--episodes', '2', '--updates', '30', '--eval-episodes', '2', '--workers', '1',
-         '--out', str(stem)], capture_output=True, text=True, timeout=600, cwd=REPO)
+         '--out', str(stem), *options], capture_output=True, text=True, timeout=600,
+        cwd=REPO)
     assert result.returncode == 0, result.stdout + result.stderr
     card = yaml.safe_load(stem.with_suffix('.yaml').read_text())
-    assert card['observation']['history'] == 3 and card['action']['gripper'] is True
+    assert card['observation']['history'] == history and card['action']['gripper'] is True
+    assert (card['training']['in_flight'] is None) == (history == 3)
     env = FR3PickPlaceEnv(card_path=stem.with_suffix('.yaml'))
     script = load_policy(stem.with_suffix('.pt'), env.card)
     exported = load_policy(stem.with_suffix('.pt2'), FR3PickPlaceEnv(
         card_path=stem.with_name('pick.pt2.yaml')).card)
     obs, _ = env.reset(seed=0)
     np.testing.assert_allclose(script.infer(obs), exported.infer(obs), atol=1e-5)
+
+
+def test_an_in_flight_policy_is_fine_tuned_as_one_and_a_plain_one_as_plain(
+        tmp_path: Path) -> None:
+    """A fine-tune keeps its init policy's inputs (and card); the dataset path, which
+    cannot label the last actions, refuses an in-flight policy in one line."""
+    first, _ = train_pick(replace(TINY, in_flight=True), log=lambda _: None)
+    assert isinstance(first, InFlightPolicy) and first.history == 7
+    path = tmp_path / 'in_flight.pt'
+    torch.jit.save(torch.jit.script(first.eval()), str(path))
+    tuned, meta = train_pick(replace(TINY, init_policy=str(path), updates=1),
+                             log=lambda _: None)
+    assert isinstance(tuned, InFlightPolicy) and meta['in_flight']['history'] == 7
+    with pytest.raises(InitPolicyError, match='reads its last actions'):
+        start_policy(FR3PickPlaceEnv(), TINY, path)
+    plain, meta = train_pick(replace(TINY, init_policy=str(SHIPPED), updates=1),
+                             log=lambda _: None)
+    assert not isinstance(plain, InFlightPolicy) and plain.history == 3
+    assert meta['in_flight'] is None
+
+
+@pytest.mark.parametrize(('in_flight', 'placed'), [(False, 0), (True, 3)])
+def test_the_expert_places_the_cube_under_6_periods_of_delay_only_acting_for_its_commands(
+        in_flight: bool, placed: int) -> None:
+    """At 6 control periods (300 ms) of command delay, the grasp expert stepping from the
+    measured joints rings and fails every episode; stepping from where the commands in
+    flight take the arm (the label of an in-flight policy) it places every cube."""
+    env = FR3PickPlaceEnv(conditions=Conditions(delay=6), history=7)
+    expert = PickExpert(new_policy(env, TINY).law, TINY.gains)
+    successes = 0
+    for seed in range(3):
+        env.reset(seed=seed)
+        while True:
+            action, _ = expert_action(expert, env, in_flight=in_flight)
+            _, _, terminated, truncated, info = env.step(action)
+            if terminated or truncated:
+                break
+        successes += bool(info['is_success'])
+    assert successes == placed
 
 
 def test_the_shipped_policy_places_the_cube_on_a_hard_cell() -> None:
@@ -200,6 +247,22 @@ def test_the_cli_refuses_reward_terms_without_ppo_or_with_a_bad_term(tmp_path: P
                            '--reward-terms shape the reward PPO fine-tunes on'),
                           (['--task', 'pick_place', '--ppo-iterations', '2', '--reward-terms',
                             'fault=5'], "reward term 'fault' is not one of")):
+        refused = subprocess.run([simops_train, *args, '--out', str(tmp_path / 'p')],
+                                 capture_output=True, text=True, timeout=120, cwd=REPO)
+        assert refused.returncode == 2 and message in refused.stderr, refused.stderr
+        assert len(refused.stderr.strip().splitlines()) == 1, refused.stderr
+
+
+@pytest.mark.ros_free
+def test_the_cli_refuses_in_flight_where_it_cannot_train_one(tmp_path: Path) -> None:
+    """--in-flight: a new pick-and-place policy, from the expert (not a fine-tune, nor a
+    dataset's frames, which hold no last actions); one line, exit 2."""
+    simops_train = str(REPO / '.venv/bin/simops-train')
+    for args, message in ((['--in-flight'], '--in-flight trains a pick_place policy'),
+                          (['--task', 'pick_place', '--in-flight', '--init-policy',
+                            str(SHIPPED)], '--in-flight trains a new policy'),
+                          (['--task', 'pick_place', '--in-flight', '--dataset',
+                            str(tmp_path)], 'which a --dataset\'s frames do not hold')):
         refused = subprocess.run([simops_train, *args, '--out', str(tmp_path / 'p')],
                                  capture_output=True, text=True, timeout=120, cwd=REPO)
         assert refused.returncode == 2 and message in refused.stderr, refused.stderr

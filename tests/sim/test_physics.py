@@ -164,6 +164,28 @@ def test_the_laws_delay_ring_matches_shift_commands(spec: RobotSpec, steps: int)
     assert np.array_equal(seen, shift_commands(commands, steps, initial))
 
 
+@pytest.mark.parametrize('steps', [0, 1, 5, 60])
+def test_the_commands_in_flight_are_the_target_less_the_next_one_the_actuators_see(
+        spec: RobotSpec, steps: int) -> None:
+    """arm_in_flight: the target set last minus what the actuators see next step (the
+    delayed sequence of shift_commands, one step on); zero without a delay."""
+    model = scene()
+    physics = Physics(model, spec, params=SimParams(command_delay=steps * model.opt.timestep))
+    physics.reset_keyframe('home')
+    initial = physics.arm_target
+    commands = initial + 0.01 * np.random.default_rng(4).normal(size=(41, 7))
+    ahead = np.empty((40, 7))
+    for k, command in enumerate(commands[:40]):
+        physics.set_arm_target(command)
+        physics.step(1)
+        ahead[k] = physics.arm_in_flight
+    if steps == 0:   # the next step's actuators see the next target itself
+        assert not ahead.any()
+    else:            # the next step's actuators see a command already set
+        seen = shift_commands(commands, steps, initial)
+        assert np.array_equal(ahead, commands[:40] - seen[1:])
+
+
 def test_command_delay_shifts_the_response_by_whole_steps(spec: RobotSpec) -> None:
     delayed = Physics(scene(), spec, params=SimParams(command_delay=0.0052))
     assert delayed.delay_steps == 5

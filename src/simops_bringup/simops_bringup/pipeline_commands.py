@@ -91,7 +91,8 @@ def train_command(pipeline: Pipeline, out_stem: str, ranges: str = RANDOMIZATION
     ``init``: the policy to fine-tune from, for the task simops-train fine-tunes
     (:data:`~simops_learning.training_options.FINE_TUNED_TASK`; the others train from
     scratch); ``scenarios``: events its rounds play (``--scenarios``);
-    ``reward_terms``: PPO's penalties by failure mode (``--reward-terms``).
+    ``reward_terms``: PPO's penalties by failure mode (``--reward-terms``). ``train.in_flight``
+    asks a new policy for ``--in-flight``; a fine-tune keeps its init policy's kind.
     """
     physics = inputs(pipeline).physics
     options = ' '.join(f'--{key.replace("_", "-")} {value}'
@@ -99,6 +100,8 @@ def train_command(pipeline: Pipeline, out_stem: str, ranges: str = RANDOMIZATION
     datasets = pipeline.datasets
     if init is None and datasets is not None and datasets.init_policy is not None:
         init = quoted(datasets.init_policy)
+    if pipeline.in_flight and init is None:
+        options += ' --in-flight'
     return command('simops-train', f'--task {pipeline.task} --robot {pipeline.robot} '
                    f'--out {out_stem}' + (f' --sim-params {quoted(physics[0])}' if physics
                                           else '')

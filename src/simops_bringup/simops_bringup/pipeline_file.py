@@ -24,6 +24,8 @@ commands, in order: calibrate (``fit`` on the bags, or a given SimParams), train
     policy: null                   # optional: a trained policy (.pt, its card beside it)
                                    #   to gate instead of training one
     train: {seed: 0, goals: 4000, updates: 20000, eval_episodes: 60, workers: 2}
+                                   #   (pick_place: rounds, episodes, ppo_iterations, and
+                                   #   in_flight: true for simops-train --in-flight)
     randomization: {delay: 3}      # optional: the training ranges, over the task's in
                                    #   config/randomization.yaml
     datasets:                      # optional, pick_place: recorded episodes fed back into
@@ -91,9 +93,10 @@ SIMS_FIELDS = ('training', 'validation', 'gap', 'sensors')
 CALIBRATION_FIELDS = ('bags', 'holdout', 'sim_params', 'actuator_model', 'fit')
 FIT_FIELDS = ('weights', 'grouped_iters', 'full_iters')   # fit's options a pipeline may set
 ACTUATOR_MODELS = ('none', 'linear', 'mlp')   # fit --actuator-model's kinds
-# simops-train's options a pipeline may set (counts; pick_place's rounds and episodes, PPO)
+# simops-train's options a pipeline may set (counts; pick_place's rounds and episodes, PPO),
+# and its one flag (pick_place: an in-flight policy)
 TRAIN_FIELDS = ('seed', 'goals', 'updates', 'eval_episodes', 'rounds', 'episodes',
-                'ppo_iterations', 'workers')
+                'ppo_iterations', 'workers', 'in_flight')
 DATASETS_FIELDS = ('paths', 'bags', 'expert_rounds', 'share', 'twist_at_cap', 'init_policy')
 GATE_FIELDS = ('grid', 'scenarios', 'episodes', 'seed', 'thresholds', 'workers')
 THRESHOLD_FIELDS = ('pass_mean', 'pass_min', 'marginal_mean')
@@ -159,6 +162,7 @@ class Pipeline:
     fit: dict[str, Any] = field(default_factory=dict)   # fit's options (FIT_FIELDS)
     scenarios: tuple[str, ...] = ()   # the gate's adversarial scenarios (config/scenarios.yaml)
     datasets: Datasets | None = None   # recorded episodes the training clones
+    in_flight: bool = False        # pick_place: train an in-flight policy (--in-flight)
 
     @property
     def name(self) -> str:
@@ -220,9 +224,12 @@ def load_pipeline(path: str | Path, robots: tuple[str, ...]) -> Pipeline:
     policy = _policy(check, path, root.get('policy'), robot, task, 'policy')
     train = check.mapping(root.get('train') or {}, 'train')
     check.known(train, TRAIN_FIELDS, 'train')
+    in_flight = train.get('in_flight', False)
+    if not isinstance(in_flight, bool):
+        check.fail('train.in_flight', f'must be true or false, got {in_flight!r}')
     counts = {key: _count(check, train, key, f'train.{key}', 0 if key in ('seed',
                                                                           'ppo_iterations')
-                          else 1) for key in train}
+                          else 1) for key in train if key != 'in_flight'}
     gate = check.mapping(root.get('gate') or {}, 'gate')
     check.known(gate, GATE_FIELDS, 'gate')
     axes = check.mapping(gate.get('grid') or {}, 'gate.grid')
@@ -250,7 +257,7 @@ def load_pipeline(path: str | Path, robots: tuple[str, ...]) -> Pipeline:
     if datasets is not None and policy is not None:
         check.fail('datasets', 'train a policy, and the file gives a trained one to gate '
                                '(policy); choose one')
-    _check_trainings(check, task, counts, change, datasets is not None)
+    _check_trainings(check, task, counts, change, datasets is not None, in_flight)
     return Pipeline(
         path, robot, task, bags, holdout, sim_params, counts, tuple(grid),
         _count(check, gate, 'episodes', 'gate.episodes') if 'episodes' in gate else 30,
@@ -260,7 +267,7 @@ def load_pipeline(path: str | Path, robots: tuple[str, ...]) -> Pipeline:
         _ranges(check, path, task, root.get('randomization')),
         _count(check, feedback, 'max_rounds', 'feedback.max_rounds', 0)
         if 'max_rounds' in feedback else 0, tuple(change), sensors, policy, fit, scenarios,
-        datasets)
+        datasets, in_flight)
 
 
 def _datasets(check: Fields, path: Path, value: Any, robot: str, task: str
@@ -328,7 +335,7 @@ def _episodes(check: Fields, folder: Path) -> tuple[Path, ...]:
 
 
 def _check_trainings(check: Fields, task: str, train: dict[str, int], change: list[str],
-                     datasets: bool) -> None:
+                     datasets: bool, in_flight: bool) -> None:
     """The loop's trainings as simops-train judges them (:mod:`~simops_learning.training_options`).
 
     The train stage's (``train``'s options, the datasets), and the improve stage's with each
@@ -336,7 +343,7 @@ def _check_trainings(check: Fields, task: str, train: dict[str, int], change: li
     ``reward`` adds PPO's penalties (``--reward-terms``).
     """
     asked = TrainingAsked(task, dataset=datasets, rounds='rounds' in train,
-                          ppo_iterations=train.get('ppo_iterations', 0))
+                          ppo_iterations=train.get('ppo_iterations', 0), in_flight=in_flight)
     problem = refusal(asked)
     if problem:
         check.fail('train', f'asks simops-train for what it refuses: {problem}')

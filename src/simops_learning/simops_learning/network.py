@@ -88,12 +88,24 @@ def newest_slots(card: PolicyCard, source: str, names: Sequence[str]
 
     float32 tensors, so that ``raw = value / scale + offset``.
     """
+    at, scale, offset = frame_slots(card, source, names)
+    return at[0], scale, offset
+
+
+def frame_slots(card: PolicyCard, source: str, names: Sequence[str]
+                ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Observation indices of ``source``'s ``names`` in every frame, scale and offset.
+
+    Indices (history, len(names)), newest frame first; scale and offset (len(names),)
+    float32, so that ``raw = value / scale + offset``.
+    """
     start = 0
     for term in card.terms:
         if term.source == source:
             slots = [term.fields.index(name) for name in names]
-            newest = 0 if card.history_order == 'newest_first' else card.history - 1
-            index = [newest * card.frame_size + start + s for s in slots]
+            frames = (range(card.history) if card.history_order == 'newest_first'
+                      else range(card.history - 1, -1, -1))
+            index = [[f * card.frame_size + start + s for s in slots] for f in frames]
             return (torch.tensor(index), torch.tensor(term.scale[slots], dtype=torch.float32),
                     torch.tensor(term.offset[slots], dtype=torch.float32))
         start += len(term.fields)

@@ -52,21 +52,25 @@ SAFE_JOINT_SPEED = 1.5                             # rad/s
 SAFE_CONTACT_FORCE = 20.0                          # N
 SAMPLE_PERIOD = 0.01                               # s between safety samples
 PICK_HISTORY = 3                                   # observation frames of the pick card
+IN_FLIGHT_HISTORY = 7       # frames of an in-flight policy's card (pick_network.InFlightPolicy)
 LEFT_FINGER, RIGHT_FINGER = 'fr3_leftfinger', 'fr3_rightfinger'
 
 
 class FR3PickPlaceEnv(FR3ReachEnv):
     """Gymnasium env of the FR3 pick-and-place task; see the module docstring.
 
-    Arguments as :class:`~simops_learning.reach_env.FR3ReachEnv`, and ``reward_terms``
-    ({name: weight} of :data:`~simops_learning.reward_terms.TERMS`; default none).
+    Arguments as :class:`~simops_learning.reach_env.FR3ReachEnv`, ``reward_terms``
+    ({name: weight} of :data:`~simops_learning.reward_terms.TERMS`; default none) and
+    ``history``: the frames of the default card layout (without ``card_path``).
     """
 
     task = 'pick_place'
     card_history = PICK_HISTORY
     sample_period = SAMPLE_PERIOD
 
-    def __init__(self, reward_terms: Mapping[str, float] | None = None, **kwargs: Any) -> None:
+    def __init__(self, reward_terms: Mapping[str, float] | None = None,
+                 history: int = PICK_HISTORY, **kwargs: Any) -> None:
+        self.card_history = history
         kwargs.setdefault('max_episode_steps', MAX_EPISODE_STEPS)
         self.penalties = Penalties(reward_terms or {}, kwargs['max_episode_steps'])
         super().__init__(**kwargs)

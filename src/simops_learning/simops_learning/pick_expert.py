@@ -22,6 +22,13 @@ phase         when, and where the grasp point goes                     gripper
 
 The phase is a function of the observation, so a learner imitates it without hidden state:
 the expert's decision (the step and the gripper command) is what the policy network learns.
+
+Under a command delay the measured joints lag the commands already sent; stepping from
+them, the expert's loop (an integrator, as the card's reference is the last command) rings,
+and from 5 control periods of delay on it mostly fails. Given ``ahead`` (the measured joints plus
+the commands still in flight, :attr:`simops_sim.physics.Physics.arm_in_flight`), it steps
+from where the arm is headed instead (a Smith predictor); whether the hand is shut on, or
+closing around, the cube it still judges from the measured joints.
 """
 
 from __future__ import annotations
@@ -81,24 +88,28 @@ class PickExpert:
         self.gains = gains or PickGains()
         self.phase = PHASES[0]
 
-    def decide(self, q: np.ndarray, width: float, cube: np.ndarray, goal: np.ndarray
-               ) -> tuple[np.ndarray, float]:
+    def decide(self, q: np.ndarray, width: float, cube: np.ndarray, goal: np.ndarray,
+               ahead: np.ndarray | None = None) -> tuple[np.ndarray, float]:
         """The grasp point's step (3,) m and the gripper command (+1 open, -1 closed).
 
         From the measured arm ``q`` (7,) rad, the opening ``width`` m, the cube's centre and
-        the ``goal`` (3,) m.
+        the ``goal`` (3,) m; ``ahead`` (7,) rad: the joints the commands in flight lead to
+        (None: ``q``, no delay).
         """
         g = self.gains
-        with torch.inference_mode():
-            grasp = self.law.grasp(torch.as_tensor(q, dtype=torch.float32)[None])[0][0]
-        grasp = grasp.numpy().astype(float)
+        grasp = self._grasp(q)
+        shift = np.zeros(3) if ahead is None else self._grasp(ahead) - grasp
         pinch = cube + UP * g.pinch     # where the grasp point holds the cube
         horizontal = float(np.linalg.norm(grasp[:2] - cube[:2]))
         vertical = float(grasp[2] - pinch[2])
         if width <= g.held and horizontal < g.near and abs(vertical) < g.near:
             self.phase, gripper = 'carry', -1.0
+            cube = cube + shift   # where the held cube is headed
             return g.gain * (self._carry_target(cube, goal) - cube), gripper
         closing = width < g.open and horizontal < g.near and abs(vertical) < g.near
+        grasp = grasp + shift   # the phases below, and their steps, from where it is headed
+        horizontal = float(np.linalg.norm(grasp[:2] - cube[:2]))
+        vertical = float(grasp[2] - pinch[2])
         if closing or (horizontal < g.over and abs(vertical) < g.at):
             self.phase, gripper, target = 'close', -1.0, pinch
         elif horizontal < g.near and vertical < g.hover + g.near:
@@ -109,6 +120,12 @@ class PickExpert:
             if vertical < g.hover - g.near:   # low beside the cube: rise before moving across
                 target = np.array([*grasp[:2], target[2]])
         return g.gain * (target - grasp), gripper
+
+    def _grasp(self, q: np.ndarray) -> np.ndarray:
+        """The grasp point (3,) m, base frame, for arm joints ``q`` (7,) rad."""
+        with torch.inference_mode():
+            grasp = self.law.grasp(torch.as_tensor(q, dtype=torch.float32)[None])[0][0]
+        return grasp.numpy().astype(float)
 
     def action(self, q: np.ndarray, move: np.ndarray, gripper: float,
                cube_quat: np.ndarray) -> np.ndarray:

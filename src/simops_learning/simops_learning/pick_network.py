@@ -32,7 +32,7 @@ from torch import nn
 from simops_core.policy_card import PolicyCard
 from simops_core.robot_spec import RobotSpec
 from simops_learning.expert import HAND_BODY
-from simops_learning.network import newest_slots
+from simops_learning.network import frame_slots, newest_slots
 from simops_learning.pick_env import GRASP_DEPTH
 from simops_sim.model_index import ModelIndex
 
@@ -197,8 +197,9 @@ class PickPolicy(nn.Module):
     """Kinematics layer, task features, an MLP and the task-space law; see the module doc."""
 
     def __init__(self, card: PolicyCard, spec: RobotSpec, model: mujoco.MjModel,
-                 index: ModelIndex, hidden: Sequence[int]) -> None:
+                 index: ModelIndex, hidden: Sequence[int], extra: int = 0) -> None:
         super().__init__()
+        self.history = card.history   # the card's frames (the envs' card layout)
         self.law = TaskSpaceLaw(ArmKinematics(model, index, HAND_BODY), spec.home,
                                 card.action.scale)
         located = [newest_slots(card, source, fields) for source, fields in (
@@ -209,7 +210,7 @@ class PickPolicy(nn.Module):
         self.register_buffer('read_at', torch.cat([at for at, _, _ in located]))
         self.register_buffer('read_scale', torch.cat([scale for _, scale, _ in located]))
         self.register_buffer('read_offset', torch.cat([offset for _, _, offset in located]))
-        size = FEATURES
+        size = FEATURES + extra
         self.register_buffer('input_mean', torch.zeros(size))
         self.register_buffer('input_std', torch.ones(size))
         layers: list[nn.Module] = []
@@ -267,3 +268,46 @@ class PickPolicy(nn.Module):
         out = self.head(features)
         arm = self.law(q, out[:, :3] * self.move_unit, cube_yaw)
         return torch.cat([arm, torch.clamp(out[:, 3:], -1.0, 1.0)], dim=1)
+
+
+class InFlightPolicy(PickPolicy):
+    """A :class:`PickPolicy` that also reads where its commands in flight take the hand.
+
+    Besides the 15 task features it reads, from the card's ``H`` frames: the grasp point's
+    shift (m, base frame) by the sum of its last k arm actions, k = 1 … H (the clipped
+    actions the card observes, scaled as the policy step scales them; with the card's
+    ``last_command`` reference these are the commands a delay may still hold), and the
+    measured grasp point's shifts between consecutive frames (H − 1 of them: how late the
+    arm answered). That is ``6 H − 3`` inputs more. DAgger labels it with the expert's
+    decision from the joints the commands in flight lead to
+    (:mod:`simops_learning.pick_expert`), so the network learns to act for a command delay
+    it is not told, from the two kinds of shift.
+    """
+
+    def __init__(self, card: PolicyCard, spec: RobotSpec, model: mujoco.MjModel,
+                 index: ModelIndex, hidden: Sequence[int]) -> None:
+        super().__init__(card, spec, model, index, hidden, extra=6 * card.history - 3)
+        # (H, 7) observation slots, newest frame first, and their scale and offset (7,)
+        for name, source in (('action', 'last_action'), ('joints', 'joint_position')):
+            at, scale, offset = frame_slots(card, source, spec.arm_joints)
+            self.register_buffer(f'{name}_at', at)
+            self.register_buffer(f'{name}_scale', scale)
+            self.register_buffer(f'{name}_offset', offset)
+        self.step_size = float(card.action.scale)            # rad per action unit
+
+    def inputs(self, observation: torch.Tensor
+               ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The network's input (B, 15 + 6 H - 3), the measured q (B, 7) rad, the cube's yaw."""
+        features, q, cube_yaw = self.features(self.quantities(observation))
+        return torch.cat([features, self.in_flight(observation, q)], dim=1), q, cube_yaw
+
+    def in_flight(self, observation: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+        """The commanded and the measured shifts (B, 6 H - 3) m of the grasp point."""
+        actions = observation[:, self.action_at] / self.action_scale + self.action_offset
+        sent = torch.cumsum(actions, dim=1) * self.step_size           # (B, H, 7) rad
+        measured = observation[:, self.joints_at] / self.joints_scale + self.joints_offset
+        grasp, _ = self.law.grasp(q)
+        shifts = [self.law.grasp(q + sent[:, k])[0] - grasp for k in range(self.history)]
+        frames = [self.law.grasp(measured[:, k])[0] for k in range(self.history)]
+        shifts += [frames[k] - frames[k + 1] for k in range(self.history - 1)]
+        return torch.cat(shifts, dim=1)

@@ -47,7 +47,7 @@ class DecisionEnv(VecEnv):
         self.policy = policy
         self.envs = [FR3PickPlaceEnv(randomization=randomization, robot=robot,
                                      sim_params_file=sim_params, profile=profile,
-                                     reward_terms=reward_terms)
+                                     reward_terms=reward_terms, history=policy.history)
                      for _ in range(num_envs)]
         self.num_envs, self.num_actions = num_envs, DECISION_SIZE
         self.max_episode_length = MAX_EPISODE_STEPS

@@ -38,9 +38,9 @@ from simops_core.promotion import file_entry
 from simops_core.robot_spec import gripper_width
 from simops_core.tasks import TASKS
 from simops_learning.network import export_policy
-from simops_learning.pick_env import PICK_HISTORY, FR3PickPlaceEnv
+from simops_learning.pick_env import IN_FLIGHT_HISTORY, PICK_HISTORY, FR3PickPlaceEnv
 from simops_learning.pick_expert import PickExpert, PickGains
-from simops_learning.pick_network import MOVE_UNIT, PickPolicy
+from simops_learning.pick_network import MOVE_UNIT, InFlightPolicy, PickPolicy
 from simops_learning.ppo_settings import PPOConfig
 from simops_learning.reward_terms import parse_reward_terms
 from simops_learning.seeding import seeded_torch
@@ -79,6 +79,12 @@ class PickTrainConfig:
     init_policy: str | None = None   # a pick-and-place policy (.pt) to fine-tune from
     scenarios: tuple[str, ...] = ()  # config/scenarios.yaml events the training rounds play
     scenario_share: float = 0.5      # of a training round's episodes, each plays one of them
+    in_flight: bool = False          # pick_network.InFlightPolicy, labelled for the delay
+
+    @property
+    def history(self) -> int:
+        """The frames of the policy's card."""
+        return IN_FLIGHT_HISTORY if self.in_flight else PICK_HISTORY
 
 
 @dataclass(frozen=True)
@@ -106,12 +112,15 @@ class Rollouts:
     successes: list[bool]
 
 
-def expert_action(expert: PickExpert, env: FR3PickPlaceEnv, privileged: bool = False
-                  ) -> tuple[np.ndarray, np.ndarray]:
+def expert_action(expert: PickExpert, env: FR3PickPlaceEnv, privileged: bool = False,
+                  in_flight: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """The expert's action (8,) and decision (4,) on the env's observation (noise included).
 
     ``privileged``: on the cube's true pose instead (a scenario froze or moved what the node
     reads; the expert labels what should be done, the policy learns it from what it reads).
+    ``in_flight``: decided for where the commands still in the simulator's command delay
+    take the arm (:attr:`~simops_sim.physics.Physics.arm_in_flight`; the label an
+    :class:`~simops_learning.pick_network.InFlightPolicy` learns).
     """
     raw = env.policy_step.raw
     arm = len(env.spec_robot.arm_joints)
@@ -120,7 +129,8 @@ def expert_action(expert: PickExpert, env: FR3PickPlaceEnv, privileged: bool = F
     if privileged:
         position, quaternion = env.true_object_pose()
         cube, cube_quat = position.copy(), quaternion[[1, 2, 3, 0]]   # wxyz to the raw's xyzw
-    move, gripper = expert.decide(q, width, cube, raw.goal_position.copy())
+    ahead = q + env.physics.arm_in_flight if in_flight else None
+    move, gripper = expert.decide(q, width, cube, raw.goal_position.copy(), ahead)
     action = expert.action(q, move, gripper, cube_quat)
     return action, np.append(move / MOVE_UNIT, gripper)
 
@@ -135,7 +145,8 @@ def rollout(job: RolloutJob) -> Rollouts:
     torch.set_num_threads(1)
     config = job.config
     env = FR3PickPlaceEnv(randomization=config.randomization, robot=config.robot,
-                          sim_params_file=config.sim_params, profile=config.profile)
+                          sim_params_file=config.sim_params, profile=config.profile,
+                          history=config.history)
     expert = PickExpert(new_policy(env, config).law, config.gains)
     module = None if job.policy is None else torch.jit.load(io.BytesIO(job.policy))
     observations, actions, successes = [], [], []
@@ -144,7 +155,8 @@ def rollout(job: RolloutJob) -> Rollouts:
         obs, info = env.reset(seed=seed, options={'level': job.level, 'scenario': played})
         coin = np.random.default_rng([seed, 1])
         while True:
-            action, label = expert_action(expert, env, privileged=played is not None)
+            action, label = expert_action(expert, env, privileged=played is not None,
+                                          in_flight=config.in_flight)
             observations.append(obs)
             actions.append(label)
             if module is not None and coin.random() >= job.beta:
@@ -163,9 +175,9 @@ class InitPolicyError(ValueError):
 
 
 def new_policy(env: FR3PickPlaceEnv, config: PickTrainConfig) -> PickPolicy:
-    """An untrained policy for ``env``'s card and model."""
-    return PickPolicy(env.card, env.spec_robot, env.physics.model, env.physics.index,
-                      config.hidden)
+    """An untrained policy for ``env``'s card and model (an in-flight one if ``config`` says)."""
+    kind = InFlightPolicy if config.in_flight else PickPolicy
+    return kind(env.card, env.spec_robot, env.physics.model, env.physics.index, config.hidden)
 
 
 def hidden_of(state: dict[str, torch.Tensor]) -> tuple[int, ...]:
@@ -175,19 +187,40 @@ def hidden_of(state: dict[str, torch.Tensor]) -> tuple[int, ...]:
     return tuple(int(v.shape[0]) for _, v in weights[:-1])
 
 
+def policy_state(init: str | Path) -> dict[str, torch.Tensor]:
+    """The state dict of the TorchScript policy ``init``; raises :class:`InitPolicyError`."""
+    try:
+        return torch.jit.load(str(init)).state_dict()
+    except (RuntimeError, ValueError, OSError) as exc:
+        raise InitPolicyError(f'{init}: not a TorchScript policy '
+                              f'({str(exc).splitlines()[0]})') from None
+
+
+def fine_tuned(config: PickTrainConfig) -> PickTrainConfig:
+    """``config`` with its init policy's kind (in flight or not): the env's card follows it.
+
+    Raises :class:`InitPolicyError`.
+    """
+    if config.init_policy is None:
+        return config
+    return replace(config, in_flight='action_at' in policy_state(config.init_policy))
+
+
 def start_policy(env: FR3PickPlaceEnv, config: PickTrainConfig,
                  init: str | Path | None) -> tuple[PickPolicy, PickTrainConfig]:
     """A new policy, or ``init``'s (its weights, widths and input standardisation).
 
-    Returns it and ``config`` with the network's widths; raises :class:`InitPolicyError`.
+    Returns it and ``config`` with the network's widths; raises :class:`InitPolicyError`,
+    also when ``init`` is an in-flight policy and ``config`` not, or the other way round.
     """
     if init is None:
         return new_policy(env, config), config
-    try:
-        state = torch.jit.load(str(init)).state_dict()
-    except (RuntimeError, ValueError, OSError) as exc:
-        raise InitPolicyError(f'{init}: not a TorchScript policy '
-                              f'({str(exc).splitlines()[0]})') from None
+    state = policy_state(init)
+    if ('action_at' in state) != config.in_flight:
+        raise InitPolicyError(
+            f'{init}: reads its last actions (an in-flight policy), which this training '
+            'cannot give it' if not config.in_flight else
+            f'{init}: does not read its last actions; an in-flight policy starts from scratch')
     config = replace(config, hidden=hidden_of(state))
     policy = new_policy(env, config)
     try:
@@ -246,7 +279,8 @@ def train_pick(config: PickTrainConfig, log: Log = print) -> tuple[PickPolicy, d
     """DAgger with the curriculum; return the policy and the training metadata for its card."""
     generator = seeded_torch(config.seed)
     started = time.monotonic()
-    env = FR3PickPlaceEnv(robot=config.robot)
+    config = fine_tuned(config)
+    env = FR3PickPlaceEnv(robot=config.robot, history=config.history)
     policy, config = start_policy(env, config, config.init_policy)
     base = config.seed * 1_000_003
     # a fine-tune starts at the full ranges: its policy has learnt the task
@@ -294,7 +328,11 @@ def train_pick(config: PickTrainConfig, log: Log = print) -> tuple[PickPolicy, d
         'algorithm': 'DAgger from the scripted grasp expert, curriculum on randomisation'
                      + ('' if config.init_policy is None else ', fine-tuned'),
         'init_policy': file_entry(config.init_policy),
-        'policy': 'kinematics layer + MLP (simops_learning.pick_network)',
+        'policy': ('kinematics layer, the shifts of its last actions + MLP '
+                   '(simops_learning.pick_network.InFlightPolicy)' if config.in_flight else
+                   'kinematics layer + MLP (simops_learning.pick_network)'),
+        'in_flight': ({'history': config.history, 'expert': 'decides from the joints the '
+                       'commands in the command delay lead to'} if config.in_flight else None),
         'seed': config.seed, 'rounds': config.rounds, 'episodes_per_round': config.episodes,
         'hidden': list(config.hidden), 'updates_per_round': config.updates,
         'final_loss': round(loss, 5), 'rounds_log': history,
@@ -327,7 +365,8 @@ def train_pick_and_export(args: argparse.Namespace, randomization: DomainRandomi
                              reward_terms=parse_reward_terms(args.reward_terms),
                              randomization=randomization, sim_params=args.sim_params,
                              profile=args.sim_profile, init_policy=args.init_policy,
-                             scenarios=tuple(args.scenarios), scenario_share=args.scenario_share)
+                             scenarios=tuple(args.scenarios), scenario_share=args.scenario_share,
+                             in_flight=args.in_flight)
     try:
         policy, metadata = train_pick(config, log=lambda line: print(line, flush=True))
     except InitPolicyError as exc:
@@ -343,11 +382,11 @@ def export_pick(policy: PickPolicy, metadata: dict[str, Any], robot: str, out: s
     The default stem is ``models/policy/<robot>_pick_place<suffix>``. Returns the exit code:
     0, or 1 when the export fails (one line).
     """
-    env = FR3PickPlaceEnv(robot=robot)
+    env = FR3PickPlaceEnv(robot=robot, history=policy.history)
     stem = Path(out or f'models/policy/{robot}_{env.task}{suffix}')
     try:
         paths = export_policy(policy, env.spec_robot, stem, env.card.observation_size, metadata,
-                              PICK_HISTORY, env.task)
+                              policy.history, env.task)
     except OSError as exc:
         print(f'simops-train: error: cannot write {stem}: {exc}', file=sys.stderr)
         return 1

@@ -259,7 +259,8 @@ def usage_problem(args: Any) -> str | None:
     problem = refusal(TrainingAsked(
         args.task, dataset=bool(args.dataset), rounds=args.rounds is not None,
         ppo_iterations=args.ppo_iterations, scenarios=bool(args.scenarios),
-        reward_terms=bool(args.reward_terms), init_policy=bool(args.init_policy)))
+        reward_terms=bool(args.reward_terms), init_policy=bool(args.init_policy),
+        in_flight=args.in_flight))
     if problem:
         return problem
     if args.init_policy and not Path(args.init_policy).exists():
@@ -339,6 +340,12 @@ def _main(argv: list[str] | None) -> int:
     parser.add_argument('--init-policy', metavar='PT',
                         help='pick_place: fine-tune this policy (.pt) instead of training '
                              'from scratch (by DAgger at the full ranges, or on --dataset)')
+    parser.add_argument('--in-flight', action='store_true',
+                        help='pick_place, from scratch: the policy also reads its last '
+                             'actions (7 frames), and the expert labels each state for where '
+                             'the commands still in the command delay take the arm, so that '
+                             'training with --randomization\'s delay teaches it to act for '
+                             'the delay (pick_network.InFlightPolicy)')
     parser.add_argument('--expert-rounds', type=int, default=0, metavar='N',
                         help='with --dataset: co-train with the simulation, N DAgger rounds '
                              'in the training sim at full randomisation: the policy drives '

@@ -19,7 +19,8 @@ class TrainingAsked:
 
     ``dataset``: at least one ``--dataset``; ``rounds``: ``--rounds`` given;
     ``ppo_iterations``: ``--ppo-iterations``; ``scenarios``: at least one ``--scenarios``;
-    ``reward_terms``: at least one ``--reward-terms``; ``init_policy``: ``--init-policy``.
+    ``reward_terms``: at least one ``--reward-terms``; ``init_policy``: ``--init-policy``;
+    ``in_flight``: ``--in-flight``.
     """
 
     task: str
@@ -29,6 +30,7 @@ class TrainingAsked:
     scenarios: bool = False
     reward_terms: bool = False
     init_policy: bool = False
+    in_flight: bool = False
 
 
 def refusal(asked: TrainingAsked) -> str | None:
@@ -39,6 +41,14 @@ def refusal(asked: TrainingAsked) -> str | None:
     if asked.reward_terms and (not refined or asked.ppo_iterations < 1 or asked.dataset):
         return ('--reward-terms shape the reward PPO fine-tunes on; add --task pick_place and '
                 '--ppo-iterations N, without --dataset')
+    if asked.in_flight and not refined:
+        return '--in-flight trains a pick_place policy; add --task pick_place'
+    if asked.in_flight and asked.init_policy:
+        return ('--in-flight trains a new policy; a fine-tune keeps the inputs of its '
+                '--init-policy')
+    if asked.in_flight and asked.dataset:
+        return ('--in-flight policies read their last actions, which a --dataset\'s frames '
+                'do not hold')
     if not asked.dataset:
         return None
     if not refined:

@@ -157,6 +157,19 @@ class Physics:
         return target
 
     @property
+    def arm_in_flight(self) -> np.ndarray:
+        """How far (7,) rad the commands still in the command delay move the arm's target.
+
+        The target set now minus the oldest one queued (the next the actuators see); zeros
+        without a delay. The measured joints plus this are where the arm is headed once the
+        commands in flight have landed.
+        """
+        arm = self.index.arm_dof
+        if self.law.delay[0] == 0:
+            return np.zeros(arm)
+        return self._target[:arm] - self.law.ring[0, self.law.head[0], :arm]
+
+    @property
     def delay_steps(self) -> int:
         """Physics steps between setting a target and the actuators seeing it."""
         return int(self.law.delay[0])
