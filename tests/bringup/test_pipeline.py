@@ -3,11 +3,13 @@
 The run is a small real one on the stand-in: a recorded excitation fitted with ``fit``, a
 tiny reach policy trained in that physics, gated against it (thresholds at zero: only a
 protective stop fails it) and promoted. A rerun runs nothing; a changed bag re-runs ``fit``
-and everything after it.
+and everything after it. The feedback test runs the loop on pick and place: a policy trained
+without action delay fails the gate's delay cells, and the improve stage makes it pass.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -22,13 +24,14 @@ from ros_helpers import REPO, installed_executable, wait_until
 from sysid_helpers import simulate, write_bag
 
 from simops_bringup.arguments import robot_names
-from simops_bringup.improve import next_reward_terms, next_scenarios
+from simops_bringup.improve import failing_cells, next_reward_terms, next_scenarios
 from simops_bringup.pipeline import stages
 from simops_bringup.pipeline_commands import gate_command, train_command
 from simops_bringup.pipeline_file import PipelineError, load_pipeline
 from simops_core.promotion import check_deployable
 
 STAGES = ('calibrate', 'train', 'gate', 'promote')
+FIXTURES = Path(__file__).resolve().parent / 'fixtures'
 
 
 def pipeline_file(tmp_path: Path, **changes: object) -> Path:
@@ -46,9 +49,9 @@ def pipeline_file(tmp_path: Path, **changes: object) -> Path:
     return path
 
 
-def pipeline(*args: object) -> subprocess.CompletedProcess[str]:
+def pipeline(*args: object, timeout: float = 900) -> subprocess.CompletedProcess[str]:
     return subprocess.run([str(installed_executable('simops_bringup', 'simops-pipeline')),
-                           *map(str, args)], capture_output=True, text=True, timeout=900,
+                           *map(str, args)], capture_output=True, text=True, timeout=timeout,
                           cwd=REPO)
 
 
@@ -394,6 +397,43 @@ def test_the_improve_stage_widens_the_ranges_to_the_failing_cells_and_stops_when
     assert (run / 'release/fr3_reach.pt').read_bytes() == (
         round_1 / 'policy/fr3_reach.pt').read_bytes()
     assert not (run / 'release/fr3_reach.promotion.jsonl').exists()
+
+
+@pytest.mark.slow
+@pytest.mark.ros_free
+@pytest.mark.timeout(2400)   # a fine-tune at the task's budget: 8 min alone on 2 cores
+def test_a_pick_policy_trained_without_delay_fails_the_delay_cells_and_the_loop_passes_it(
+        tmp_path: Path) -> None:
+    """The feedback test. A pipeline seeded with randomisation that leaves out the action
+    delay (``delay: 0``), from a pick policy trained that way (``fixtures/pick_without_delay``,
+    in flight), gated at 0 and 6 control periods with the shipped pick pipeline's
+    thresholds: the gate FAILs the delay-6 cell; the improve stage widens the delay to 6,
+    fine-tunes at the task's budget and gates again; it PASSes within 3 rounds and is
+    promoted, with no person in between (about 8 minutes on 2 cores)."""
+    path = pipeline_file(
+        tmp_path, task='pick_place', calibration={},
+        policy=str(FIXTURES / 'pick_without_delay/fr3_pick_place.pt'),
+        train={'seed': 0, 'rounds': 10, 'episodes': 80, 'updates': 5000, 'eval_episodes': 20,
+               'workers': 2},
+        randomization={'delay': 0},
+        gate={'grid': {'delay': [0, 6]}, 'episodes': 20, 'seed': 0, 'workers': 2,
+              'thresholds': load_pipeline(REPO / 'pipelines/fr3_pick_place.yaml',
+                                          robot_names()).thresholds},
+        feedback={'max_rounds': 3})
+    run = tmp_path / 'run'
+    result = pipeline('run', path, '--dir', run, timeout=2100)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    first = json.loads((run / 'gate/validation.json').read_text())
+    assert first['verdict'] == 'fail', first
+    assert {c['delay'] for c in failing_cells(first)} == {6}, failing_cells(first)
+    summary = json.loads((run / 'improve/summary.json').read_text())
+    assert summary['verdict'] == 'pass' and 1 <= len(summary['rounds']) <= 3, summary
+    assert summary['rounds'][0]['changed'] == {'delay': [0, 6]}, summary
+    last = summary['rounds'][-1]['round']
+    assert ((run / 'release/validation.json').read_text()
+            == (run / f'improve/round_{last}/gate/validation.json').read_text())
+    policy = run / 'release/fr3_pick_place.pt'
+    check_deployable(policy, policy.with_suffix('.yaml'), None)
 
 
 def test_failing_scenarios_become_training_scenarios_when_the_loop_may_change_them(
