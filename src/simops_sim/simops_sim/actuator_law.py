@@ -188,6 +188,13 @@ class ArmLaws:
             self.ring = ring
         self.fill_delay(row)
 
+    def next_delayed(self, row: int) -> np.ndarray:
+        """Row ``row``'s oldest queued command (w,): the next its actuators see (a view).
+
+        Meaningful with a delay (``delay[row] > 0``); without one there is no queue.
+        """
+        return self.ring[row, self.head[row]]
+
     def fill_delay(self, row: int) -> None:
         """Forget row ``row``'s queued commands: the next ``d`` it applies are its command."""
         self.ring[row] = self.command[row]

@@ -167,7 +167,7 @@ class Physics:
         arm = self.index.arm_dof
         if self.law.delay[0] == 0:
             return np.zeros(arm)
-        return self._target[:arm] - self.law.ring[0, self.law.head[0], :arm]
+        return self._target[:arm] - self.law.next_delayed(0)[:arm]
 
     @property
     def delay_steps(self) -> int:
