@@ -94,8 +94,13 @@ def unshare() -> list[str]:
 @pytest.mark.slow
 @pytest.mark.ros_free
 def test_a_ray_cluster_runs_the_tasks_and_retries_a_killed_worker() -> None:
-    """ray start --head, two worker CPUs, in a namespace whose only interface is loopback."""
-    result = subprocess.run([*unshare(), sys.executable, str(REPO / 'tests/ray_cluster_check.py')],
+    """ray start --head, two worker CPUs, in a namespace whose only interface is loopback.
+
+    Its own PID namespace too: ``ray stop`` ends every Ray process it sees in /proc, which
+    on the host would include another test's ``--ray local`` cluster (it did, beside the
+    Ray gate on the other xdist worker: "The task's local raylet died")."""
+    result = subprocess.run([*unshare(), '--pid', '--fork', '--mount-proc', sys.executable,
+                             str(REPO / 'tests/ray_cluster_check.py')],
                             capture_output=True, text=True, timeout=600, check=False,
                             cwd=REPO / 'tests')
     assert result.returncode == 0, result.stderr[-3000:]
